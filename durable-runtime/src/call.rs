@@ -1,0 +1,167 @@
+//! A call in flight: the handler to run, where its reply goes, and the typed client entry point
+//! generated code uses.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+use tokio::sync::oneshot;
+
+use crate::context::Context;
+use crate::error::Error;
+use crate::object::{BoxFuture, DurableObject};
+use crate::runtime::Runtime;
+
+/// Whether a handler may change the object's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A `&self` handler: never writes.
+    Read,
+    /// A `&mut self` handler: its state is committed if it changed.
+    Write,
+}
+
+/// How a handler run ended.
+pub(crate) enum Outcome {
+    /// It returned a value; the reply waits until the state is committed.
+    Returned,
+    /// It returned its own error; the state must be rolled back.
+    HandlerError,
+    /// It panicked with this message; the state must be rolled back.
+    Panicked(String),
+}
+
+/// A queued call, erased over its handler's argument and result types so one mailbox carries
+/// calls to every handler of an object type.
+pub(crate) trait Invocation<O>: Send + 'static {
+    /// Whether the handler may change state.
+    fn access(&self) -> Access;
+
+    /// The handler's name, for errors and spans.
+    fn handler(&self) -> &'static str;
+
+    /// Runs the handler once. Its result is kept in the invocation until [`reply`] sends it, so
+    /// that the reply can wait for the commit. A panic is caught and reported as an outcome.
+    ///
+    /// [`reply`]: Invocation::reply
+    fn run<'a>(&'a mut self, state: &'a mut O, ctx: &'a Context) -> BoxFuture<'a, Outcome>;
+
+    /// Sends the handler's result to the caller.
+    fn reply(self: Box<Self>);
+
+    /// Sends a runtime error to the caller instead of the handler's result.
+    fn fail(self: Box<Self>, error: Error);
+}
+
+/// The concrete invocation behind a typed client call.
+struct Call<F, R, E> {
+    handler: &'static str,
+    access: Access,
+    run: Option<F>,
+    result: Option<Result<R, E>>,
+    reply: oneshot::Sender<Result<R, Error<E>>>,
+}
+
+impl<O, F, R, E> Invocation<O> for Call<F, R, E>
+where
+    O: DurableObject,
+    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    fn access(&self) -> Access {
+        self.access
+    }
+
+    fn handler(&self) -> &'static str {
+        self.handler
+    }
+
+    fn run<'a>(&'a mut self, state: &'a mut O, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+        let run = self.run.take();
+        Box::pin(async move {
+            let Some(run) = run else {
+                return Outcome::Panicked("invocation ran twice".to_owned());
+            };
+            // Calling `run` happens inside the guarded future so that a panic in a synchronous
+            // handler body is caught too.
+            match AssertUnwindSafe(async move { run(state, ctx).await })
+                .catch_unwind()
+                .await
+            {
+                Ok(Ok(value)) => {
+                    self.result = Some(Ok(value));
+                    Outcome::Returned
+                }
+                Ok(Err(error)) => {
+                    self.result = Some(Err(error));
+                    Outcome::HandlerError
+                }
+                Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
+            }
+        })
+    }
+
+    fn reply(self: Box<Self>) {
+        let this = *self;
+        let result = match this.result {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(error)) => Err(Error::Handler(error)),
+            None => return,
+        };
+        // The caller may have gone away (its future was dropped); nothing to do then.
+        let _ = this.reply.send(result);
+    }
+
+    fn fail(self: Box<Self>, error: Error) {
+        let _ = self.reply.send(Err(error.widen()));
+    }
+}
+
+/// The text of a panic payload, when it is a string.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+/// Sends one call to the object `(O, id)`, starting the object if needed, and waits for its
+/// reply. This is what generated clients call.
+///
+/// # Cancel safety
+///
+/// Dropping the returned future does not cancel the call once it is queued: the handler still
+/// runs and its state is still committed; only the reply is lost.
+pub(crate) async fn call<O, R, E, F>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    run: F,
+) -> Result<R, Error<E>>
+where
+    O: DurableObject,
+    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    crate::id::validate_id(id)?;
+    let (reply, receive) = oneshot::channel();
+    let call = Box::new(Call {
+        handler,
+        access,
+        run: Some(run),
+        result: None,
+        reply,
+    });
+    runtime.dispatch::<O>(id, call);
+    match receive.await {
+        Ok(result) => result,
+        // The object dropped the call without answering: it was stopped by a runtime shutdown.
+        Err(_) => Err(Error::ShuttingDown),
+    }
+}

@@ -1,0 +1,33 @@
+//! How object state is encoded for storage: JSON, so stored rows stay readable with SQL.
+//!
+//! Decoding goes through `serde_path_to_error`, so a state that no longer fits its struct is
+//! reported with the path of the failing field.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Encodes a state (or any serializable value) as JSON bytes.
+pub(crate) fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(value).map_err(|e| e.to_string())
+}
+
+/// A decoding failure with the path of the field that failed (`.` for the root).
+#[derive(Debug)]
+pub(crate) struct DecodeFailure {
+    pub(crate) path: String,
+    pub(crate) message: String,
+}
+
+/// Decodes JSON bytes, reporting the failing field's path.
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailure> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| DecodeFailure {
+        path: e.path().to_string(),
+        message: e.inner().to_string(),
+    })?;
+    de.end().map_err(|e| DecodeFailure {
+        path: ".".to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok(value)
+}

@@ -1,0 +1,190 @@
+//! The error every call returns.
+
+use std::convert::Infallible;
+
+use crate::id::InvalidId;
+use crate::storage::{ObjectKey, StorageError};
+
+/// Why a call did not return a value.
+///
+/// `E` is the handler's own error type: a handler returning `Result<T, MyError>` gets a client
+/// returning `Result<T, Error<MyError>>`, and its error arrives as [`Error::Handler`], typed.
+/// Infallible handlers use the default, `Error<Infallible>`.
+///
+/// Whatever the variant, a failed call leaves the object's committed state as it was before
+/// the call (a handler error or a panic rolls the in-memory state back; a failed commit throws
+/// the activation away so the next call reloads the last committed state).
+/// [`is_retryable`](Error::is_retryable) says whether sending the same call again is safe.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::Error;
+///
+/// let err: Error = Error::ShuttingDown;
+/// assert!(!err.is_retryable());
+/// assert_eq!(err.to_string(), "the runtime is shutting down");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error<E = Infallible> {
+    /// The handler returned `Err`; its state changes were rolled back and nothing was written.
+    #[error("handler error: {0}")]
+    Handler(E),
+
+    /// The object id was refused before anything was stored.
+    #[error("invalid object id: {0}")]
+    InvalidId(#[from] InvalidId),
+
+    /// The handler panicked; its state changes were rolled back and nothing was written. The
+    /// object keeps serving other calls.
+    #[error("handler `{handler}` of {key} panicked: {message}")]
+    Panicked {
+        /// The object.
+        key: ObjectKey,
+        /// The handler that panicked.
+        handler: &'static str,
+        /// The panic's message, when it was a string.
+        message: String,
+    },
+
+    /// Loading or committing the object's state failed. The in-memory state was discarded;
+    /// the next call reloads the last committed state.
+    #[error("storage failed for {key}: {source}")]
+    Storage {
+        /// The object.
+        key: ObjectKey,
+        /// The backend's error.
+        #[source]
+        source: StorageError,
+    },
+
+    /// Another writer (another runtime on the same database) committed a newer version of the
+    /// object first. Nothing was written; the object reloads the newer state.
+    #[error("version conflict on {key}: another writer committed version {found:?} first")]
+    Conflict {
+        /// The object.
+        key: ObjectKey,
+        /// The version found in storage, if any.
+        found: Option<u64>,
+    },
+
+    /// The stored state no longer decodes into the object's struct. The stored bytes are
+    /// left untouched; every call to this object fails this way until the data or the struct
+    /// is fixed.
+    #[error("stored state of {key} does not decode at `{path}`: {message}")]
+    Decode {
+        /// The object.
+        key: ObjectKey,
+        /// The path of the failing field (`.` for the root).
+        path: String,
+        /// The decoder's message.
+        message: String,
+    },
+
+    /// The state after the handler could not be encoded (for example a map with non-string
+    /// keys). The call was rolled back.
+    #[error("state of {key} cannot be encoded: {message}")]
+    Encode {
+        /// The object.
+        key: ObjectKey,
+        /// The encoder's message.
+        message: String,
+    },
+
+    /// The object's after-load hook failed, so the object could not start.
+    #[error("after_load of {key} failed: {message}")]
+    AfterLoad {
+        /// The object.
+        key: ObjectKey,
+        /// The hook's error message.
+        message: String,
+    },
+
+    /// The object's queue is full; the call was not accepted. Retry later.
+    #[error("{key} is overloaded: its queue of {capacity} calls is full")]
+    Overloaded {
+        /// The object.
+        key: ObjectKey,
+        /// The queue's capacity.
+        capacity: usize,
+    },
+
+    /// The handler did not finish in time. The activation was discarded, so the handler's
+    /// in-memory changes are not kept; whether its write was committed is unknown only if the
+    /// time ran out during the commit.
+    #[error("call to `{handler}` of {key} timed out")]
+    Timeout {
+        /// The object.
+        key: ObjectKey,
+        /// The handler.
+        handler: &'static str,
+    },
+
+    /// The runtime is shutting down and accepts no new calls.
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+}
+
+impl<E> Error<E> {
+    /// Whether sending the same call again is safe and may succeed: the call was not applied
+    /// and the cause is transient (a full queue, an unreachable database, a lost version race).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{storage::ObjectKey, Error};
+    ///
+    /// let err: Error = Error::Overloaded { key: ObjectKey::new("Counter", "a"), capacity: 8 };
+    /// assert!(err.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Overloaded { .. } | Self::Conflict { .. } => true,
+            Self::Storage { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The handler's own error, if this is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err: durable_runtime::Error<&str> = durable_runtime::Error::Handler("too big");
+    /// assert_eq!(err.handler_error(), Some(&"too big"));
+    /// ```
+    pub fn handler_error(&self) -> Option<&E> {
+        match self {
+            Self::Handler(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Error<Infallible> {
+    /// Re-types a runtime error (which holds no handler error) for a handler with error `E`.
+    pub(crate) fn widen<E>(self) -> Error<E> {
+        match self {
+            Self::Handler(never) => match never {},
+            Self::InvalidId(e) => Error::InvalidId(e),
+            Self::Panicked {
+                key,
+                handler,
+                message,
+            } => Error::Panicked {
+                key,
+                handler,
+                message,
+            },
+            Self::Storage { key, source } => Error::Storage { key, source },
+            Self::Conflict { key, found } => Error::Conflict { key, found },
+            Self::Decode { key, path, message } => Error::Decode { key, path, message },
+            Self::Encode { key, message } => Error::Encode { key, message },
+            Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
+            Self::Overloaded { key, capacity } => Error::Overloaded { key, capacity },
+            Self::Timeout { key, handler } => Error::Timeout { key, handler },
+            Self::ShuttingDown => Error::ShuttingDown,
+        }
+    }
+}

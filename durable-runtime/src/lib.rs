@@ -1,0 +1,70 @@
+//! Durable objects for Rust.
+//!
+//! A durable object is a single-instance, stateful actor addressed by `(type, id)`. It is
+//! started on demand, loads its state from a database, handles one call at a time, commits its
+//! state after every change before replying, and comes back from the database after any
+//! crash.
+//!
+//! ```
+//! use durable_runtime::{durable_object, MemoryStorage, Runtime};
+//!
+//! #[durable_object(hibernate_after = "5m")]
+//! pub struct Counter {
+//!     #[field(default = 0)]
+//!     count: i64,
+//! }
+//!
+//! #[durable_object]
+//! impl Counter {
+//!     #[handler]
+//!     fn handle_increment(&mut self, by: i64) -> i64 {
+//!         self.count += by;
+//!         self.count
+//!     }
+//!
+//!     #[handler]
+//!     fn handle_get(&self) -> i64 {
+//!         self.count
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_runtime::Error> {
+//! let rt = Runtime::new(MemoryStorage::new());
+//! Counter::increment(&rt, "user:123", 1).await?;
+//! assert_eq!(Counter::get(&rt, "user:123").await?, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! The [`durable_object`] attribute goes on the state struct and on an impl block holding its
+//! handlers; it generates the typed clients (`Counter::increment(&rt, id, ..)`). The
+//! [`Runtime`] owns a [`Storage`](storage::Storage) backend: [`MemoryStorage`] here, SQLite or
+//! Postgres from the `durable-sqlx` crate in production.
+#![deny(missing_docs)]
+
+mod call;
+mod codec;
+mod context;
+mod error;
+mod id;
+mod instance;
+mod object;
+mod registry;
+mod runtime;
+pub mod storage;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use call::Access;
+pub use context::Context;
+pub use error::Error;
+pub use id::{InvalidId, MAX_ID_LEN, validate_id};
+pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
+pub use runtime::{Runtime, RuntimeBuilder};
+pub use storage::MemoryStorage;
+
+/// Declares a durable object: on a struct, its state; on an impl block, its handlers.
+///
+/// See the crate documentation and the guide for the full syntax.
+pub use durable_macros::durable_object;

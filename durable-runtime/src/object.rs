@@ -1,0 +1,180 @@
+//! The traits `#[durable_object]` implements, and per-type options.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::context::Context;
+
+/// A boxed, sendable future, as handlers and hooks return it.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An error from a hook, boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The state half of a durable object, implemented by `#[durable_object]` on a struct.
+///
+/// The macro derives serde's traits with container-level defaults (so a stored state that lacks
+/// a field added later takes that field's default, and unknown stored fields are ignored),
+/// implements [`Default`] from the `#[field(default = ..)]` expressions and fills in the
+/// type name and [options](ObjectOptions).
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{durable_object, DurableObject};
+///
+/// #[durable_object(hibernate_after = "10m")]
+/// pub struct Counter {
+///     #[field(default = 10)]
+///     count: i64,
+/// }
+///
+/// #[durable_object]
+/// impl Counter {}
+///
+/// assert_eq!(Counter::TYPE_NAME, "Counter");
+/// assert_eq!(Counter::default().count, 10);
+/// assert_eq!(
+///     Counter::options().hibernate_after,
+///     Some(std::time::Duration::from_secs(600))
+/// );
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a durable object",
+    label = "not a durable object",
+    note = "add `#[durable_object]` to the struct `{Self}` (its state) as well as to an `impl {Self}` block (its handlers)"
+)]
+pub trait DurableObject:
+    Serialize + DeserializeOwned + Default + Handlers + Send + Sync + 'static
+{
+    /// The name this type is stored under (the struct's name unless `name = ".."` is given).
+    const TYPE_NAME: &'static str;
+
+    /// The options declared on the struct attribute.
+    fn options() -> ObjectOptions {
+        ObjectOptions::new()
+    }
+}
+
+/// The behaviour half of a durable object, implemented by `#[durable_object]` on an impl
+/// block: the after-load hook (and, through the typed clients it generates, the handlers).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has a `#[durable_object]` struct but no `#[durable_object]` impl block",
+    label = "no handlers declared for `{Self}`",
+    note = "add `#[durable_object] impl {Self} {{ .. }}` holding its `#[handler]` methods (it may be empty)"
+)]
+pub trait Handlers: Sized {
+    /// Runs once after the state is loaded (or created) and before the object accepts calls.
+    /// If it changes the state, the new state is committed first.
+    fn after_load<'a>(&'a mut self, ctx: &'a Context) -> BoxFuture<'a, Result<(), BoxError>> {
+        let _ = ctx;
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Lifecycle options of one object type.
+///
+/// Unset options inherit the runtime-wide defaults. The precedence, lowest first, is: the
+/// runtime default, the value declared on `#[durable_object(..)]`, an override given when the
+/// type is registered with the runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::ObjectOptions;
+///
+/// let options = ObjectOptions::new()
+///     .with_hibernate_after(Duration::from_secs(60))
+///     .with_shutdown_after(Duration::from_secs(3600));
+/// assert_eq!(options.shutdown_after, Some(Duration::from_secs(3600)));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectOptions {
+    /// Inactivity after which the object drops its decoded state but stays registered.
+    pub hibernate_after: Option<Duration>,
+    /// Inactivity after which the object leaves memory entirely.
+    pub shutdown_after: Option<Duration>,
+    /// The longest a handler may run before its call fails with a timeout.
+    pub call_timeout: Option<Duration>,
+    /// How many calls may wait in the object's queue before new ones are refused.
+    pub queue_capacity: Option<usize>,
+}
+
+impl ObjectOptions {
+    /// Options with nothing set.
+    pub const fn new() -> Self {
+        Self {
+            hibernate_after: None,
+            shutdown_after: None,
+            call_timeout: None,
+            queue_capacity: None,
+        }
+    }
+
+    /// Sets `hibernate_after`.
+    pub const fn with_hibernate_after(mut self, after: Duration) -> Self {
+        self.hibernate_after = Some(after);
+        self
+    }
+
+    /// Sets `shutdown_after`.
+    pub const fn with_shutdown_after(mut self, after: Duration) -> Self {
+        self.shutdown_after = Some(after);
+        self
+    }
+
+    /// Sets `call_timeout`.
+    pub const fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets `queue_capacity`.
+    pub const fn with_queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = Some(capacity);
+        self
+    }
+
+    /// These options with every unset value taken from `fallback`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let declared = ObjectOptions::new().with_hibernate_after(Duration::from_secs(1));
+    /// let defaults = ObjectOptions::new()
+    ///     .with_hibernate_after(Duration::from_secs(300))
+    ///     .with_queue_capacity(16);
+    /// let merged = declared.or(defaults);
+    /// assert_eq!(merged.hibernate_after, Some(Duration::from_secs(1)));
+    /// assert_eq!(merged.queue_capacity, Some(16));
+    /// ```
+    pub const fn or(self, fallback: Self) -> Self {
+        Self {
+            hibernate_after: match self.hibernate_after {
+                Some(v) => Some(v),
+                None => fallback.hibernate_after,
+            },
+            shutdown_after: match self.shutdown_after {
+                Some(v) => Some(v),
+                None => fallback.shutdown_after,
+            },
+            call_timeout: match self.call_timeout {
+                Some(v) => Some(v),
+                None => fallback.call_timeout,
+            },
+            queue_capacity: match self.queue_capacity {
+                Some(v) => Some(v),
+                None => fallback.queue_capacity,
+            },
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Items generated code relies on. Not public API: anything here may change in any release.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use serde;
+
+pub use crate::call::Access;
+pub use crate::context::Context;
+pub use crate::error::Error;
+pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
+pub use crate::runtime::Runtime;
+
+use crate::object;
+
+/// Sends one call to `(O, id)` and waits for its reply; the body of every generated client.
+pub async fn call<O, R, E, F>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    run: F,
+) -> Result<R, Error<E>>
+where
+    O: DurableObject,
+    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    crate::call::call::<O, R, E, F>(runtime, id, access, handler, run).await
+}
+
+/// A state field's type must have a default unless `#[field(default = ..)]` gives one.
+#[diagnostic::on_unimplemented(
+    message = "the field type `{Self}` has no default value",
+    label = "`{Self}` does not implement `Default`",
+    note = "give the field a default with `#[field(default = <expr>)]`, or implement `Default` for `{Self}`"
+)]
+pub trait FieldDefault: Sized {
+    /// The field's default.
+    fn field_default() -> Self;
+}
+
+impl<T: Default> FieldDefault for T {
+    fn field_default() -> Self {
+        T::default()
+    }
+}
+
+/// A state field's type must be storable.
+#[diagnostic::on_unimplemented(
+    message = "the field type `{Self}` cannot be stored",
+    label = "`{Self}` does not implement `Serialize` and `Deserialize`",
+    note = "state fields are stored as JSON: derive `serde::Serialize` and `serde::Deserialize` for `{Self}`"
+)]
+pub trait StateField: Serialize + DeserializeOwned {}
+
+impl<T: Serialize + DeserializeOwned> StateField for T {}
+
+/// A handler argument must be serializable, so a call can also cross a process boundary.
+#[diagnostic::on_unimplemented(
+    message = "the handler argument type `{Self}` cannot be sent in a call",
+    label = "`{Self}` must implement `Serialize`, `Deserialize` and `Send`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for `{Self}`, or take an owned serializable type"
+)]
+pub trait HandlerArgument: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> HandlerArgument for T {}
+
+/// A handler's return value must be serializable, so a reply can also cross a process
+/// boundary.
+#[diagnostic::on_unimplemented(
+    message = "the handler return type `{Self}` cannot be sent as a reply",
+    label = "`{Self}` must implement `Serialize`, `Deserialize` and `Send`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for `{Self}`"
+)]
+pub trait HandlerOutput: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> HandlerOutput for T {}
+
+/// A handler's error type must be sendable to the caller.
+#[diagnostic::on_unimplemented(
+    message = "the handler error type `{Self}` cannot be sent to the caller",
+    label = "`{Self}` must be `Send + 'static`"
+)]
+pub trait HandlerError: Send + 'static {}
+
+impl<T: Send + 'static> HandlerError for T {}
+
+/// Compile-time checks, called from generated code with spans on the user's types.
+pub const fn assert_field<T: FieldDefault + StateField>() {}
+/// Compile-time check of a handler argument type.
+pub const fn assert_argument<T: HandlerArgument>() {}
+/// Compile-time check of a handler return type.
+pub const fn assert_output<T: HandlerOutput>() {}
+/// Compile-time check of a handler error type.
+pub const fn assert_error<T: HandlerError>() {}
+/// Compile-time check that a type is a complete durable object (both halves present).
+pub const fn assert_durable_object<T: DurableObject>() {}
+
+/// What an after-load hook may return: nothing, or a `Result` with any boxable error.
+pub trait HookResult {
+    /// Converts into the runtime's hook result.
+    fn into_hook_result(self) -> Result<(), BoxError>;
+}
+
+impl HookResult for () {
+    fn into_hook_result(self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+impl<E: Into<BoxError>> HookResult for Result<(), E> {
+    fn into_hook_result(self) -> Result<(), BoxError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// Builds an `ObjectOptions` value from generated code.
+pub const fn options() -> ObjectOptions {
+    object::ObjectOptions::new()
+}
+
+/// A duration from whole nanoseconds, for options parsed at compile time.
+pub const fn nanos(nanos: u64) -> ::core::time::Duration {
+    ::core::time::Duration::from_nanos(nanos)
+}

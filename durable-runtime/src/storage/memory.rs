@@ -1,0 +1,261 @@
+//! An in-memory [`Storage`] for tests, documentation and examples.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use super::{
+    AlarmChange, AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError,
+    StoredObject,
+};
+
+/// Objects and alarms kept in process memory.
+///
+/// It honours the whole [`Storage`] contract (atomic batches, versions, alarm claims) except
+/// durability: everything is gone when the last clone is dropped. Clones share the same data,
+/// which lets a test build a second runtime over the "same database".
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// assert!(store.load(&ObjectKey::new("Counter", "a")).await.unwrap().is_none());
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct MemoryStorage {
+    inner: Arc<Mutex<Tables>>,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    objects: BTreeMap<ObjectKey, StoredObject>,
+    alarms: BTreeMap<(ObjectKey, String), AlarmRecord>,
+}
+
+impl MemoryStorage {
+    /// Creates an empty store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let store = durable_runtime::storage::MemoryStorage::new();
+    /// # drop(store);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        // A panic while holding the lock cannot leave the maps half-updated (every mutation
+        // is checked before it starts), so a poisoned lock is still consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Tables {
+    fn apply_alarm(&mut self, key: &ObjectKey, change: &AlarmChange) {
+        match change {
+            AlarmChange::Set { name, due_at } => {
+                self.alarms.insert(
+                    (key.clone(), name.clone()),
+                    AlarmRecord {
+                        key: key.clone(),
+                        name: name.clone(),
+                        due_at: *due_at,
+                        attempts: 0,
+                        claimed_at: None,
+                        last_error: None,
+                        dead: false,
+                    },
+                );
+            }
+            AlarmChange::Cancel { name } => {
+                self.alarms.remove(&(key.clone(), name.clone()));
+            }
+            AlarmChange::CancelAll => self.alarms.retain(|(k, _), _| k != key),
+        }
+    }
+
+    fn claimed_alarm(
+        &mut self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Option<&mut AlarmRecord> {
+        self.alarms
+            .get_mut(&(key.clone(), name.to_owned()))
+            .filter(|alarm| alarm.claimed_at == Some(claimed_at))
+    }
+}
+
+#[async_trait]
+impl Storage for MemoryStorage {
+    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        Ok(self.tables().objects.get(key).cloned())
+    }
+
+    async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+        let mut tables = self.tables();
+        // Check every version first so that a conflict applies nothing.
+        for (index, write) in batch.iter().enumerate() {
+            let found = tables.objects.get(&write.key).map(|o| o.version);
+            if found.unwrap_or(0) != write.expected_version {
+                return Err(CommitError::Conflict {
+                    index,
+                    key: write.key.clone(),
+                    expected: write.expected_version,
+                    found,
+                });
+            }
+            if write.state.is_none() && found.is_none() {
+                return Err(CommitError::Conflict {
+                    index,
+                    key: write.key.clone(),
+                    expected: write.expected_version,
+                    found,
+                });
+            }
+        }
+        for write in batch {
+            let entry = tables
+                .objects
+                .entry(write.key.clone())
+                .or_insert_with(|| StoredObject {
+                    state: Vec::new(),
+                    version: 0,
+                });
+            entry.version = write.new_version();
+            if let Some(state) = &write.state {
+                entry.state.clone_from(state);
+            }
+            for change in &write.alarms {
+                tables.apply_alarm(&write.key, change);
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        let mut tables = self.tables();
+        tables.alarms.retain(|(k, _), _| k != key);
+        Ok(tables.objects.remove(key).is_some())
+    }
+
+    async fn list_ids(
+        &self,
+        object_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, StorageError> {
+        let tables = self.tables();
+        let mut ids: Vec<String> = tables
+            .objects
+            .keys()
+            .filter(|k| k.object_type == object_type)
+            .filter(|k| after.is_none_or(|after| k.object_id.as_str() > after))
+            .map(|k| k.object_id.clone())
+            .take(limit.saturating_add(1))
+            .collect();
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Ok(IdPage { ids, next })
+    }
+
+    async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+        let tables = self.tables();
+        let mut alarms: Vec<AlarmRecord> = tables
+            .alarms
+            .values()
+            .filter(|a| &a.key == key)
+            .cloned()
+            .collect();
+        alarms.sort_by(|a, b| (a.due_at, &a.name).cmp(&(b.due_at, &b.name)));
+        Ok(alarms)
+    }
+
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        Ok(self
+            .tables()
+            .alarms
+            .values()
+            .filter(|a| !a.dead && a.claimed_at.is_none())
+            .map(|a| a.due_at)
+            .min())
+    }
+
+    async fn claim_due_alarms(
+        &self,
+        now: SystemTime,
+        claim_expired_before: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError> {
+        let mut tables = self.tables();
+        let mut due: Vec<&mut AlarmRecord> = tables
+            .alarms
+            .values_mut()
+            .filter(|a| {
+                !a.dead
+                    && a.due_at <= now
+                    && a.claimed_at.is_none_or(|at| at < claim_expired_before)
+            })
+            .collect();
+        due.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
+        Ok(due
+            .into_iter()
+            .take(limit)
+            .map(|alarm| {
+                alarm.claimed_at = Some(now);
+                alarm.clone()
+            })
+            .collect())
+    }
+
+    async fn finish_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let mut tables = self.tables();
+        if tables.claimed_alarm(key, name, claimed_at).is_none() {
+            return Ok(false);
+        }
+        tables.alarms.remove(&(key.clone(), name.to_owned()));
+        Ok(true)
+    }
+
+    async fn fail_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+        attempts: u32,
+        error: &str,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool, StorageError> {
+        let mut tables = self.tables();
+        let Some(alarm) = tables.claimed_alarm(key, name, claimed_at) else {
+            return Ok(false);
+        };
+        alarm.attempts = attempts;
+        alarm.last_error = Some(error.to_owned());
+        alarm.claimed_at = None;
+        match retry_at {
+            Some(at) => alarm.due_at = at,
+            None => alarm.dead = true,
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,382 @@
+//! The storage contract between the runtime and a database.
+//!
+//! The runtime talks to its database only through the [`Storage`] trait. The trait speaks the
+//! runtime's language: object keys, encoded state with a version, and alarm rows. No driver type
+//! appears in it, so a backend is one crate implementing one trait (`durable-sqlx` provides
+//! SQLite and Postgres) and every backend is checked by the same conformance suite
+//! (`durable_runtime::conformance`, behind the `conformance` feature).
+//!
+//! # Versions
+//!
+//! Every stored object carries a version that starts at 1 and grows by one on each write. A
+//! write names the version it expects to replace ([`ObjectWrite::expected_version`], 0 when the
+//! object must not exist yet). A write whose expectation does not hold is rejected with
+//! [`CommitError::Conflict`] and nothing of its batch is applied: a runtime that lost a race
+//! against another process never silently overwrites a newer state.
+//!
+//! # Time
+//!
+//! Alarm times are UTC wall-clock times ([`SystemTime`]). Backends store them with microsecond
+//! precision; the runtime only passes times already truncated to whole microseconds (see
+//! [`truncate_to_micros`]), so a time read back compares equal to the time written.
+//!
+//! # Batches
+//!
+//! [`Storage::commit`] applies a batch of writes, possibly for many objects, in one
+//! transaction. This is what lets the runtime coalesce the writes of concurrent calls into one
+//! commit while still releasing each reply only after its own write is durable.
+
+mod memory;
+
+use std::fmt;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+pub use memory::MemoryStorage;
+
+/// The address of one object: its type name and its id.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::ObjectKey;
+///
+/// let key = ObjectKey::new("Counter", "user:123");
+/// assert_eq!(key.object_type, "Counter");
+/// assert_eq!(key.to_string(), "Counter/user:123");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// The object's type name (by default the Rust struct's name).
+    pub object_type: String,
+    /// The object's id, as given by the caller.
+    pub object_id: String,
+}
+
+impl ObjectKey {
+    /// Builds a key from a type name and an id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let key = durable_runtime::storage::ObjectKey::new("Counter", "a");
+    /// assert_eq!(key.object_id, "a");
+    /// ```
+    pub fn new(object_type: impl Into<String>, object_id: impl Into<String>) -> Self {
+        Self {
+            object_type: object_type.into(),
+            object_id: object_id.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.object_type, self.object_id)
+    }
+}
+
+/// An object's state as stored: the encoded bytes and their version.
+///
+/// # Examples
+///
+/// ```
+/// let stored = durable_runtime::storage::StoredObject { state: b"{}".to_vec(), version: 1 };
+/// assert_eq!(stored.version, 1);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredObject {
+    /// The encoded state (UTF-8 JSON, as written by the runtime).
+    pub state: Vec<u8>,
+    /// The version of this state; 1 for the first write.
+    pub version: u64,
+}
+
+/// One object's changes from one call, applied atomically with the rest of its batch.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite};
+///
+/// // First save of a new object, with one alarm scheduled in the same transaction.
+/// let write = ObjectWrite {
+///     key: ObjectKey::new("Counter", "a"),
+///     expected_version: 0,
+///     state: Some(b"{\"count\":0}".to_vec()),
+///     alarms: vec![AlarmChange::Set {
+///         name: "flush".into(),
+///         due_at: std::time::SystemTime::now(),
+///     }],
+/// };
+/// assert_eq!(write.new_version(), 1);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectWrite {
+    /// The object written.
+    pub key: ObjectKey,
+    /// The version this write replaces: 0 if the object must not exist yet.
+    pub expected_version: u64,
+    /// The new encoded state, or `None` to keep the state and only change alarms (the version
+    /// is still checked, and still advances).
+    pub state: Option<Vec<u8>>,
+    /// Alarm changes made by the same call, applied in order.
+    pub alarms: Vec<AlarmChange>,
+}
+
+impl ObjectWrite {
+    /// The version the object has once this write is committed.
+    pub fn new_version(&self) -> u64 {
+        self.expected_version + 1
+    }
+}
+
+/// A change to an object's alarms, committed with its state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlarmChange {
+    /// Schedules the alarm `name`, replacing any alarm of that name and clearing its claim and
+    /// attempt count.
+    Set {
+        /// The alarm's name, unique per object.
+        name: String,
+        /// When it is due (UTC wall-clock time).
+        due_at: SystemTime,
+    },
+    /// Cancels the alarm `name` if it exists.
+    Cancel {
+        /// The alarm's name.
+        name: String,
+    },
+    /// Cancels every alarm of the object.
+    CancelAll,
+}
+
+/// A stored alarm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlarmRecord {
+    /// The object the alarm belongs to.
+    pub key: ObjectKey,
+    /// The alarm's name.
+    pub name: String,
+    /// When it is due.
+    pub due_at: SystemTime,
+    /// How many times it has been fired without success so far.
+    pub attempts: u32,
+    /// When it was claimed by a scheduler, if it is claimed.
+    pub claimed_at: Option<SystemTime>,
+    /// The error of the last failed attempt, if any.
+    pub last_error: Option<String>,
+    /// Whether the alarm exhausted its attempts and is kept as a dead alarm.
+    pub dead: bool,
+}
+
+/// A page of stored object ids of one type, in ascending order.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct IdPage {
+    /// The ids on this page.
+    pub ids: Vec<String>,
+    /// The cursor for the next page (`None` when this is the last page).
+    pub next: Option<String>,
+}
+
+/// Why a batch was not committed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// The write at `index` expected a version the store does not hold; nothing of the batch
+    /// was applied.
+    #[error("version conflict on {key}: expected version {expected}, found {found:?}")]
+    Conflict {
+        /// The index of the conflicting write in the batch.
+        index: usize,
+        /// The object whose version did not match.
+        key: ObjectKey,
+        /// The version the write expected.
+        expected: u64,
+        /// The version found (`None` if the object does not exist).
+        found: Option<u64>,
+    },
+    /// The store failed; the batch may or may not have been applied (an unknown outcome is
+    /// treated as a failure and the objects involved are reloaded).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A storage failure, carrying the backend's error as its source.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::StorageError;
+///
+/// let err = StorageError::unavailable(std::io::Error::other("connection reset"));
+/// assert!(err.is_retryable());
+/// assert!(err.to_string().contains("connection reset"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{kind}: {source}")]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// The class of a [`StorageError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// The database cannot be reached right now (connection refused or lost, pool timed out).
+    /// Retrying later is safe.
+    Unavailable,
+    /// The database refused the operation (constraint, schema, corrupt data). Retrying the same
+    /// operation is not expected to help.
+    Rejected,
+}
+
+impl fmt::Display for StorageErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Unavailable => "storage unavailable",
+            Self::Rejected => "storage rejected the operation",
+        })
+    }
+}
+
+impl StorageError {
+    /// A transient failure: the database cannot be reached right now.
+    pub fn unavailable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self {
+            kind: StorageErrorKind::Unavailable,
+            source: source.into(),
+        }
+    }
+
+    /// A permanent failure: the database refused the operation.
+    pub fn rejected(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self {
+            kind: StorageErrorKind::Rejected,
+            source: source.into(),
+        }
+    }
+
+    /// The class of this failure.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// Whether retrying the operation later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.kind == StorageErrorKind::Unavailable
+    }
+}
+
+/// Truncates a time to whole microseconds since the Unix epoch, the precision every backend
+/// stores.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use durable_runtime::storage::truncate_to_micros;
+///
+/// let t = UNIX_EPOCH + Duration::from_nanos(1_500_999);
+/// assert_eq!(truncate_to_micros(t), UNIX_EPOCH + Duration::from_micros(1_500));
+/// ```
+pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
+    match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => {
+            std::time::UNIX_EPOCH + std::time::Duration::from_micros(since.as_micros() as u64)
+        }
+        Err(_) => std::time::UNIX_EPOCH,
+    }
+}
+
+/// A database that holds objects and their alarms.
+///
+/// Implementations must make [`commit`](Storage::commit) atomic (all writes of a batch or none)
+/// and durable when it returns `Ok`, and must check versions as described in the
+/// [module docs](self). Run `durable_runtime::conformance` against a new backend to check it.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// let key = ObjectKey::new("Counter", "a");
+/// store
+///     .commit(&[ObjectWrite {
+///         key: key.clone(),
+///         expected_version: 0,
+///         state: Some(b"{\"count\":1}".to_vec()),
+///         alarms: vec![],
+///     }])
+///     .await
+///     .unwrap();
+/// let stored = store.load(&key).await.unwrap().unwrap();
+/// assert_eq!(stored.version, 1);
+/// # }
+/// ```
+#[async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Loads an object's state, or `None` if it was never stored (or was deleted).
+    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError>;
+
+    /// Applies a batch of writes in one transaction, checking each write's expected version.
+    ///
+    /// A batch never holds two writes for the same object.
+    async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError>;
+
+    /// Deletes an object's state and all its alarms in one transaction. Returns whether a
+    /// stored state existed.
+    async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError>;
+
+    /// Lists the stored ids of one type in ascending byte order, starting after `after`.
+    async fn list_ids(
+        &self,
+        object_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, StorageError>;
+
+    /// Lists an object's alarms (dead ones included), ordered by due time then name.
+    async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError>;
+
+    /// The earliest due time among alarms that are neither claimed nor dead, if any.
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError>;
+
+    /// Atomically claims up to `limit` alarms that are due at `now` and are unclaimed or whose
+    /// claim is older than `claim_expired_before`, marking them claimed at `now`, and returns
+    /// them (with `claimed_at` set), earliest first. Dead alarms are never claimed.
+    async fn claim_due_alarms(
+        &self,
+        now: SystemTime,
+        claim_expired_before: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError>;
+
+    /// Deletes a fired alarm if it is still claimed with the given claim time (an alarm
+    /// rescheduled by its own handler has no claim any more and survives). Returns whether it
+    /// was deleted.
+    async fn finish_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError>;
+
+    /// Records a failed attempt of a claimed alarm (if still claimed with `claimed_at`): sets
+    /// its attempt count and last error, releases the claim and either moves it to `retry_at`
+    /// or, when `retry_at` is `None`, marks it dead. Returns whether the alarm was updated.
+    async fn fail_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+        attempts: u32,
+        error: &str,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool, StorageError>;
+}

@@ -1,0 +1,1 @@
+//! SQL storage for durable-runtime.

@@ -1,0 +1,1 @@
+//! Integration, conformance and compile-fail tests of the durable workspace.
