@@ -7,9 +7,11 @@ use std::panic::AssertUnwindSafe;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
+use crate::chain::Chain;
 use crate::context::Context;
 use crate::error::Error;
 use crate::object::{BoxFuture, DurableObject};
+use crate::registry::Envelope;
 use crate::runtime::Runtime;
 
 /// Whether a handler may change the object's state.
@@ -40,6 +42,9 @@ pub(crate) trait Invocation<O>: Send + 'static {
     /// The handler's name, for errors and spans.
     fn handler(&self) -> &'static str;
 
+    /// The objects the call came through (empty for a call from outside any handler).
+    fn chain(&self) -> &Chain;
+
     /// Runs the handler once. Its result is kept in the invocation until [`reply`] sends it, so
     /// that the reply can wait for the commit. A panic is caught and reported as an outcome.
     ///
@@ -57,6 +62,7 @@ pub(crate) trait Invocation<O>: Send + 'static {
 struct Call<F, R, E> {
     handler: &'static str,
     access: Access,
+    chain: Chain,
     run: Option<F>,
     result: Option<Result<R, E>>,
     reply: oneshot::Sender<Result<R, Error<E>>>,
@@ -75,6 +81,10 @@ where
 
     fn handler(&self) -> &'static str {
         self.handler
+    }
+
+    fn chain(&self) -> &Chain {
+        &self.chain
     }
 
     fn run<'a>(&'a mut self, state: &'a mut O, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
@@ -150,15 +160,23 @@ where
     E: Send + 'static,
 {
     crate::id::validate_id(id)?;
+    let chain = Chain::current();
+    if let Some(chain) = chain.cycle_to(O::TYPE_NAME, id) {
+        return Err(Error::CallCycle {
+            key: crate::storage::ObjectKey::new(O::TYPE_NAME, id),
+            chain,
+        });
+    }
     let (reply, receive) = oneshot::channel();
     let call = Box::new(Call {
         handler,
         access,
+        chain,
         run: Some(run),
         result: None,
         reply,
     });
-    runtime.dispatch::<O>(id, call);
+    runtime.dispatch::<O>(id, Envelope::Call(call));
     match receive.await {
         Ok(result) => result,
         // The object dropped the call without answering: it was stopped by a runtime shutdown.

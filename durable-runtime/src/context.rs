@@ -1,12 +1,19 @@
 //! What a handler knows about where it runs.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
 
+use crate::alarm::{Alarm, AlarmTime};
+use crate::object::DurableObject;
 use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};
 
 /// Passed to handlers and hooks that ask for it (an argument of type `&Context`): the object's
-/// id and the runtime, for calling other objects.
+/// id, the runtime (for calling other objects) and the object's alarms.
+///
+/// Alarm changes made through the context are committed in the same transaction as the
+/// call's state: if the handler fails or the commit fails, they never happen.
 ///
 /// # Examples
 ///
@@ -37,6 +44,7 @@ pub struct Context {
     key: ObjectKey,
     runtime: Runtime,
     alarm_changes: Mutex<Vec<AlarmChange>>,
+    writable: AtomicBool,
 }
 
 impl Context {
@@ -45,6 +53,7 @@ impl Context {
             key,
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
+            writable: AtomicBool::new(true),
         }
     }
 
@@ -66,6 +75,70 @@ impl Context {
     /// The runtime, for calling other objects.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The current time as the runtime's clock gives it (UTC).
+    pub fn now(&self) -> SystemTime {
+        self.runtime.now()
+    }
+
+    /// Schedules `alarm` for this object, replacing an alarm of the same name.
+    ///
+    /// # Panics
+    ///
+    /// If called from a read-only (`&self`) handler, or with an alarm of another object type.
+    /// The panic fails the call like any handler panic: nothing is committed.
+    pub fn schedule_alarm<O: DurableObject>(&self, alarm: Alarm<O>, when: impl Into<AlarmTime>) {
+        self.check_alarm::<O>();
+        let due_at = crate::storage::truncate_to_micros(when.into().resolve(self.now()));
+        self.changes().push(AlarmChange::Set {
+            name: alarm.name().to_owned(),
+            due_at,
+        });
+    }
+
+    /// Cancels `alarm` for this object, if it is scheduled.
+    ///
+    /// # Panics
+    ///
+    /// As [`schedule_alarm`](Context::schedule_alarm).
+    pub fn cancel_alarm<O: DurableObject>(&self, alarm: Alarm<O>) {
+        self.check_alarm::<O>();
+        self.changes().push(AlarmChange::Cancel {
+            name: alarm.name().to_owned(),
+        });
+    }
+
+    /// Cancels every alarm of this object.
+    ///
+    /// # Panics
+    ///
+    /// If called from a read-only (`&self`) handler.
+    pub fn cancel_all_alarms(&self) {
+        self.check_writable();
+        self.changes().push(AlarmChange::CancelAll);
+    }
+
+    fn check_alarm<O: DurableObject>(&self) {
+        self.check_writable();
+        assert!(
+            O::TYPE_NAME == self.key.object_type,
+            "alarm of `{}` used by an object of type `{}`",
+            O::TYPE_NAME,
+            self.key.object_type
+        );
+    }
+
+    fn check_writable(&self) {
+        assert!(
+            self.writable.load(Ordering::Relaxed),
+            "alarms can only be changed by `&mut self` handlers, hooks and alarms"
+        );
+    }
+
+    /// Marks whether the running call may change alarms.
+    pub(crate) fn set_writable(&self, writable: bool) {
+        self.writable.store(writable, Ordering::Relaxed);
     }
 
     fn changes(&self) -> MutexGuard<'_, Vec<AlarmChange>> {

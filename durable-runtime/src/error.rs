@@ -121,9 +121,27 @@ pub enum Error<E = Infallible> {
         handler: &'static str,
     },
 
+    /// The call would wait for itself: its target is already handling a call further up the
+    /// chain (an object calling itself, or A → B → A). Refused at once instead of deadlocking.
+    #[error("call cycle: {key} is already handling a call in the chain {}", display_chain(.chain))]
+    CallCycle {
+        /// The object called again.
+        key: ObjectKey,
+        /// The objects the call passed through, outermost first.
+        chain: Vec<ObjectKey>,
+    },
+
     /// The runtime is shutting down and accepts no new calls.
     #[error("the runtime is shutting down")]
     ShuttingDown,
+}
+
+fn display_chain(chain: &[ObjectKey]) -> String {
+    chain
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" -> ")
 }
 
 impl<E> Error<E> {
@@ -184,6 +202,7 @@ impl Error<Infallible> {
             Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
             Self::Overloaded { key, capacity } => Error::Overloaded { key, capacity },
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
+            Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::ShuttingDown => Error::ShuttingDown,
         }
     }

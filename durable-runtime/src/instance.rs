@@ -8,17 +8,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep_until};
+use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
+use crate::chain::Chain;
 use crate::codec;
 use crate::context::Context;
 use crate::error::Error;
+use crate::events::Event;
+use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, TypeEntry};
+use crate::registry::{Envelope, Residency, ResidencyCell, TypeEntry};
 use crate::runtime::Runtime;
-use crate::storage::{CommitError, ObjectKey, ObjectWrite};
+use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -33,12 +37,13 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// Settings from fully resolved options (every default already applied).
     pub(crate) fn from_options(options: ObjectOptions) -> Self {
         Self {
             hibernate_after: options.hibernate_after,
             shutdown_after: options.shutdown_after,
             call_timeout: options.call_timeout,
-            queue_capacity: options.queue_capacity.unwrap_or(1024),
+            queue_capacity: options.queue_capacity.unwrap_or(1).max(1),
         }
     }
 }
@@ -62,9 +67,27 @@ pub(crate) struct Instance<O: DurableObject> {
     entry: Arc<TypeEntry<O>>,
     generation: u64,
     mailbox: mpsc::Receiver<Envelope<O>>,
+    residency: Arc<ResidencyCell>,
     ctx: Context,
     slot: Slot<O>,
     last_activity: Instant,
+    /// The chain of a call that came from outside any handler: just this object.
+    own_chain: Chain,
+}
+
+/// Why the task loop woke up.
+enum Wake<O> {
+    Envelope(Envelope<O>),
+    Idle(Idle),
+    Closed,
+    RuntimeShutdown,
+}
+
+/// An idle transition.
+#[derive(Clone, Copy, Debug)]
+enum Idle {
+    Hibernate,
+    Shutdown,
 }
 
 impl<O: DurableObject> Instance<O> {
@@ -74,11 +97,14 @@ impl<O: DurableObject> Instance<O> {
         key: ObjectKey,
         generation: u64,
         mailbox: mpsc::Receiver<Envelope<O>>,
+        residency: Arc<ResidencyCell>,
     ) -> Self {
         Self {
             entry,
             generation,
             mailbox,
+            residency,
+            own_chain: Chain::default().push(key.clone()),
             ctx: Context::new(key, runtime),
             slot: Slot::Unloaded,
             last_activity: Instant::now(),
@@ -89,30 +115,53 @@ impl<O: DurableObject> Instance<O> {
         self.ctx.key()
     }
 
-    /// The task body: handle calls until idle long enough to shut down.
+    fn runtime(&self) -> &Runtime {
+        self.ctx.runtime()
+    }
+
+    /// The task body: handle envelopes until idle long enough to shut down, or until the
+    /// runtime shuts down.
     pub(crate) async fn run(mut self) {
+        let shutdown = self.runtime().shutdown_token();
         loop {
-            let call = match self.next_deadline() {
+            let wake = match self.next_deadline() {
                 Some((deadline, idle)) => tokio::select! {
-                    call = self.mailbox.recv() => call,
-                    () = sleep_until(deadline) => {
-                        match idle {
-                            Idle::Hibernate => self.hibernate(),
-                            Idle::Shutdown => {
-                                if self.try_shutdown() {
-                                    return;
-                                }
-                            }
-                        }
-                        continue;
-                    }
+                    envelope = self.mailbox.recv() => envelope.map_or(Wake::Closed, Wake::Envelope),
+                    () = sleep_until(deadline) => Wake::Idle(idle),
+                    () = shutdown.cancelled() => Wake::RuntimeShutdown,
                 },
-                None => self.mailbox.recv().await,
+                None => tokio::select! {
+                    envelope = self.mailbox.recv() => envelope.map_or(Wake::Closed, Wake::Envelope),
+                    () = shutdown.cancelled() => Wake::RuntimeShutdown,
+                },
             };
-            let Some(call) = call else { return };
-            self.handle(call).await;
-            self.last_activity = Instant::now();
+            match wake {
+                Wake::Envelope(envelope) => {
+                    self.handle(envelope).await;
+                    self.last_activity = Instant::now();
+                }
+                Wake::Idle(Idle::Hibernate) => self.hibernate(),
+                Wake::Idle(Idle::Shutdown) => {
+                    if self.try_shutdown() {
+                        return;
+                    }
+                }
+                Wake::Closed => return,
+                Wake::RuntimeShutdown => return self.drain().await,
+            }
         }
+    }
+
+    /// Runtime shutdown: handle what is already queued (each committed before its reply),
+    /// then leave.
+    async fn drain(mut self) {
+        self.mailbox.close();
+        while let Some(envelope) = self.mailbox.recv().await {
+            self.handle(envelope).await;
+        }
+        let id = self.key().object_id.clone();
+        self.entry.deregister(&id, self.generation, || true);
+        self.emit(|key| Event::ShutDown { key });
     }
 
     /// The next idle transition and when it is due, if any.
@@ -139,56 +188,120 @@ impl<O: DurableObject> Instance<O> {
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
+            self.residency.set(Residency::Hibernated);
+            metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
+            self.emit(|key| Event::Hibernated { key });
         }
+    }
+
+    fn emit(&self, event: impl FnOnce(ObjectKey) -> Event) {
+        self.runtime().emit(|| event(self.key().clone()));
     }
 
     /// Leaves the registry if no call is waiting. Returns whether the instance may end.
     fn try_shutdown(&mut self) -> bool {
         let mailbox = &self.mailbox;
         let id = &self.ctx.key().object_id;
-        self.entry
-            .deregister(id, self.generation, || mailbox.is_empty())
+        let removed = self
+            .entry
+            .deregister(id, self.generation, || mailbox.is_empty());
+        if removed {
+            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+            self.emit(|key| Event::ShutDown { key });
+        }
+        removed
     }
 
-    async fn handle(&mut self, mut call: Envelope<O>) {
+    fn set_slot_unloaded(&mut self) {
+        self.slot = Slot::Unloaded;
+        self.residency.set(Residency::Unloaded);
+    }
+
+    async fn handle(&mut self, envelope: Envelope<O>) {
+        match envelope {
+            Envelope::Call(call) => {
+                let span = tracing::debug_span!(
+                    "durable.call",
+                    object_type = O::TYPE_NAME,
+                    handler = call.handler()
+                );
+                self.handle_call(call).instrument(span).await;
+            }
+            Envelope::Delete(reply) => self.delete(reply).await,
+        }
+    }
+
+    async fn delete(&mut self, reply: oneshot::Sender<Result<bool, Error>>) {
+        let key = self.key().clone();
+        let result = self.runtime().storage().delete(&key).await;
+        // Whatever happened, storage is the truth from now on.
+        self.set_slot_unloaded();
+        let result = match result {
+            Ok(existed) => {
+                self.emit(|key| Event::Deleted { key });
+                Ok(existed)
+            }
+            Err(source) => {
+                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                Err(Error::Storage { key, source })
+            }
+        };
+        let _ = reply.send(result);
+    }
+
+    async fn handle_call(&mut self, mut call: Box<dyn crate::call::Invocation<O>>) {
+        let started = Instant::now();
+        let handler = call.handler();
         if let Err(error) = self.activate().await {
+            metrics::call_finished(O::TYPE_NAME, handler, "activation_failed", started.elapsed());
             call.fail(error);
             return;
         }
+        let access = call.access();
+        self.ctx.set_writable(access == Access::Write);
+        let chain = if call.chain().is_empty() {
+            self.own_chain.clone()
+        } else {
+            call.chain().push(self.key().clone())
+        };
         let Slot::Active { state, .. } = &mut self.slot else {
             unreachable!("activate leaves the slot active");
         };
-        let access = call.access();
-        let handler = call.handler();
-        let run = call.run(state, &self.ctx);
+        let run = chain.scope(call.run(state, &self.ctx));
         let outcome = match self.entry.settings.call_timeout {
             Some(limit) => tokio::time::timeout(limit, run).await,
             None => Ok(run.await),
         };
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(_elapsed) => {
-                // The handler was cut off at an arbitrary await point: its in-memory changes
-                // cannot be trusted, so the activation goes.
-                self.ctx.take_alarm_changes();
-                self.slot = Slot::Unloaded;
-                let key = self.key().clone();
-                call.fail(Error::Timeout { key, handler });
-                return;
-            }
+        let Ok(outcome) = outcome else {
+            // The handler was cut off at an arbitrary await point: its in-memory changes
+            // cannot be trusted, so the activation goes.
+            self.ctx.take_alarm_changes();
+            self.set_slot_unloaded();
+            metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
+            let key = self.key().clone();
+            call.fail(Error::Timeout { key, handler });
+            return;
         };
-        match outcome {
+        let label = match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.take_alarm_changes();
                 call.reply();
+                "ok"
             }
             Outcome::Returned => match self.persist().await {
-                Ok(()) => call.reply(),
-                Err(error) => call.fail(error),
+                Ok(()) => {
+                    call.reply();
+                    "ok"
+                }
+                Err(error) => {
+                    call.fail(error);
+                    "persistence_failed"
+                }
             },
             Outcome::HandlerError => {
                 self.rollback(access);
                 call.reply();
+                "handler_error"
             }
             Outcome::Panicked(message) => {
                 self.rollback(access);
@@ -198,8 +311,10 @@ impl<O: DurableObject> Instance<O> {
                     handler,
                     message,
                 });
+                "panicked"
             }
-        }
+        };
+        metrics::call_finished(O::TYPE_NAME, handler, label, started.elapsed());
     }
 
     /// Makes the slot active: wakes a hibernated state or loads from storage.
@@ -210,22 +325,37 @@ impl<O: DurableObject> Instance<O> {
                 Ok(())
             }
             Slot::Hibernated { committed, version } => {
+                let started = Instant::now();
                 let state = self.decode(&committed)?;
                 self.slot = Slot::Active {
                     state,
                     committed,
                     version,
                 };
+                self.residency.set(Residency::Active);
+                metrics::woken(O::TYPE_NAME, started.elapsed());
+                self.emit(|key| Event::Woken { key });
                 Ok(())
             }
             Slot::Unloaded => {
+                let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
                 let mut attempt = 1;
                 loop {
-                    match self.load().await {
+                    match self.load().instrument(span.clone()).await {
                         Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
                             attempt += 1;
                         }
-                        result => return result,
+                        Err(error) => {
+                            if matches!(error, Error::Storage { .. }) {
+                                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                            }
+                            return Err(error);
+                        }
+                        Ok(()) => {
+                            self.residency.set(Residency::Active);
+                            metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
+                            return Ok(());
+                        }
                     }
                 }
             }
@@ -236,7 +366,6 @@ impl<O: DurableObject> Instance<O> {
     async fn load(&mut self) -> Result<(), Error> {
         let key = self.key().clone();
         let stored = self
-            .ctx
             .runtime()
             .storage()
             .load(&key)
@@ -253,30 +382,25 @@ impl<O: DurableObject> Instance<O> {
             }
             None => (O::default(), None, 0),
         };
+        let created = before.is_none();
+        self.ctx.set_writable(true);
         let hook = std::panic::AssertUnwindSafe(state.after_load(&self.ctx));
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
         let alarms = self.ctx.take_alarm_changes();
-        match hook_result {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                return Err(Error::AfterLoad {
-                    key,
-                    message: error.to_string(),
-                });
-            }
-            Err(_panic) => {
-                return Err(Error::AfterLoad {
-                    key,
-                    message: "after_load panicked".to_owned(),
-                });
-            }
+        let message = match hook_result {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(_panic) => Some("after_load panicked".to_owned()),
+        };
+        if let Some(message) = message {
+            return Err(Error::AfterLoad { key, message });
         }
         let after = self.encode(&state)?;
         let changed = before.as_deref() != Some(after.as_slice());
         let mut committed_version = version;
         if changed || !alarms.is_empty() {
             let write = ObjectWrite {
-                key: key.clone(),
+                key,
                 expected_version: version,
                 state: changed.then(|| after.clone()),
                 alarms,
@@ -289,6 +413,13 @@ impl<O: DurableObject> Instance<O> {
             committed: after,
             version: committed_version,
         };
+        self.emit(|key| {
+            if created {
+                Event::Created { key }
+            } else {
+                Event::Loaded { key }
+            }
+        });
         Ok(())
     }
 
@@ -321,7 +452,8 @@ impl<O: DurableObject> Instance<O> {
             state: changed.then_some(encoded),
             alarms,
         };
-        match self.commit(write).await {
+        let span = tracing::debug_span!("durable.commit", object_type = O::TYPE_NAME);
+        match self.commit(write).instrument(span).await {
             Ok(write) => {
                 if let Slot::Active {
                     committed, version, ..
@@ -336,7 +468,8 @@ impl<O: DurableObject> Instance<O> {
             }
             Err(error) => {
                 // Failed or unknown outcome: storage is the truth, reload it next time.
-                self.slot = Slot::Unloaded;
+                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                self.set_slot_unloaded();
                 Err(error)
             }
         }
@@ -344,12 +477,20 @@ impl<O: DurableObject> Instance<O> {
 
     /// Commits one write, returning it on success.
     async fn commit(&self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
-        let storage = self.ctx.runtime().storage();
-        match storage.commit(std::slice::from_ref(&write)).await {
-            Ok(()) => Ok(write),
+        match self.runtime().committer().commit(write).await {
+            Ok(write) => {
+                if write
+                    .alarms
+                    .iter()
+                    .any(|change| matches!(change, AlarmChange::Set { .. }))
+                {
+                    self.runtime().signal_alarm_scheduled();
+                }
+                Ok(write)
+            }
             Err(CommitError::Conflict { key, found, .. }) => Err(Error::Conflict { key, found }),
             Err(CommitError::Storage(source)) => Err(Error::Storage {
-                key: write.key,
+                key: self.key().clone(),
                 source,
             }),
         }
@@ -368,7 +509,7 @@ impl<O: DurableObject> Instance<O> {
             match codec::decode::<O>(committed) {
                 Ok(restored) => *state = restored,
                 // Cannot happen for bytes this runtime encoded; reload from storage if it does.
-                Err(_) => self.slot = Slot::Unloaded,
+                Err(_) => self.set_slot_unloaded(),
             }
         }
     }
@@ -387,11 +528,4 @@ impl<O: DurableObject> Instance<O> {
             message,
         })
     }
-}
-
-/// An idle transition.
-#[derive(Clone, Copy, Debug)]
-enum Idle {
-    Hibernate,
-    Shutdown,
 }

@@ -41,30 +41,56 @@
 //! Postgres from the `durable-sqlx` crate in production.
 #![deny(missing_docs)]
 
+mod alarm;
 mod call;
+mod chain;
+mod clock;
 mod codec;
+mod committer;
 mod context;
 mod error;
+mod events;
 mod id;
 mod instance;
+pub mod metrics;
 mod object;
 mod registry;
 mod runtime;
+mod scheduler;
 pub mod storage;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+pub use alarm::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use call::Access;
 pub use context::Context;
 pub use error::Error;
+pub use events::Event;
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
 pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
-pub use runtime::{Runtime, RuntimeBuilder};
+pub use runtime::{ObjectStatus, Runtime, RuntimeBuilder};
 pub use storage::MemoryStorage;
 
 /// Declares a durable object: on a struct, its state; on an impl block, its handlers.
 ///
 /// See the crate documentation and the guide for the full syntax.
 pub use durable_macros::durable_object;
+
+/// Marks a method of a `#[durable_object]` impl block as a handler: `fn handle_<name>` gets
+/// the client `Type::<name>(&runtime, id, ..)`.
+///
+/// `#[durable_object]` consumes it; anywhere else it is a compile error.
+pub use durable_macros::handler;
+
+/// Marks the method of a `#[durable_object]` impl block that runs after the object's state is
+/// loaded (or created), before the object accepts calls.
+///
+/// `#[durable_object]` consumes it; anywhere else it is a compile error.
+pub use durable_macros::after_load;

@@ -74,6 +74,18 @@ pub trait Handlers: Sized {
         let _ = ctx;
         Box::pin(std::future::ready(Ok(())))
     }
+
+    /// Runs the `#[alarm]` handler called `name` (`attempt` is 1 on the first try), or returns
+    /// `None` if the type declares no alarm of that name.
+    fn alarm<'a>(
+        &'a mut self,
+        ctx: &'a Context,
+        name: &str,
+        attempt: u32,
+    ) -> Option<BoxFuture<'a, Result<(), BoxError>>> {
+        let _ = (ctx, name, attempt);
+        None
+    }
 }
 
 /// Lifecycle options of one object type.

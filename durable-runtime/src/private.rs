@@ -88,7 +88,10 @@ pub trait HandlerError: Send + 'static {}
 impl<T: Send + 'static> HandlerError for T {}
 
 /// Compile-time checks, called from generated code with spans on the user's types.
-pub const fn assert_field<T: FieldDefault + StateField>() {}
+///
+/// A state field must be storable. (Its default is checked where `Default` is generated:
+/// through [`FieldDefault`] for fields without `#[field(default = ..)]`.)
+pub const fn assert_stored<T: StateField>() {}
 /// Compile-time check of a handler argument type.
 pub const fn assert_argument<T: HandlerArgument>() {}
 /// Compile-time check of a handler return type.
@@ -99,6 +102,11 @@ pub const fn assert_error<T: HandlerError>() {}
 pub const fn assert_durable_object<T: DurableObject>() {}
 
 /// What an after-load hook may return: nothing, or a `Result` with any boxable error.
+#[diagnostic::on_unimplemented(
+    message = "an `#[after_load]` hook cannot return `{Self}`",
+    label = "expected `()` or `Result<(), E>` with `E: Into<BoxError>`",
+    note = "return nothing, or `Result<(), E>` where `E` converts into `Box<dyn std::error::Error + Send + Sync>`"
+)]
 pub trait HookResult {
     /// Converts into the runtime's hook result.
     fn into_hook_result(self) -> Result<(), BoxError>;

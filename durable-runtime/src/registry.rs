@@ -7,10 +7,10 @@
 //! to an instance that is stopping.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use dashmap::DashMap;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::call::Invocation;
 use crate::error::Error;
@@ -20,12 +20,60 @@ use crate::runtime::Runtime;
 use crate::storage::ObjectKey;
 
 /// What travels through an object's mailbox.
-pub(crate) type Envelope<O> = Box<dyn Invocation<O>>;
+pub(crate) enum Envelope<O> {
+    /// A handler call.
+    Call(Box<dyn Invocation<O>>),
+    /// Delete the object's state and alarms; replies whether a stored state existed.
+    Delete(oneshot::Sender<Result<bool, Error>>),
+}
+
+impl<O: 'static> Envelope<O> {
+    /// Answers the sender with `error` instead of handling the envelope.
+    pub(crate) fn fail(self, error: Error) {
+        match self {
+            Self::Call(call) => call.fail(error),
+            Self::Delete(reply) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// What a live object holds in memory, as seen from outside its task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Residency {
+    /// Started, state not loaded (yet, or any more after a failure).
+    Unloaded = 0,
+    /// State decoded in memory.
+    Active = 1,
+    /// Only the encoded state is kept.
+    Hibernated = 2,
+}
+
+/// A live object's residency, shared between its task and the registry.
+#[derive(Debug, Default)]
+pub(crate) struct ResidencyCell(AtomicU8);
+
+impl ResidencyCell {
+    pub(crate) fn set(&self, residency: Residency) {
+        self.0.store(residency as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> Residency {
+        match self.0.load(Ordering::Relaxed) {
+            1 => Residency::Active,
+            2 => Residency::Hibernated,
+            _ => Residency::Unloaded,
+        }
+    }
+}
 
 /// The registry entry of one live object.
 pub(crate) struct Mailbox<O> {
     generation: u64,
     sender: mpsc::Sender<Envelope<O>>,
+    residency: Arc<ResidencyCell>,
 }
 
 /// Live objects of type `O` and the settings they run with.
@@ -57,13 +105,18 @@ impl<O: DurableObject> TypeEntry<O> {
             },
             None => envelope,
         };
+        if runtime.is_closing() {
+            // Shutting down: live objects drain what they queued, nothing new starts.
+            envelope.fail(Error::ShuttingDown);
+            return;
+        }
         let mut entry = self
             .objects
             .entry(id.into())
             .or_insert_with(|| self.start(runtime, id));
         if entry.sender.is_closed() {
-            // The instance ended without deregistering (its task was aborted by a runtime
-            // shutdown); replace it.
+            // The instance ended without deregistering (its task panicked or was aborted);
+            // replace it.
             *entry = self.start(runtime, id);
         }
         if let Err(Full(envelope) | Closed(envelope)) = entry.sender.try_send(envelope) {
@@ -73,6 +126,7 @@ impl<O: DurableObject> TypeEntry<O> {
     }
 
     fn refuse(&self, id: &str, envelope: Envelope<O>) {
+        crate::metrics::count(crate::metrics::QUEUE_REJECTIONS, O::TYPE_NAME);
         envelope.fail(Error::Overloaded {
             key: ObjectKey::new(O::TYPE_NAME, id),
             capacity: self.settings.queue_capacity,
@@ -82,15 +136,27 @@ impl<O: DurableObject> TypeEntry<O> {
     fn start(self: &Arc<Self>, runtime: &Runtime, id: &str) -> Mailbox<O> {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(self.settings.queue_capacity.max(1));
+        let residency = Arc::new(ResidencyCell::default());
         let instance = Instance::new(
             runtime.clone(),
             Arc::clone(self),
             ObjectKey::new(O::TYPE_NAME, id),
             generation,
             receiver,
+            Arc::clone(&residency),
         );
-        runtime.spawn_instance(instance.run());
-        Mailbox { generation, sender }
+        runtime.spawn_task(instance.run());
+        crate::metrics::live_objects(O::TYPE_NAME, 1.0);
+        Mailbox {
+            generation,
+            sender,
+            residency,
+        }
+    }
+
+    /// What the live object `id` holds in memory, or `None` if it is not live.
+    pub(crate) fn residency(&self, id: &str) -> Option<Residency> {
+        self.objects.get(id).map(|mailbox| mailbox.residency.get())
     }
 
     /// Removes the object's entry if it still belongs to `generation` and `mailbox_is_empty`
@@ -101,11 +167,16 @@ impl<O: DurableObject> TypeEntry<O> {
         generation: u64,
         mailbox_is_empty: impl FnOnce() -> bool,
     ) -> bool {
-        self.objects
+        let removed = self
+            .objects
             .remove_if(id, |_, mailbox| {
                 mailbox.generation == generation && mailbox_is_empty()
             })
-            .is_some()
+            .is_some();
+        if removed {
+            crate::metrics::live_objects(O::TYPE_NAME, -1.0);
+        }
+        removed
     }
 
     /// How many objects of this type are live.

@@ -4,16 +4,29 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
 
 use dashmap::DashMap;
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::call::Invocation;
+use crate::alarm::{Alarm, AlarmSettings, AlarmTime};
+use crate::call::{Access, call};
+use crate::clock::Clock;
+use crate::committer::Committer;
+use crate::error::Error;
+use crate::events::Event;
 use crate::instance::Settings;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::TypeEntry;
-use crate::storage::Storage;
+use crate::registry::{Envelope, Residency, TypeEntry};
+use crate::scheduler::{self, AlarmTarget, SchedulerSignal, TypedTarget};
+use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
+
+/// How many lifecycle events a subscriber may fall behind before it loses the oldest.
+const EVENT_CAPACITY: usize = 1024;
 
 /// Runtime-wide defaults, used where neither the type nor its registration sets a value.
 const DEFAULT_OPTIONS: ObjectOptions = ObjectOptions::new()
@@ -57,12 +70,38 @@ pub struct Runtime {
     inner: Arc<Shared>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     storage: Arc<dyn Storage>,
     defaults: ObjectOptions,
     overrides: HashMap<TypeId, ObjectOptions>,
     /// `TypeId::of::<O>()` → `Arc<TypeEntry<O>>`.
     types: DashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Type name → how to fire its alarms.
+    alarm_targets: DashMap<&'static str, Arc<dyn AlarmTarget>>,
+    alarm_settings: AlarmSettings,
+    scheduler: Arc<SchedulerSignal>,
+    scheduler_started: AtomicBool,
+    committer: std::sync::OnceLock<Committer>,
+    clock: Clock,
+    events: broadcast::Sender<Event>,
+    closing: AtomicBool,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// Where an object is, as seen by [`Runtime::status`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectStatus {
+    /// Live in this runtime with its state decoded in memory.
+    Active,
+    /// Live in this runtime, its decoded state dropped after `hibernate_after`; the next call
+    /// wakes it without a storage read.
+    Hibernated,
+    /// Not live in this runtime (or live without loaded state), but stored.
+    Stored,
+    /// Neither live nor stored.
+    Absent,
 }
 
 impl fmt::Debug for Runtime {
@@ -104,7 +143,193 @@ impl Runtime {
             storage: Arc::new(storage),
             defaults: ObjectOptions::new(),
             overrides: HashMap::new(),
+            registrations: Vec::new(),
+            alarm_settings: AlarmSettings::default(),
+            clock: Clock::System,
         }
+    }
+
+    pub(crate) fn upgrade(shared: &Weak<Shared>) -> Option<Self> {
+        shared.upgrade().map(|inner| Self { inner })
+    }
+
+    /// The current UTC time as this runtime's clock gives it (the system clock, or tokio's
+    /// clock when built with [`RuntimeBuilder::clock_follows_tokio`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = durable_runtime::Runtime::new(durable_runtime::MemoryStorage::new());
+    /// assert!(rt.now() <= std::time::SystemTime::now());
+    /// ```
+    pub fn now(&self) -> SystemTime {
+        self.inner.clock.now()
+    }
+
+    /// Subscribes to lifecycle events of every object of this runtime.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
+        if self.inner.events.receiver_count() > 0 {
+            let _ = self.inner.events.send(event());
+        }
+    }
+
+    pub(crate) fn emit_unknown_alarm(&self, alarm: &AlarmRecord) {
+        self.emit(|| Event::UnknownAlarmType {
+            key: alarm.key.clone(),
+            alarm: alarm.name.clone(),
+        });
+    }
+
+    pub(crate) fn emit_alarm_failed(
+        &self,
+        alarm: &AlarmRecord,
+        attempt: u32,
+        error: &str,
+        dead: bool,
+    ) {
+        self.emit(|| Event::AlarmFailed {
+            key: alarm.key.clone(),
+            alarm: alarm.name.clone(),
+            attempt,
+            error: error.to_owned(),
+            dead,
+        });
+    }
+
+    pub(crate) fn alarm_settings(&self) -> &AlarmSettings {
+        &self.inner.alarm_settings
+    }
+
+    pub(crate) fn alarm_target(&self, object_type: &str) -> Option<Arc<dyn AlarmTarget>> {
+        self.inner
+            .alarm_targets
+            .get(object_type)
+            .map(|target| Arc::clone(target.value()))
+    }
+
+    /// The group-commit loop, started on first use (objects only commit inside tokio).
+    pub(crate) fn committer(&self) -> &Committer {
+        self.inner
+            .committer
+            .get_or_init(|| Committer::start(Arc::clone(&self.inner.storage)))
+    }
+
+    /// Wakes the scheduler: an alarm was committed and may be due earlier than it thought.
+    pub(crate) fn signal_alarm_scheduled(&self) {
+        self.inner.scheduler.alarm_scheduled();
+    }
+
+    /// Starts the alarm scheduler once, when a tokio runtime is available.
+    fn ensure_scheduler(&self) {
+        if self.inner.scheduler_started.load(Ordering::Relaxed) {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        if !self.inner.scheduler_started.swap(true, Ordering::AcqRel) {
+            self.spawn_task(scheduler::run(
+                Arc::downgrade(&self.inner),
+                Arc::clone(&self.inner.scheduler),
+                self.shutdown_token(),
+            ));
+        }
+    }
+
+    /// Schedules `alarm` for the object `(O, id)`, replacing an alarm of the same name (and
+    /// re-queueing it if it was dead). It goes through the object, so it is ordered with its
+    /// calls and committed like one; the object is started if it is not live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// rt.schedule_alarm("r1", Reminder::RING, Duration::from_secs(3600)).await.unwrap();
+    /// let alarms = rt.list_alarms::<Reminder>("r1").await.unwrap();
+    /// assert_eq!(alarms[0].name, "ring");
+    /// # }
+    /// ```
+    pub async fn schedule_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        alarm: Alarm<O>,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), Error> {
+        let when = when.into();
+        call::<O, (), std::convert::Infallible, _>(
+            self,
+            id,
+            Access::Write,
+            "schedule_alarm",
+            move |_: &mut O, ctx| {
+                ctx.schedule_alarm(alarm, when);
+                Box::pin(std::future::ready(Ok(())))
+            },
+        )
+        .await
+    }
+
+    /// Cancels `alarm` for the object `(O, id)`, through the object (see
+    /// [`schedule_alarm`](Runtime::schedule_alarm)).
+    pub async fn cancel_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        alarm: Alarm<O>,
+    ) -> Result<(), Error> {
+        call::<O, (), std::convert::Infallible, _>(
+            self,
+            id,
+            Access::Write,
+            "cancel_alarm",
+            move |_: &mut O, ctx| {
+                ctx.cancel_alarm(alarm);
+                Box::pin(std::future::ready(Ok(())))
+            },
+        )
+        .await
+    }
+
+    /// Cancels every alarm of the object `(O, id)`, through the object.
+    pub async fn cancel_all_alarms<O: DurableObject>(&self, id: &str) -> Result<(), Error> {
+        call::<O, (), std::convert::Infallible, _>(
+            self,
+            id,
+            Access::Write,
+            "cancel_all_alarms",
+            move |_: &mut O, ctx| {
+                ctx.cancel_all_alarms();
+                Box::pin(std::future::ready(Ok(())))
+            },
+        )
+        .await
+    }
+
+    /// Lists the alarms of the object `(O, id)`, dead ones included, ordered by due time. It
+    /// reads storage and does not start the object.
+    pub async fn list_alarms<O: DurableObject>(&self, id: &str) -> Result<Vec<AlarmRecord>, Error> {
+        crate::id::validate_id(id)?;
+        let key = ObjectKey::new(O::TYPE_NAME, id);
+        self.storage()
+            .list_alarms(&key)
+            .await
+            .map_err(|source| Error::Storage { key, source })
     }
 
     /// The storage backend.
@@ -167,12 +392,159 @@ impl Runtime {
         self.type_entry::<O>().live_count()
     }
 
-    pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, call: Box<dyn Invocation<O>>) {
-        self.type_entry::<O>().dispatch(self, id, call);
+    pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
+        if self.is_closing() {
+            envelope.fail(Error::ShuttingDown);
+            return;
+        }
+        self.ensure_scheduler();
+        self.type_entry::<O>().dispatch(self, id, envelope);
     }
 
-    pub(crate) fn spawn_instance(&self, instance: impl Future<Output = ()> + Send + 'static) {
-        tokio::spawn(instance);
+    /// Spawns a task that graceful shutdown waits for.
+    pub(crate) fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.inner.tasks.spawn(task);
+    }
+
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.inner.closing.load(Ordering::Acquire)
+    }
+
+    /// Shuts the runtime down gracefully: new calls fail with [`Error::ShuttingDown`], calls
+    /// already queued are handled (each committed before its reply), the alarm scheduler
+    /// stops, and this returns once every object has left memory.
+    ///
+    /// Nothing acknowledged is lost without it either (every reply follows its commit);
+    /// shutting down gracefully lets queued calls finish instead of failing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, Error, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// rt.shutdown().await;
+    /// assert!(matches!(Counter::increment(&rt, "a").await, Err(Error::ShuttingDown)));
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::Release);
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+
+    /// Lists the stored ids of type `O` in ascending order, a page at a time, without
+    /// activating any object. Pass the previous page's `next` as `after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// for id in ["a", "b", "c"] {
+    ///     Counter::increment(&rt, id).await.unwrap();
+    /// }
+    /// let page = rt.list_ids::<Counter>(None, 2).await.unwrap();
+    /// assert_eq!(page.ids, ["a", "b"]);
+    /// let rest = rt.list_ids::<Counter>(page.next.as_deref(), 2).await.unwrap();
+    /// assert_eq!(rest.ids, ["c"]);
+    /// assert_eq!(rest.next, None);
+    /// # }
+    /// ```
+    pub async fn list_ids<O: DurableObject>(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, Error> {
+        self.storage()
+            .list_ids(O::TYPE_NAME, after, limit)
+            .await
+            .map_err(|source| Error::Storage {
+                key: ObjectKey::new(O::TYPE_NAME, after.unwrap_or_default()),
+                source,
+            })
+    }
+
+    /// Reads the committed state of `(O, id)` from storage, without activating it. `None` if
+    /// it was never stored.
+    pub async fn read_state<O: DurableObject>(&self, id: &str) -> Result<Option<O>, Error> {
+        crate::id::validate_id(id)?;
+        let key = ObjectKey::new(O::TYPE_NAME, id);
+        let stored = self
+            .storage()
+            .load(&key)
+            .await
+            .map_err(|source| Error::Storage {
+                key: key.clone(),
+                source,
+            })?;
+        stored
+            .map(|stored| {
+                crate::codec::decode(&stored.state).map_err(|failure| Error::Decode {
+                    key,
+                    path: failure.path,
+                    message: failure.message,
+                })
+            })
+            .transpose()
+    }
+
+    /// Where the object `(O, id)` is: active or hibernated in this runtime, only stored, or
+    /// absent. Does not activate it.
+    pub async fn status<O: DurableObject>(&self, id: &str) -> Result<ObjectStatus, Error> {
+        crate::id::validate_id(id)?;
+        match self.type_entry::<O>().residency(id) {
+            Some(Residency::Active) => return Ok(ObjectStatus::Active),
+            Some(Residency::Hibernated) => return Ok(ObjectStatus::Hibernated),
+            _ => {}
+        }
+        let key = ObjectKey::new(O::TYPE_NAME, id);
+        match self.storage().load(&key).await {
+            Ok(Some(_)) => Ok(ObjectStatus::Stored),
+            Ok(None) => Ok(ObjectStatus::Absent),
+            Err(source) => Err(Error::Storage { key, source }),
+        }
+    }
+
+    /// Deletes the object `(O, id)`: its stored state and all its alarms, in one transaction.
+    /// It goes through the object, so calls queued before it are handled first; a call after
+    /// it starts from the default state. Returns whether a stored state existed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// assert!(rt.delete::<Counter>("a").await.unwrap());
+    /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 1);
+    /// # }
+    /// ```
+    pub async fn delete<O: DurableObject>(&self, id: &str) -> Result<bool, Error> {
+        crate::id::validate_id(id)?;
+        let (reply, receive) = oneshot::channel();
+        self.dispatch::<O>(id, Envelope::Delete(reply));
+        receive.await.unwrap_or(Err(Error::ShuttingDown))
     }
 
     fn type_entry<O: DurableObject>(&self) -> Arc<TypeEntry<O>> {
@@ -183,7 +555,12 @@ impl Runtime {
                 self.inner
                     .types
                     .entry(key)
-                    .or_insert_with(|| Arc::new(TypeEntry::<O>::new(self.settings_of::<O>())))
+                    .or_insert_with(|| {
+                        self.inner
+                            .alarm_targets
+                            .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
+                        Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()))
+                    })
                     .value(),
             ),
         };
@@ -225,6 +602,9 @@ pub struct RuntimeBuilder {
     storage: Arc<dyn Storage>,
     defaults: ObjectOptions,
     overrides: HashMap<TypeId, ObjectOptions>,
+    registrations: Vec<fn(&Runtime)>,
+    alarm_settings: AlarmSettings,
+    clock: Clock,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -245,6 +625,10 @@ impl RuntimeBuilder {
     }
 
     /// Registers an object type with the options it declares.
+    ///
+    /// Types are also registered on their first call, but only registered types have their
+    /// alarms fired before anything calls them (after a restart, say): register every type
+    /// that uses alarms.
     pub fn register<O: DurableObject>(self) -> Self {
         self.register_with::<O>(ObjectOptions::new())
     }
@@ -253,18 +637,50 @@ impl RuntimeBuilder {
     /// `overrides`.
     pub fn register_with<O: DurableObject>(mut self, overrides: ObjectOptions) -> Self {
         self.overrides.insert(TypeId::of::<O>(), overrides);
+        self.registrations.push(|runtime| {
+            runtime.type_entry::<O>();
+        });
         self
     }
 
-    /// Builds the runtime.
+    /// Settings of the alarm scheduler (poll interval, claim TTL, retries).
+    pub fn alarm_settings(mut self, settings: AlarmSettings) -> Self {
+        self.alarm_settings = settings;
+        self
+    }
+
+    /// Makes the runtime's clock advance with tokio's clock instead of the system clock, so
+    /// tests with paused time (`#[tokio::test(start_paused = true)]`) move alarm time too.
+    pub fn clock_follows_tokio(mut self) -> Self {
+        self.clock = Clock::following_tokio();
+        self
+    }
+
+    /// Builds the runtime. Inside a tokio runtime the alarm scheduler starts at once;
+    /// otherwise it starts with the first call.
     pub fn build(self) -> Runtime {
-        Runtime {
+        let runtime = Runtime {
             inner: Arc::new(Shared {
                 storage: self.storage,
                 defaults: self.defaults,
                 overrides: self.overrides,
                 types: DashMap::new(),
+                alarm_targets: DashMap::new(),
+                alarm_settings: self.alarm_settings,
+                scheduler: Arc::default(),
+                scheduler_started: AtomicBool::new(false),
+                committer: std::sync::OnceLock::new(),
+                clock: self.clock,
+                events: broadcast::channel(EVENT_CAPACITY).0,
+                closing: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
+                tasks: TaskTracker::new(),
             }),
+        };
+        for register in &self.registrations {
+            register(&runtime);
         }
+        runtime.ensure_scheduler();
+        runtime
     }
 }

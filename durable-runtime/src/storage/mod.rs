@@ -329,6 +329,12 @@ pub trait Storage: Send + Sync + 'static {
     /// A batch never holds two writes for the same object.
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError>;
 
+    /// How many batches the runtime may commit at once. A single-writer database (SQLite)
+    /// gains nothing from more than one; a server (Postgres) overlaps several round trips.
+    fn max_concurrent_commits(&self) -> usize {
+        1
+    }
+
     /// Deletes an object's state and all its alarms in one transaction. Returns whether a
     /// stored state existed.
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError>;
@@ -379,4 +385,76 @@ pub trait Storage: Send + Sync + 'static {
         error: &str,
         retry_at: Option<SystemTime>,
     ) -> Result<bool, StorageError>;
+}
+
+/// A shared storage is a storage: lets one backend value serve several runtimes, and lets
+/// `Arc<dyn Storage>` be passed where `impl Storage` is expected.
+#[async_trait]
+impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
+    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        (**self).load(key).await
+    }
+
+    async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+        (**self).commit(batch).await
+    }
+
+    fn max_concurrent_commits(&self) -> usize {
+        (**self).max_concurrent_commits()
+    }
+
+    async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        (**self).delete(key).await
+    }
+
+    async fn list_ids(
+        &self,
+        object_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, StorageError> {
+        (**self).list_ids(object_type, after, limit).await
+    }
+
+    async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+        (**self).list_alarms(key).await
+    }
+
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        (**self).next_alarm_due().await
+    }
+
+    async fn claim_due_alarms(
+        &self,
+        now: SystemTime,
+        claim_expired_before: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError> {
+        (**self)
+            .claim_due_alarms(now, claim_expired_before, limit)
+            .await
+    }
+
+    async fn finish_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        (**self).finish_alarm(key, name, claimed_at).await
+    }
+
+    async fn fail_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+        attempts: u32,
+        error: &str,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool, StorageError> {
+        (**self)
+            .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
+            .await
+    }
 }

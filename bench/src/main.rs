@@ -1,0 +1,158 @@
+//! The benchmark program: throughput, latency and memory of durable objects, each figure
+//! next to a baseline measured in the same run.
+//!
+//! ```text
+//! cargo run --release -p durable-bench -- <scenario|all> [--backend memory|sqlite|sqlite-normal|postgres]
+//!                                         [--secs N] [--runs N] [--smoke]
+//! ```
+//!
+//! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
+//! `read`, `cold`, `memory`, `alarms`. Each prints one JSON line; a table follows at the end.
+//! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
+
+mod baseline;
+mod objects;
+mod report;
+mod scenarios;
+
+use std::time::Duration;
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+/// Where objects are stored during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// `MemoryStorage`.
+    Memory,
+    /// SQLite, WAL, synchronous FULL.
+    Sqlite,
+    /// SQLite, WAL, synchronous NORMAL.
+    SqliteNormal,
+    /// Postgres at `DATABASE_URL`.
+    Postgres,
+}
+
+impl BackendKind {
+    fn parse(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "memory" => Self::Memory,
+            "sqlite" => Self::Sqlite,
+            "sqlite-normal" => Self::SqliteNormal,
+            "postgres" => Self::Postgres,
+            other => return Err(format!("unknown backend `{other}`")),
+        })
+    }
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqlite => "sqlite",
+            Self::SqliteNormal => "sqlite-normal",
+            Self::Postgres => "postgres",
+        }
+    }
+}
+
+/// Command-line settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Scenarios to run, in order.
+    pub scenarios: Vec<String>,
+    /// The storage backend.
+    pub backend: BackendKind,
+    /// Duration of each timed run.
+    pub secs: Duration,
+    /// Runs per scenario (the median is reported).
+    pub runs: usize,
+    /// Small sizes and short runs.
+    pub smoke: bool,
+}
+
+const ALL: &[&str] = &[
+    "raw-commit",
+    "raw-batch",
+    "seq",
+    "hot",
+    "spread",
+    "read",
+    "cold",
+    "memory",
+    "alarms",
+];
+
+fn parse_args() -> Result<Settings, String> {
+    let mut args = std::env::args().skip(1);
+    let mut settings = Settings {
+        scenarios: Vec::new(),
+        backend: BackendKind::Sqlite,
+        secs: Duration::from_secs(5),
+        runs: 3,
+        smoke: false,
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--backend" => {
+                settings.backend = BackendKind::parse(&args.next().ok_or("--backend needs a value")?)?
+            }
+            "--secs" => {
+                let secs: f64 = args
+                    .next()
+                    .ok_or("--secs needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--secs: {e}"))?;
+                settings.secs = Duration::from_secs_f64(secs);
+            }
+            "--runs" => {
+                settings.runs = args
+                    .next()
+                    .ok_or("--runs needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--runs: {e}"))?;
+            }
+            "--smoke" => settings.smoke = true,
+            "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
+            name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
+            other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),
+        }
+    }
+    if settings.scenarios.is_empty() {
+        return Err(format!("name a scenario or `all`: {ALL:?}"));
+    }
+    if settings.smoke {
+        settings.secs = settings.secs.min(Duration::from_millis(300));
+        settings.runs = 1;
+    }
+    Ok(settings)
+}
+
+#[tokio::main(worker_threads = 2)]
+async fn main() {
+    let settings = match parse_args() {
+        Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("durable-bench: {message}");
+            std::process::exit(2);
+        }
+    };
+    let mut results = Vec::new();
+    for scenario in &settings.scenarios {
+        match scenarios::run(scenario, &settings).await {
+            Ok(mut figures) => {
+                for figure in &mut figures {
+                    report::attach_baseline(figure, &results);
+                    println!("{}", figure.to_json());
+                }
+                results.extend(figures);
+            }
+            Err(message) => {
+                eprintln!("durable-bench: {scenario}: {message}");
+                std::process::exit(1);
+            }
+        }
+    }
+    report::print_table(&results);
+}

@@ -1,0 +1,148 @@
+//! Figures: collected per scenario, printed as JSON lines and as a table.
+
+use hdrhistogram::Histogram;
+
+/// The result of one scenario on one backend.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    /// Scenario name (`seq`, `read-64`, ...).
+    pub scenario: String,
+    /// Backend name.
+    pub backend: &'static str,
+    /// What `runs` and `median` count (`calls/s`, `rows/s`, `bytes/object`, ...).
+    pub unit: &'static str,
+    /// The value of each run.
+    pub runs: Vec<f64>,
+    /// Latency percentiles of the median run, in microseconds.
+    pub latency_us: Option<[f64; 3]>,
+    /// Peak resident set size of the process so far, in MiB.
+    pub peak_rss_mib: f64,
+    /// This figure divided by `raw-commit` on the same backend, when both exist.
+    pub ratio_vs_raw_commit: Option<f64>,
+    /// Other named values.
+    pub extra: Vec<(&'static str, f64)>,
+}
+
+impl Figure {
+    /// A figure with no runs yet.
+    pub fn new(scenario: impl Into<String>, backend: &'static str, unit: &'static str) -> Self {
+        Self {
+            scenario: scenario.into(),
+            backend,
+            unit,
+            runs: Vec::new(),
+            latency_us: None,
+            peak_rss_mib: 0.0,
+            ratio_vs_raw_commit: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// The median of the runs.
+    pub fn median(&self) -> f64 {
+        let mut runs = self.runs.clone();
+        runs.sort_by(f64::total_cmp);
+        match runs.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => runs[n / 2],
+            n => (runs[n / 2 - 1] + runs[n / 2]) / 2.0,
+        }
+    }
+
+    /// Records the latency percentiles of a run's histogram (nanoseconds).
+    pub fn set_latency(&mut self, histogram: &Histogram<u64>) {
+        let us = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+        self.latency_us = Some([us(0.5), us(0.99), us(0.999)]);
+    }
+
+    /// One JSON line.
+    pub fn to_json(&self) -> String {
+        let mut value = serde_json::json!({
+            "scenario": self.scenario,
+            "backend": self.backend,
+            "unit": self.unit,
+            "runs": self.runs,
+            "median": self.median(),
+            "peak_rss_mib": self.peak_rss_mib,
+        });
+        if let Some([p50, p99, p999]) = self.latency_us {
+            value["p50_us"] = p50.into();
+            value["p99_us"] = p99.into();
+            value["p999_us"] = p999.into();
+        }
+        if let Some(ratio) = self.ratio_vs_raw_commit {
+            value["ratio_vs_raw_commit"] = ratio.into();
+        }
+        for (name, v) in &self.extra {
+            value[*name] = (*v).into();
+        }
+        value.to_string()
+    }
+}
+
+/// Scenarios compared with `raw-commit`.
+const COMPARED: &[&str] = &["seq", "hot", "spread", "cold"];
+
+/// Sets `figure`'s ratio against the `raw-commit` figure of the same backend, if measured.
+pub fn attach_baseline(figure: &mut Figure, earlier: &[Figure]) {
+    if !COMPARED.contains(&figure.scenario.as_str()) {
+        return;
+    }
+    if let Some(raw) = earlier
+        .iter()
+        .find(|f| f.scenario == "raw-commit" && f.backend == figure.backend)
+    {
+        let raw = raw.median();
+        if raw > 0.0 {
+            figure.ratio_vs_raw_commit = Some(figure.median() / raw);
+        }
+    }
+}
+
+/// Prints the human-readable table.
+pub fn print_table(figures: &[Figure]) {
+    println!();
+    println!(
+        "{:<14} {:<14} {:>14} {:<13} {:>9} {:>9} {:>9} {:>8} {:>9}",
+        "scenario", "backend", "median", "unit", "p50 µs", "p99 µs", "p999 µs", "×raw", "rss MiB"
+    );
+    for f in figures {
+        let [p50, p99, p999] = f
+            .latency_us
+            .map(|l| l.map(|v| format!("{v:.1}")))
+            .unwrap_or_else(|| ["-".into(), "-".into(), "-".into()]);
+        let ratio = f
+            .ratio_vs_raw_commit
+            .map(|r| format!("{r:.2}"))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<14} {:<14} {:>14.0} {:<13} {:>9} {:>9} {:>9} {:>8} {:>9.1}",
+            f.scenario,
+            f.backend,
+            f.median(),
+            f.unit,
+            p50,
+            p99,
+            p999,
+            ratio,
+            f.peak_rss_mib
+        );
+        for (name, value) in &f.extra {
+            println!("{:<14} {:<14} {:>14.1} {}", "", "", value, name);
+        }
+    }
+}
+
+/// Peak resident set size of this process, in MiB (Linux; 0 elsewhere).
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}

@@ -1,0 +1,424 @@
+//! The scenarios.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use durable_runtime::storage::{
+    AlarmChange, AlarmRecord, CommitError, IdPage, MemoryStorage, ObjectKey, ObjectWrite, Storage,
+    StorageError, StoredObject, truncate_to_micros,
+};
+use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
+use hdrhistogram::Histogram;
+use stats_alloc::Region;
+
+use crate::baseline::{self, RawPool};
+use crate::objects::{BenchCounter, FIRED, Ringer};
+use crate::report::{Figure, peak_rss_mib};
+use crate::{BackendKind, GLOBAL, Settings};
+
+/// A backend opened for one run, with what must outlive it.
+struct Opened {
+    store: Arc<dyn Storage>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn open(kind: BackendKind) -> Result<Opened, String> {
+    Ok(match kind {
+        BackendKind::Memory => Opened {
+            store: Arc::new(MemoryStorage::new()),
+            _dir: None,
+        },
+        BackendKind::Sqlite | BackendKind::SqliteNormal => {
+            let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+            let synchronous = if kind == BackendKind::Sqlite {
+                durable_sqlx::Synchronous::Full
+            } else {
+                durable_sqlx::Synchronous::Normal
+            };
+            let store = durable_sqlx::SqliteStore::builder()
+                .synchronous(synchronous)
+                .open(dir.path().join("bench.db"))
+                .await
+                .map_err(|e| e.to_string())?;
+            Opened {
+                store: Arc::new(store),
+                _dir: Some(dir),
+            }
+        }
+        BackendKind::Postgres => {
+            let url = database_url()?;
+            let store = durable_sqlx::PostgresStore::builder(&url)
+                .table_prefix(format!("bench{}_", std::process::id()))
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            Opened {
+                store: Arc::new(store),
+                _dir: None,
+            }
+        }
+    })
+}
+
+fn database_url() -> Result<String, String> {
+    std::env::var("DATABASE_URL").map_err(|_| "the postgres backend needs DATABASE_URL".into())
+}
+
+/// Runs one scenario `settings.runs` times.
+pub async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
+    let backend = settings.backend;
+    match name {
+        "raw-commit" | "raw-batch" => raw(name, settings).await,
+        "seq" => calls(settings, "seq", Op::Increment, 1, 1).await,
+        "hot" => calls(settings, "hot", Op::Increment, 64, 1).await,
+        "spread" => calls(settings, "spread", Op::Increment, 64, 10_000).await,
+        "read" => {
+            // Persistence is not involved: always in memory.
+            let settings = Settings {
+                backend: BackendKind::Memory,
+                ..settings.clone()
+            };
+            let mut figures = calls(&settings, "read-1", Op::Get, 1, 1).await?;
+            figures.extend(calls(&settings, "read-64", Op::Get, 64, 1_000).await?);
+            Ok(figures)
+        }
+        "cold" => cold(settings).await,
+        "memory" => memory(settings).await,
+        "alarms" => alarms(settings).await,
+        other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
+    }
+}
+
+async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
+    let backend = settings.backend;
+    let unit = if name == "raw-commit" { "commits/s" } else { "rows/s" };
+    let mut figure = Figure::new(name, backend.name(), unit);
+    for run in 0..settings.runs {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let pool = match backend {
+            BackendKind::Memory => return Ok(Vec::new()),
+            BackendKind::Sqlite | BackendKind::SqliteNormal => {
+                RawPool::sqlite(&dir.path().join("raw.db"), backend == BackendKind::Sqlite).await?
+            }
+            BackendKind::Postgres => {
+                RawPool::postgres(&database_url()?, format!("bench_raw_{}_{run}", std::process::id()))
+                    .await?
+            }
+        };
+        if name == "raw-commit" {
+            let (rate, histogram) = baseline::raw_commit(&pool, settings.secs).await?;
+            figure.runs.push(rate);
+            figure.set_latency(&histogram);
+        } else {
+            figure.runs.push(baseline::raw_batch(&pool, settings.secs).await?);
+        }
+        pool.cleanup().await;
+    }
+    figure.peak_rss_mib = peak_rss_mib();
+    Ok(vec![figure])
+}
+
+/// What each caller does.
+#[derive(Clone, Copy)]
+enum Op {
+    Increment,
+    Get,
+}
+
+/// `callers` concurrent callers over `objects` objects for `settings.secs`.
+async fn calls(
+    settings: &Settings,
+    name: &str,
+    op: Op,
+    callers: usize,
+    objects: usize,
+) -> Result<Vec<Figure>, String> {
+    let unit = "calls/s";
+    let mut figure = Figure::new(name, settings.backend.name(), unit);
+    let mut best: Option<(f64, Histogram<u64>)> = None;
+    for _ in 0..settings.runs {
+        let opened = open(settings.backend).await?;
+        let rt = Runtime::new(Arc::clone(&opened.store));
+        let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
+        // Warm up: every object activated once, outside the measurement.
+        for chunk in ids.chunks(256) {
+            let calls = chunk.iter().map(|id| BenchCounter::get(&rt, id));
+            for result in futures_join_all(calls).await {
+                result.map_err(|e| e.to_string())?;
+            }
+        }
+        let (rate, histogram) = drive(&rt, op, callers, &ids, settings.secs).await?;
+        rt.shutdown().await;
+        figure.runs.push(rate);
+        // Keep the latency of the run closest to the median so far.
+        let keep = best.as_ref().is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
+        if keep {
+            best = Some((rate, histogram));
+        }
+    }
+    if let Some((_, histogram)) = best {
+        figure.set_latency(&histogram);
+    }
+    figure.peak_rss_mib = peak_rss_mib();
+    Ok(vec![figure])
+}
+
+async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut out = Vec::new();
+    let handles: Vec<_> = futures.collect();
+    for future in handles {
+        out.push(future.await);
+    }
+    out
+}
+
+async fn drive(
+    rt: &Runtime,
+    op: Op,
+    callers: usize,
+    ids: &Arc<Vec<String>>,
+    duration: Duration,
+) -> Result<(f64, Histogram<u64>), String> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for caller in 0..callers {
+        let rt = rt.clone();
+        let ids = Arc::clone(ids);
+        tasks.spawn(async move {
+            let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+            let mut seed = caller as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
+            let mut done = 0u64;
+            while Instant::now() < deadline {
+                // xorshift: a cheap spread of callers over objects.
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let id = &ids[(seed % ids.len() as u64) as usize];
+                let t = Instant::now();
+                let result = match op {
+                    Op::Increment => BenchCounter::increment(&rt, id).await,
+                    Op::Get => BenchCounter::get(&rt, id).await,
+                };
+                result.map_err(|e| e.to_string())?;
+                histogram.saturating_record(t.elapsed().as_nanos() as u64);
+                done += 1;
+            }
+            Ok::<_, String>((done, histogram))
+        });
+    }
+    let mut total = 0;
+    let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+    while let Some(result) = tasks.join_next().await {
+        let (done, h) = result.map_err(|e| e.to_string())??;
+        total += done;
+        histogram.add(h).map_err(|e| e.to_string())?;
+    }
+    Ok((total as f64 / started.elapsed().as_secs_f64(), histogram))
+}
+
+/// Stores `count` objects directly (batches of 1000), without a runtime.
+async fn populate(store: &dyn Storage, object_type: &str, count: usize) -> Result<(), String> {
+    let ids: Vec<usize> = (0..count).collect();
+    for chunk in ids.chunks(1000) {
+        let batch: Vec<ObjectWrite> = chunk
+            .iter()
+            .map(|i| ObjectWrite {
+                key: ObjectKey::new(object_type, format!("obj-{i}")),
+                expected_version: 0,
+                state: Some(br#"{"count":7}"#.to_vec()),
+                alarms: Vec::new(),
+            })
+            .collect();
+        store.commit(&batch).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// First call of many stored objects: activations/s.
+async fn cold(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let count = if settings.smoke { 2_000 } else { 100_000 };
+    let mut figure = Figure::new("cold", settings.backend.name(), "activations/s");
+    for _ in 0..settings.runs {
+        let opened = open(settings.backend).await?;
+        populate(opened.store.as_ref(), "BenchCounter", count).await?;
+        let rt = Runtime::new(Arc::clone(&opened.store));
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let callers = 64;
+        for caller in 0..callers {
+            let rt = rt.clone();
+            tasks.spawn(async move {
+                for i in (caller..count).step_by(callers) {
+                    let value = BenchCounter::get(&rt, &format!("obj-{i}"))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if value != 7 {
+                        return Err(format!("obj-{i} loaded {value}, expected 7"));
+                    }
+                }
+                Ok::<_, String>(())
+            });
+        }
+        while let Some(result) = tasks.join_next().await {
+            result.map_err(|e| e.to_string())??;
+        }
+        figure.runs.push(count as f64 / started.elapsed().as_secs_f64());
+        rt.shutdown().await;
+    }
+    figure.peak_rss_mib = peak_rss_mib();
+    Ok(vec![figure])
+}
+
+/// A storage that keeps nothing, so that the `memory` scenario counts only the runtime's
+/// own memory per object.
+struct NullStorage;
+
+#[async_trait::async_trait]
+impl Storage for NullStorage {
+    async fn load(&self, _: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        Ok(None)
+    }
+    async fn commit(&self, _: &[ObjectWrite]) -> Result<(), CommitError> {
+        Ok(())
+    }
+    async fn delete(&self, _: &ObjectKey) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+    async fn list_ids(&self, _: &str, _: Option<&str>, _: usize) -> Result<IdPage, StorageError> {
+        Ok(IdPage::default())
+    }
+    async fn list_alarms(&self, _: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+        Ok(Vec::new())
+    }
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        Ok(None)
+    }
+    async fn claim_due_alarms(
+        &self,
+        _: SystemTime,
+        _: SystemTime,
+        _: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError> {
+        Ok(Vec::new())
+    }
+    async fn finish_alarm(&self, _: &ObjectKey, _: &str, _: SystemTime) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+    async fn fail_alarm(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+        _: SystemTime,
+        _: u32,
+        _: &str,
+        _: Option<SystemTime>,
+    ) -> Result<bool, StorageError> {
+        Ok(false)
+    }
+}
+
+/// Heap bytes per live and per hibernated object.
+async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let count = if settings.smoke { 10_000 } else { 1_000_000 };
+    let hibernate_after = Duration::from_millis(500);
+    let rt = Runtime::builder(NullStorage)
+        .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
+        .build();
+    let region = Region::new(GLOBAL);
+    let ids: Vec<String> = (0..count).map(|i| format!("obj-{i:07}")).collect();
+    let id_bytes: usize = ids.iter().map(|id| id.capacity()).sum::<usize>() + ids.capacity() * 24;
+    let mut tasks = tokio::task::JoinSet::new();
+    let ids = Arc::new(ids);
+    for caller in 0..64 {
+        let rt = rt.clone();
+        let ids = Arc::clone(&ids);
+        tasks.spawn(async move {
+            for i in (caller..ids.len()).step_by(64) {
+                BenchCounter::increment(&rt, &ids[i]).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(())
+        });
+    }
+    while let Some(result) = tasks.join_next().await {
+        result.map_err(|e| e.to_string())??;
+    }
+    let live = region.change();
+    let live_bytes = (live.bytes_allocated as f64 - live.bytes_deallocated as f64 - id_bytes as f64)
+        / count as f64;
+    tokio::time::sleep(hibernate_after * 3).await;
+    let hibernated = region.change();
+    let hibernated_bytes = (hibernated.bytes_allocated as f64
+        - hibernated.bytes_deallocated as f64
+        - id_bytes as f64)
+        / count as f64;
+    let mut live_figure = Figure::new("memory-live", "none", "bytes/object");
+    live_figure.runs.push(live_bytes);
+    live_figure.extra.push(("objects", count as f64));
+    live_figure.peak_rss_mib = peak_rss_mib();
+    let mut hibernated_figure = Figure::new("memory-hib", "none", "bytes/object");
+    hibernated_figure.runs.push(hibernated_bytes);
+    hibernated_figure.peak_rss_mib = peak_rss_mib();
+    drop(ids);
+    Ok(vec![live_figure, hibernated_figure])
+}
+
+/// Many alarms due within one second: lateness and alarms/s.
+async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let count = if settings.smoke { 500 } else { 10_000 };
+    let mut figure = Figure::new("alarms", settings.backend.name(), "alarms/s");
+    let mut lateness = Histogram::<u64>::new(3).expect("histogram");
+    for _ in 0..settings.runs {
+        FIRED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let opened = open(settings.backend).await?;
+        let start = truncate_to_micros(SystemTime::now() + Duration::from_secs(2));
+        let spacing = Duration::from_secs(1) / count as u32;
+        let due: Vec<SystemTime> = (0..count).map(|i| start + spacing * i as u32).collect();
+        let writes: Vec<ObjectWrite> = due
+            .iter()
+            .enumerate()
+            .map(|(i, due_at)| ObjectWrite {
+                key: ObjectKey::new("Ringer", format!("ringer-{i}")),
+                expected_version: 0,
+                state: Some(br#"{"rung":0}"#.to_vec()),
+                alarms: vec![AlarmChange::Set {
+                    name: "ring".to_owned(),
+                    due_at: *due_at,
+                }],
+            })
+            .collect();
+        for chunk in writes.chunks(1000) {
+            opened.store.commit(chunk).await.map_err(|e| e.to_string())?;
+        }
+        let rt = Runtime::builder(Arc::clone(&opened.store))
+            .alarm_settings(AlarmSettings::default())
+            .register::<Ringer>()
+            .build();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let fired = FIRED.lock().unwrap_or_else(|p| p.into_inner()).len();
+            if fired >= count {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("only {fired} of {count} alarms fired within 60 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut last = start;
+        for (id, at) in &fired {
+            let index: usize = id["ringer-".len()..].parse().map_err(|_| "bad id".to_owned())?;
+            let late = at.duration_since(due[index]).unwrap_or_default();
+            lateness.saturating_record(late.as_nanos() as u64);
+            last = last.max(*at);
+        }
+        let span = last.duration_since(start).unwrap_or(Duration::from_secs(1));
+        figure.runs.push(count as f64 / span.as_secs_f64().max(1.0));
+        rt.shutdown().await;
+    }
+    figure.set_latency(&lateness);
+    figure.extra.push(("alarms due within 1 s", count as f64));
+    figure.peak_rss_mib = peak_rss_mib();
+    Ok(vec![figure])
+}

@@ -1,0 +1,288 @@
+//! Darling receivers for everything the user writes inside attributes: the options of
+//! `#[durable_object(..)]` on the struct ([`ObjectArgs`]) and on the impl block ([`ImplArgs`]),
+//! `#[field(..)]` on state fields ([`FieldAttrs`]), and the recognition of the helper
+//! attributes `#[handler]` / `#[after_load]` ([`Helper`]).
+
+use darling::ast::NestedMeta;
+use darling::{Error, FromField, FromMeta};
+use proc_macro2::TokenStream;
+use syn::{Attribute, Expr, ExprLit, Lit, Meta};
+
+use crate::duration;
+use crate::errors::Errors;
+
+/// The arguments of `#[durable_object(..)]` on the state struct.
+#[derive(Debug, Default, FromMeta)]
+pub(crate) struct ObjectArgs {
+    /// The stored type name; the struct's name when absent.
+    pub(crate) name: Option<TypeNameArg>,
+    /// `hibernate_after = "5m"`.
+    pub(crate) hibernate_after: Option<DurationArg>,
+    /// `shutdown_after = "1h"`.
+    pub(crate) shutdown_after: Option<DurationArg>,
+    /// `call_timeout = "30s"`.
+    pub(crate) call_timeout: Option<DurationArg>,
+    /// `queue_capacity = 64`.
+    pub(crate) queue_capacity: Option<CapacityArg>,
+    /// `crate = "path"`: where `durable_runtime` is found, when renamed.
+    #[darling(rename = "crate")]
+    pub(crate) krate: Option<syn::Path>,
+}
+
+/// The names [`ObjectArgs`] accepts, so that the impl half can say where they belong.
+const OBJECT_OPTIONS: &[&str] = &[
+    "name",
+    "hibernate_after",
+    "shutdown_after",
+    "call_timeout",
+    "queue_capacity",
+];
+
+impl ObjectArgs {
+    /// Parses the struct attribute's arguments. Every error goes to `errors`; the result holds
+    /// what parsed (at least `crate = ..` when it is valid, so that generated code still
+    /// resolves and errors do not cascade).
+    pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
+        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
+        else {
+            return Self::default();
+        };
+        match Self::from_list(&items) {
+            Ok(args) => args,
+            Err(error) => {
+                errors.push(error);
+                Self {
+                    krate: crate_option(&items),
+                    ..Self::default()
+                }
+            }
+        }
+    }
+}
+
+/// The arguments of `#[durable_object(..)]` on the impl block: only `crate = ".."`.
+#[derive(Debug, Default, FromMeta)]
+pub(crate) struct ImplArgs {
+    /// `crate = "path"`: where `durable_runtime` is found, when renamed.
+    #[darling(rename = "crate")]
+    pub(crate) krate: Option<syn::Path>,
+}
+
+impl ImplArgs {
+    /// Parses the impl attribute's arguments, saying where struct options belong when they
+    /// are given here.
+    pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
+        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
+        else {
+            return Self::default();
+        };
+        let (misplaced, rest): (Vec<_>, Vec<_>) = items.into_iter().partition(|item| {
+            matches!(item, NestedMeta::Meta(meta)
+                if OBJECT_OPTIONS.iter().any(|name| meta.path().is_ident(name)))
+        });
+        for item in &misplaced {
+            if let NestedMeta::Meta(meta) = item {
+                let name = meta.path().get_ident().map(ToString::to_string);
+                errors.spanned(
+                    meta,
+                    format!(
+                        "`{}` is an option of the state struct: write it in the struct's `#[durable_object(..)]`",
+                        name.unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        match Self::from_list(&rest) {
+            Ok(args) => args,
+            Err(error) => {
+                errors.push(error);
+                Self {
+                    krate: crate_option(&rest),
+                }
+            }
+        }
+    }
+}
+
+/// The value of `crate = ".."` among `items`, if it parses, for best-effort codegen after
+/// other options failed.
+fn crate_option(items: &[NestedMeta]) -> Option<syn::Path> {
+    items.iter().find_map(|item| match item {
+        NestedMeta::Meta(Meta::NameValue(nv)) if nv.path.is_ident("crate") => {
+            syn::Path::from_expr(&nv.value).ok()
+        }
+        _ => None,
+    })
+}
+
+/// A duration option: a string literal parsed by `humantime` at compile time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DurationArg {
+    /// Whole nanoseconds, never zero.
+    pub(crate) nanos: u64,
+}
+
+impl FromMeta for DurationArg {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        match expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => duration::parse(lit).map(|nanos| Self { nanos }),
+            Expr::Group(group) => Self::from_expr(&group.expr),
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => Err(Error::custom(format!(
+                "durations are strings with a unit: write \"{}s\" (or \"ms\", \"m\", \"h\")",
+                int.base10_digits()
+            ))
+            .with_span(expr)),
+            _ => Err(Error::custom(
+                "expected a duration string such as \"250ms\", \"30s\", \"5m\" or \"1h30m\"",
+            )
+            .with_span(expr)),
+        }
+    }
+
+    fn from_word() -> darling::Result<Self> {
+        Err(Error::custom(
+            "this option needs a duration: write it as `= \"5m\"`",
+        ))
+    }
+}
+
+/// `queue_capacity`: a positive integer literal.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CapacityArg {
+    /// At least 1.
+    pub(crate) value: usize,
+}
+
+impl FromMeta for CapacityArg {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        match expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => match int.base10_parse::<usize>() {
+                Ok(0) => Err(Error::custom(
+                    "`queue_capacity` must be at least 1: a queue of 0 refuses every call",
+                )
+                .with_span(int)),
+                Ok(value) => Ok(Self { value }),
+                Err(error) => Err(Error::from(error)),
+            },
+            Expr::Group(group) => Self::from_expr(&group.expr),
+            _ => Err(
+                Error::custom("expected a positive integer, such as `queue_capacity = 64`")
+                    .with_span(expr),
+            ),
+        }
+    }
+
+    fn from_word() -> darling::Result<Self> {
+        Err(Error::custom(
+            "`queue_capacity` needs a value: write `queue_capacity = 64`",
+        ))
+    }
+}
+
+/// `name = ".."`: the stored type name, a non-empty string.
+#[derive(Clone, Debug)]
+pub(crate) struct TypeNameArg(pub(crate) String);
+
+impl FromMeta for TypeNameArg {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        match expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => {
+                let name = lit.value();
+                if name.trim().is_empty() {
+                    Err(Error::custom(
+                        "the stored type name cannot be empty: remove `name` to use the struct's name",
+                    )
+                    .with_span(lit))
+                } else {
+                    Ok(Self(name))
+                }
+            }
+            Expr::Group(group) => Self::from_expr(&group.expr),
+            _ => Err(Error::custom("expected a string: `name = \"Counter\"`").with_span(expr)),
+        }
+    }
+}
+
+/// The attributes of one state field: `#[field(default = <expr>)]`.
+#[derive(Debug, FromField)]
+#[darling(attributes(field))]
+pub(crate) struct FieldAttrs {
+    /// The field's default, an expression of the field's type.
+    pub(crate) default: Option<DefaultExpr>,
+}
+
+/// A `default = <expr>` value, taken verbatim: `default = "x"` is the string literal `"x"`,
+/// not an expression parsed from a string as darling does for `syn::Expr`.
+#[derive(Debug)]
+pub(crate) struct DefaultExpr(pub(crate) Expr);
+
+impl FromMeta for DefaultExpr {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        Ok(Self(expr.clone()))
+    }
+
+    fn from_word() -> darling::Result<Self> {
+        Err(Error::custom(
+            "`default` needs a value: write `#[field(default = <expr>)]`; without it the field takes `Default::default()`",
+        ))
+    }
+}
+
+/// The name of the field attribute, stripped from the re-emitted struct.
+pub(crate) const FIELD: &str = "field";
+
+/// A helper attribute of the impl block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Helper {
+    /// `#[handler]`.
+    Handler,
+    /// `#[after_load]`.
+    AfterLoad,
+}
+
+impl Helper {
+    /// The attribute's name, for messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Helper::Handler => "handler",
+            Helper::AfterLoad => "after_load",
+        }
+    }
+
+    /// Which helper `attr` is, matched by the last segment of its path so that
+    /// `#[durable_runtime::handler]` is recognised too.
+    pub(crate) fn of(attr: &Attribute) -> Option<Self> {
+        let last = attr.path().segments.last()?;
+        if last.ident == "handler" {
+            Some(Helper::Handler)
+        } else if last.ident == "after_load" {
+            Some(Helper::AfterLoad)
+        } else {
+            None
+        }
+    }
+
+    /// Checks that the helper was written bare (`#[handler]`, not `#[handler(..)]`).
+    pub(crate) fn check_bare(attr: &Attribute, errors: &mut Errors) {
+        if let Some(helper) = Self::of(attr) {
+            if !matches!(attr.meta, Meta::Path(_)) {
+                errors.spanned(
+                    &attr.meta,
+                    format!(
+                        "`#[{}]` takes no arguments: write `#[{}]`",
+                        helper.name(),
+                        helper.name()
+                    ),
+                );
+            }
+        }
+    }
+}

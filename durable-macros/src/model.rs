@@ -1,0 +1,477 @@
+//! The IR: the state struct as an [`Object`], the impl block as a [`HandlerSet`] of
+//! [`Handler`]s and an optional [`AfterLoad`] hook. Built from `syn` by the `from_ast`
+//! constructors, which run the rules of [`crate::validate`] and accumulate their errors. Nodes
+//! keep the user's tokens (and so their spans); codegen never reads raw helper attributes.
+
+use quote::format_ident;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, Expr, Fields, FnArg, Ident, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Pat, Type,
+    Visibility,
+};
+
+use darling::FromField;
+
+use crate::attrs::{self, FieldAttrs, Helper, ImplArgs, ObjectArgs};
+use crate::errors::Errors;
+use crate::paths::Root;
+use crate::validate;
+
+/// The state half: a struct with named fields (or a unit struct) and its options.
+pub(crate) struct Object {
+    /// Where the runtime is found.
+    pub(crate) root: Root,
+    /// The struct's own attributes, to re-emit (doc comments, derives, `#[serde(..)]`).
+    pub(crate) attrs: Vec<Attribute>,
+    /// The struct's visibility, also given to its handle type.
+    pub(crate) vis: Visibility,
+    /// The struct's name.
+    pub(crate) ident: Ident,
+    /// `DurableObject::TYPE_NAME`.
+    pub(crate) type_name: String,
+    /// The declared options.
+    pub(crate) options: Options,
+    /// The fields.
+    pub(crate) shape: Shape,
+}
+
+/// The options declared on the struct attribute; `None` inherits the runtime's default.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Options {
+    /// Nanoseconds.
+    pub(crate) hibernate_after: Option<u64>,
+    /// Nanoseconds.
+    pub(crate) shutdown_after: Option<u64>,
+    /// Nanoseconds.
+    pub(crate) call_timeout: Option<u64>,
+    /// At least 1.
+    pub(crate) queue_capacity: Option<usize>,
+}
+
+/// The form of the state struct.
+pub(crate) enum Shape {
+    /// `struct S { .. }`, possibly empty.
+    Named(Vec<StateField>),
+    /// `struct S;`
+    Unit,
+}
+
+/// One field of the state.
+pub(crate) struct StateField {
+    /// Its attributes minus `#[field(..)]`.
+    pub(crate) attrs: Vec<Attribute>,
+    /// Its visibility.
+    pub(crate) vis: Visibility,
+    /// Its name.
+    pub(crate) ident: Ident,
+    /// Its type.
+    pub(crate) ty: Type,
+    /// `#[field(default = <expr>)]`; `None` takes `Default::default()`.
+    pub(crate) default: Option<Expr>,
+}
+
+impl Object {
+    /// Builds the state half from the struct and its parsed arguments. `None` when the struct
+    /// cannot be a durable object at all (tuple struct, generics); the errors say why.
+    pub(crate) fn from_ast(
+        item: &ItemStruct,
+        args: ObjectArgs,
+        errors: &mut Errors,
+    ) -> Option<Self> {
+        let generics_ok = validate::struct_generics(&item.generics, &item.ident, errors);
+        let shape_ok = validate::struct_shape(&item.fields, &item.ident, errors);
+        let attrs = validate::derives(&item.attrs, errors);
+        let type_name = match args.name {
+            Some(name) => name.0,
+            None => item.ident.unraw().to_string(),
+        };
+
+        let fields = match &item.fields {
+            Fields::Named(named) => Some(Shape::Named(
+                named
+                    .named
+                    .iter()
+                    .filter_map(|field| StateField::from_ast(field, errors))
+                    .collect(),
+            )),
+            Fields::Unit => Some(Shape::Unit),
+            Fields::Unnamed(_) => None,
+        };
+        if !(generics_ok && shape_ok) {
+            return None;
+        }
+        Some(Self {
+            root: Root::new(args.krate),
+            attrs,
+            vis: item.vis.clone(),
+            ident: item.ident.clone(),
+            type_name,
+            options: Options {
+                hibernate_after: args.hibernate_after.map(|d| d.nanos),
+                shutdown_after: args.shutdown_after.map(|d| d.nanos),
+                call_timeout: args.call_timeout.map(|d| d.nanos),
+                queue_capacity: args.queue_capacity.map(|c| c.value),
+            },
+            shape: fields?,
+        })
+    }
+
+    /// The name of the generated handle type, `<Name>Handle`.
+    pub(crate) fn handle_ident(&self) -> Ident {
+        handle_ident(&self.ident)
+    }
+}
+
+/// `<Name>Handle`, spanned at the object's name.
+fn handle_ident(object: &Ident) -> Ident {
+    format_ident!("{}Handle", object.unraw(), span = object.span())
+}
+
+impl StateField {
+    /// Reads one named field and its `#[field(..)]` attributes. Always yields a field (with
+    /// no default when its attribute is bad), so that codegen can go on.
+    fn from_ast(field: &syn::Field, errors: &mut Errors) -> Option<Self> {
+        let parsed = errors.handle(FieldAttrs::from_field(field));
+        Some(Self {
+            attrs: field
+                .attrs
+                .iter()
+                .filter(|attr| !attr.path().is_ident(attrs::FIELD))
+                .cloned()
+                .collect(),
+            vis: field.vis.clone(),
+            ident: field.ident.clone()?,
+            ty: field.ty.clone(),
+            default: parsed.and_then(|attrs| attrs.default).map(|d| d.0),
+        })
+    }
+}
+
+/// A struct with every `#[field(..)]` removed, for the fallback expansion.
+pub(crate) fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|attr| !attr.path().is_ident(attrs::FIELD));
+    }
+    item
+}
+
+/// The behaviour half: the impl block, its handlers and its after-load hook.
+pub(crate) struct HandlerSet {
+    /// Where the runtime is found.
+    pub(crate) root: Root,
+    /// The user's impl block with the helper attributes removed, re-emitted as is.
+    pub(crate) item: ItemImpl,
+    /// The object type as the impl block names it.
+    pub(crate) self_ty: Type,
+    /// The object's name (the last segment of `self_ty`).
+    pub(crate) object: Ident,
+    /// The path of the handle type, `self_ty` with `Handle` appended to its last segment.
+    pub(crate) handle: syn::Path,
+    /// The handlers, in source order.
+    pub(crate) handlers: Vec<Handler>,
+    /// The `#[after_load]` hook.
+    pub(crate) after_load: Option<AfterLoad>,
+}
+
+/// Whether a handler may change the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// `&self`.
+    Read,
+    /// `&mut self`.
+    Write,
+}
+
+/// One `#[handler]` method.
+pub(crate) struct Handler {
+    /// The method, `handle_<name>`.
+    pub(crate) method: Ident,
+    /// The client, `<name>`.
+    pub(crate) client: Ident,
+    /// From the receiver.
+    pub(crate) access: Access,
+    /// Whether the method is `async`.
+    pub(crate) is_async: bool,
+    /// Whether the method takes `&Context` first after `self`.
+    pub(crate) takes_ctx: bool,
+    /// The arguments the client takes (the context excluded).
+    pub(crate) args: Vec<Argument>,
+    /// What the method returns.
+    pub(crate) output: Output,
+    /// The method's doc comments, repeated on its client.
+    pub(crate) docs: Vec<Attribute>,
+    /// The method's `#[cfg(..)]` attributes, repeated on everything generated for it.
+    pub(crate) cfgs: Vec<Attribute>,
+    /// The signature broke a rule: emit the client with a body that never runs, so calls to it
+    /// still resolve and the one error is the rule's.
+    pub(crate) stub: bool,
+}
+
+/// One client argument.
+pub(crate) struct Argument {
+    /// The user's name when the pattern is a plain identifier, else `__arg<N>`.
+    pub(crate) ident: Ident,
+    /// The type as written.
+    pub(crate) ty: Type,
+}
+
+/// A handler's result.
+pub(crate) enum Output {
+    /// No return type, or `()`.
+    Unit,
+    /// `T`: the client returns `Result<T, Error>`.
+    Value(Type),
+    /// `Result<T, E>`: the client returns `Result<T, Error<E>>`.
+    Fallible {
+        /// `T`.
+        ok: Type,
+        /// `E`.
+        err: Type,
+    },
+}
+
+/// The `#[after_load]` method.
+pub(crate) struct AfterLoad {
+    /// Its name.
+    pub(crate) method: Ident,
+    /// Whether it is `async`.
+    pub(crate) is_async: bool,
+    /// Whether it takes `&Context`.
+    pub(crate) takes_ctx: bool,
+    /// Its return type (`()`, spanned at its name, when it has none).
+    pub(crate) output: Type,
+    /// Its `#[cfg(..)]` attributes.
+    pub(crate) cfgs: Vec<Attribute>,
+}
+
+/// What the helper attributes of one impl item say.
+struct Marked {
+    /// Index of the item in the impl block.
+    index: usize,
+    /// The helper attributes it carried.
+    helpers: Vec<(Helper, Attribute)>,
+}
+
+impl HandlerSet {
+    /// Builds the behaviour half from the impl block. `Err` holds the impl block with helper
+    /// attributes stripped when it cannot be a durable object impl at all (a trait impl, a
+    /// generic impl, a self type that is not a plain path); the errors say why.
+    pub(crate) fn from_ast(
+        mut item: ItemImpl,
+        args: ImplArgs,
+        errors: &mut Errors,
+    ) -> Result<Self, Box<ItemImpl>> {
+        let marked = strip_helpers(&mut item);
+        let shape = validate::impl_shape(&item, errors);
+        let Some(object) = shape else {
+            return Err(Box::new(item));
+        };
+
+        let mut handlers = Vec::new();
+        let mut after_load: Option<AfterLoad> = None;
+        for Marked { index, helpers } in &marked {
+            for (_, attr) in helpers {
+                Helper::check_bare(attr, errors);
+            }
+            let ImplItem::Fn(method) = &item.items[*index] else {
+                let (helper, attr) = &helpers[0];
+                errors.spanned(
+                    attr,
+                    format!("`#[{}]` goes on a method of the impl block", helper.name()),
+                );
+                continue;
+            };
+            let Some(helper) = validate::one_helper(helpers, errors) else {
+                continue;
+            };
+            match helper {
+                Helper::Handler => {
+                    if let Some(handler) = Handler::from_fn(method, &object, errors) {
+                        handlers.push(handler);
+                    }
+                }
+                Helper::AfterLoad => {
+                    let hook = AfterLoad::from_fn(method, errors);
+                    if let Some(first) = &after_load {
+                        validate::single_after_load(&first.method, &method.sig.ident, errors);
+                    } else {
+                        after_load = hook;
+                    }
+                }
+            }
+        }
+
+        let handlers = validate::client_names(handlers, &item, &object, errors);
+        let self_ty = (*item.self_ty).clone();
+        let handle = handle_path(&self_ty, &object);
+        Ok(Self {
+            root: Root::new(args.krate),
+            item,
+            self_ty,
+            object,
+            handle,
+            handlers,
+            after_load,
+        })
+    }
+}
+
+/// `self_ty` with its last segment renamed to `<Name>Handle`.
+fn handle_path(self_ty: &Type, object: &Ident) -> syn::Path {
+    let mut path = match self_ty {
+        Type::Path(path) => path.path.clone(),
+        _ => syn::Path::from(object.clone()),
+    };
+    if let Some(last) = path.segments.last_mut() {
+        last.ident = handle_ident(object);
+    }
+    path
+}
+
+/// Removes `#[handler]` and `#[after_load]` from every item of the impl block, saying which
+/// items carried them.
+fn strip_helpers(item: &mut ItemImpl) -> Vec<Marked> {
+    let mut marked = Vec::new();
+    for (index, impl_item) in item.items.iter_mut().enumerate() {
+        let attrs = match impl_item {
+            ImplItem::Fn(f) => &mut f.attrs,
+            ImplItem::Const(c) => &mut c.attrs,
+            ImplItem::Type(t) => &mut t.attrs,
+            ImplItem::Macro(m) => &mut m.attrs,
+            _ => continue,
+        };
+        let mut helpers = Vec::new();
+        attrs.retain(|attr| match Helper::of(attr) {
+            Some(helper) => {
+                helpers.push((helper, attr.clone()));
+                false
+            }
+            None => true,
+        });
+        if !helpers.is_empty() {
+            marked.push(Marked { index, helpers });
+        }
+    }
+    marked
+}
+
+/// The `#[cfg(..)]` attributes among `attrs`.
+fn cfgs(attrs: &[Attribute]) -> Vec<Attribute> {
+    attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("cfg"))
+        .cloned()
+        .collect()
+}
+
+impl Handler {
+    /// Reads one `#[handler]` method. `None` when no client can be generated for it (no
+    /// valid client name, or a signature no client can mirror); the errors say why.
+    fn from_fn(method: &ImplItemFn, object: &Ident, errors: &mut Errors) -> Option<Self> {
+        let sig = &method.sig;
+        let client = validate::handler_name(&sig.ident, object, errors);
+        let mut stub = !validate::plain_signature(sig, Helper::Handler, errors);
+        let mirrorable = validate::no_generics(&sig.generics, Helper::Handler, errors);
+        let access = validate::handler_receiver(sig, errors);
+        stub |= access.is_none();
+
+        let mut takes_ctx = false;
+        let mut args = Vec::new();
+        let mut mirrorable = mirrorable;
+        for (position, input) in sig.inputs.iter().enumerate() {
+            let FnArg::Typed(typed) = input else { continue };
+            let position = position - usize::from(sig.receiver().is_some());
+            match validate::context_argument(&typed.ty, position, errors) {
+                validate::ContextArg::First => {
+                    takes_ctx = true;
+                    continue;
+                }
+                validate::ContextArg::Misplaced => {
+                    stub = true;
+                    continue;
+                }
+                validate::ContextArg::No => {}
+            }
+            match validate::argument_type(&typed.ty, errors) {
+                validate::TypeVerdict::Ok => {}
+                validate::TypeVerdict::Broken => stub = true,
+                validate::TypeVerdict::Unmirrorable => mirrorable = false,
+            }
+            args.push(Argument {
+                ident: argument_ident(&typed.pat, args.len()),
+                ty: (*typed.ty).clone(),
+            });
+        }
+
+        let (output, verdict) = validate::handler_output(&sig.output, errors);
+        match verdict {
+            validate::TypeVerdict::Ok => {}
+            validate::TypeVerdict::Broken => stub = true,
+            validate::TypeVerdict::Unmirrorable => mirrorable = false,
+        }
+
+        if !mirrorable {
+            return None;
+        }
+        Some(Self {
+            method: sig.ident.clone(),
+            client: client?,
+            access: access.unwrap_or(Access::Write),
+            is_async: sig.asyncness.is_some(),
+            takes_ctx,
+            args,
+            output,
+            docs: method
+                .attrs
+                .iter()
+                .filter(|attr| attr.path().is_ident("doc"))
+                .cloned()
+                .collect(),
+            cfgs: cfgs(&method.attrs),
+            stub,
+        })
+    }
+}
+
+/// The client's name for an argument: the user's when the pattern is a plain identifier
+/// (without `ref` or a subpattern, and not one of the `__` names generated code uses), else
+/// `__arg<N>`.
+fn argument_ident(pat: &Pat, index: usize) -> Ident {
+    if let Pat::Ident(pat) = pat {
+        if pat.by_ref.is_none()
+            && pat.subpat.is_none()
+            && !pat.ident.unraw().to_string().starts_with("__")
+        {
+            return pat.ident.clone();
+        }
+    }
+    format_ident!("__arg{}", index, span = pat.span())
+}
+
+impl AfterLoad {
+    /// Reads the `#[after_load]` method. `None` when its signature is wrong; the errors say
+    /// how.
+    fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
+        let sig = &method.sig;
+        let plain = validate::plain_signature(sig, Helper::AfterLoad, errors);
+        let generics = validate::no_generics(&sig.generics, Helper::AfterLoad, errors);
+        let receiver = validate::after_load_receiver(sig, errors);
+        let takes_ctx = validate::after_load_inputs(sig, errors);
+        let output = match &sig.output {
+            syn::ReturnType::Default => syn::parse_quote_spanned!(sig.ident.span()=> ()),
+            syn::ReturnType::Type(_, ty) => (**ty).clone(),
+        };
+        if !(plain && generics && receiver) {
+            return None;
+        }
+        Some(Self {
+            method: sig.ident.clone(),
+            is_async: sig.asyncness.is_some(),
+            takes_ctx: takes_ctx?,
+            output,
+            cfgs: cfgs(&method.attrs),
+        })
+    }
+}

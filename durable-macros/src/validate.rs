@@ -1,0 +1,658 @@
+//! The rules of the DSL, one documented function per rule. Each rule records its errors in the
+//! [`Errors`] accumulator, on the narrowest span and saying what to write instead, and returns
+//! what the model needs to carry on: no rule stops the others.
+
+use std::collections::HashMap;
+
+use syn::ext::IdentExt;
+use syn::visit::{self, Visit};
+use syn::{
+    Attribute, Fields, FnArg, GenericArgument, GenericParam, Generics, Ident, ImplItem, ItemImpl,
+    Path, PathArguments, ReturnType, Signature, Type, punctuated::Punctuated,
+};
+
+use crate::attrs::Helper;
+use crate::errors::Errors;
+use crate::model::{Access, Handler, Output};
+
+/// What a rule found wrong with a type in a signature, from mild to severe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TypeVerdict {
+    /// Nothing.
+    Ok,
+    /// Refused, but a client with this type still compiles: emit a stub client.
+    Broken,
+    /// Refused, and no client can repeat this type (`impl Trait`, a named lifetime): emit no
+    /// client.
+    Unmirrorable,
+}
+
+/// The state struct has no generic parameters and no lifetimes.
+///
+/// Every object type is stored under one type name and must own its state, so a generic or
+/// borrowing struct has no meaning as a durable object.
+pub(crate) fn struct_generics(generics: &Generics, object: &Ident, errors: &mut Errors) -> bool {
+    let mut ok = true;
+    if !generics.params.is_empty() {
+        ok = false;
+        let lifetimes_only = generics
+            .params
+            .iter()
+            .all(|param| matches!(param, GenericParam::Lifetime(_)));
+        if lifetimes_only {
+            errors.spanned(
+                generics,
+                format!(
+                    "the state of a durable object is owned data: remove the lifetime parameters of `{object}` and store owned values (`String` rather than `&'a str`)"
+                ),
+            );
+        } else {
+            errors.spanned(
+                generics,
+                format!(
+                    "a durable object cannot be generic (each object type is stored under one name): remove the parameters of `{object}` and use concrete field types"
+                ),
+            );
+        }
+    }
+    if let Some(clause) = &generics.where_clause {
+        ok = false;
+        errors.spanned(
+            clause,
+            "remove the `where` clause: a durable object has no parameters to bound",
+        );
+    }
+    ok
+}
+
+/// The state struct has named fields (or none at all).
+///
+/// Fields are stored by name, so that a field added later takes its default and a field
+/// removed later is ignored; a tuple struct has no names to store.
+pub(crate) fn struct_shape(fields: &Fields, object: &Ident, errors: &mut Errors) -> bool {
+    match fields {
+        Fields::Unnamed(unnamed) => {
+            errors.spanned(
+                unnamed,
+                format!(
+                    "the state of a durable object needs named fields, which are stored by name: write `struct {object} {{ name: Type, .. }}`"
+                ),
+            );
+            false
+        }
+        Fields::Named(_) | Fields::Unit => true,
+    }
+}
+
+/// The struct does not derive what `#[durable_object]` implements itself: `Default` (built
+/// from the field defaults), `Serialize` and `Deserialize`.
+///
+/// Returns the struct's attributes with those derives removed, so that the error does not
+/// come back as "conflicting implementations".
+pub(crate) fn derives(attrs: &[Attribute], errors: &mut Errors) -> Vec<Attribute> {
+    let mut kept = Vec::with_capacity(attrs.len());
+    for attr in attrs {
+        if !attr.path().is_ident("derive") {
+            kept.push(attr.clone());
+            continue;
+        }
+        let Ok(paths) = attr.parse_args_with(Punctuated::<Path, syn::Token![,]>::parse_terminated)
+        else {
+            kept.push(attr.clone());
+            continue;
+        };
+        let mut rest = Vec::new();
+        for path in paths {
+            let last = path.segments.last().map(|s| s.ident.to_string());
+            match last.as_deref() {
+                Some("Default") => errors.spanned(
+                    &path,
+                    "`#[durable_object]` implements `Default` from the fields' defaults: remove `Default` from this derive and give defaults with `#[field(default = ..)]`",
+                ),
+                Some(trait_ @ ("Serialize" | "Deserialize")) => errors.spanned(
+                    &path,
+                    format!(
+                        "`#[durable_object]` already derives `{trait_}` (with the runtime's serde): remove it from this derive"
+                    ),
+                ),
+                _ => rest.push(path),
+            }
+        }
+        if !rest.is_empty() {
+            kept.push(syn::parse_quote!(#[derive(#(#rest),*)]));
+        }
+    }
+    kept
+}
+
+/// The impl half is an inherent, non-generic impl of a plain type path (`impl Counter`).
+/// Returns the object's name.
+pub(crate) fn impl_shape(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
+    let mut ok = true;
+    if let Some((_, path, _)) = &item.trait_ {
+        ok = false;
+        errors.spanned(
+            path,
+            "`#[durable_object]` goes on the object's inherent impl block (`impl Counter { .. }`), not on a trait impl",
+        );
+    }
+    if !item.generics.params.is_empty() {
+        ok = false;
+        errors.spanned(
+            &item.generics,
+            "a durable object cannot be generic: remove the parameters of this impl block",
+        );
+    }
+    let object = match &*item.self_ty {
+        Type::Path(path) if path.qself.is_none() => path
+            .path
+            .segments
+            .last()
+            .filter(|last| last.arguments.is_none())
+            .map(|last| last.ident.clone()),
+        _ => None,
+    };
+    if object.is_none() {
+        errors.spanned(
+            &item.self_ty,
+            "`#[durable_object]` goes on the impl block of the object's struct: `impl Counter { .. }`",
+        );
+    }
+    object.filter(|_| ok)
+}
+
+/// A method is a handler or the after-load hook, once. Returns which, or `None` when both
+/// were given.
+pub(crate) fn one_helper(helpers: &[(Helper, Attribute)], errors: &mut Errors) -> Option<Helper> {
+    let (first, _) = helpers[0];
+    let mut result = Some(first);
+    for (helper, attr) in &helpers[1..] {
+        if *helper == first {
+            errors.spanned(
+                attr,
+                format!("duplicate `#[{}]`: remove this one", helper.name()),
+            );
+        } else {
+            result = None;
+            errors.spanned(
+                attr,
+                "a method is either a `#[handler]` or the `#[after_load]` hook, not both: remove one attribute",
+            );
+        }
+    }
+    result
+}
+
+/// An object has at most one `#[after_load]` hook.
+pub(crate) fn single_after_load(first: &Ident, second: &Ident, errors: &mut Errors) {
+    errors.spanned(
+        second,
+        format!(
+            "an object has at most one `#[after_load]` hook, and `{first}` is already one: merge `{second}` into it"
+        ),
+    );
+}
+
+/// A handler is named `handle_<name>`; its client is `<Object>::<name>`. Returns the
+/// client's name.
+///
+/// The prefix keeps the handler (which runs inside the object) and the client (which sends it
+/// a call) apart, in the code and in readers' heads.
+pub(crate) fn handler_name(method: &Ident, object: &Ident, errors: &mut Errors) -> Option<Ident> {
+    let name = method.unraw().to_string();
+    match name.strip_prefix("handle_") {
+        None => {
+            errors.spanned(
+                method,
+                format!(
+                    "handler methods are named `handle_<name>`; rename `{name}` to `handle_{name}` (its client is `{object}::{name}`)"
+                ),
+            );
+            None
+        }
+        Some("") => {
+            errors.spanned(
+                method,
+                format!(
+                    "`handle_` needs a name after the prefix: `handle_<name>` gets the client `{object}::<name>`"
+                ),
+            );
+            None
+        }
+        Some(rest) => {
+            if syn::parse_str::<Ident>(rest).is_ok() {
+                Some(Ident::new(rest, method.span()))
+            } else {
+                errors.spanned(
+                    method,
+                    format!(
+                        "the client of `{name}` would be `{object}::{rest}`, which is not a valid name: rename the handler"
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// What `helper` is called in messages.
+fn what(helper: Helper) -> &'static str {
+    match helper {
+        Helper::Handler => "a handler",
+        Helper::AfterLoad => "an `#[after_load]` hook",
+    }
+}
+
+/// A handler or hook is a plain method: not `const`, `unsafe`, `extern` or variadic.
+pub(crate) fn plain_signature(sig: &Signature, helper: Helper, errors: &mut Errors) -> bool {
+    let what = what(helper);
+    let mut ok = true;
+    if let Some(constness) = &sig.constness {
+        ok = false;
+        errors.spanned(
+            constness,
+            format!("{what} cannot be `const`: remove `const`"),
+        );
+    }
+    if let Some(unsafety) = &sig.unsafety {
+        ok = false;
+        errors.spanned(
+            unsafety,
+            format!("{what} cannot be `unsafe`: the runtime calls it as a safe method; remove `unsafe`"),
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        ok = false;
+        errors.spanned(abi, format!("{what} cannot be `extern`: remove the ABI"));
+    }
+    if let Some(variadic) = &sig.variadic {
+        ok = false;
+        errors.spanned(variadic, format!("{what} cannot be variadic"));
+    }
+    ok
+}
+
+/// A handler or hook has no generic or lifetime parameters.
+///
+/// Its client must name concrete, owned types, which travel through the runtime's queue.
+pub(crate) fn no_generics(generics: &Generics, helper: Helper, errors: &mut Errors) -> bool {
+    let what = what(helper);
+    let mut ok = true;
+    if !generics.params.is_empty() {
+        ok = false;
+        let lifetimes_only = generics
+            .params
+            .iter()
+            .all(|param| matches!(param, GenericParam::Lifetime(_)));
+        if lifetimes_only {
+            errors.spanned(
+                generics,
+                format!(
+                    "{what} cannot have lifetime parameters: its arguments and result are owned values sent through the runtime; remove them"
+                ),
+            );
+        } else {
+            errors.spanned(
+                generics,
+                format!(
+                    "{what} cannot be generic: its client needs concrete argument and result types; remove the parameters"
+                ),
+            );
+        }
+    }
+    if let Some(clause) = &generics.where_clause {
+        ok = false;
+        errors.spanned(
+            clause,
+            format!("{what} cannot have a `where` clause: remove it"),
+        );
+    }
+    ok
+}
+
+/// Whether `ty` is `Self` (a path of one segment, without arguments).
+fn is_self(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.qself.is_none() && path.path.is_ident("Self"))
+}
+
+/// A handler borrows the object: `&self` to read the state (a read-only call), `&mut self` to
+/// change it. Returns which.
+pub(crate) fn handler_receiver(sig: &Signature, errors: &mut Errors) -> Option<Access> {
+    let Some(receiver) = sig.receiver() else {
+        errors.spanned(
+            &sig.ident,
+            "a handler takes `&self` (to read the state) or `&mut self` (to change it) as its first argument",
+        );
+        return None;
+    };
+    let access = |mutable: bool| {
+        if mutable {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    };
+    if receiver.colon_token.is_some() {
+        // `self: &Self` and `self: &mut Self` are the long forms of the shorthands.
+        if let Type::Reference(reference) = &*receiver.ty {
+            if reference.lifetime.is_none() && is_self(&reference.elem) {
+                return Some(access(reference.mutability.is_some()));
+            }
+        }
+        errors.spanned(
+            receiver,
+            "a handler borrows the object: write `&self` (to read the state) or `&mut self` (to change it) instead of this receiver",
+        );
+        return None;
+    }
+    match &receiver.reference {
+        None => {
+            errors.spanned(
+                receiver,
+                "a handler borrows the object, it cannot take it by value: write `&self` (to read the state) or `&mut self` (to change it)",
+            );
+            None
+        }
+        Some((_, Some(lifetime))) => {
+            errors.spanned(
+                lifetime,
+                "remove this lifetime: write `&self` or `&mut self`",
+            );
+            None
+        }
+        Some((_, None)) => Some(access(receiver.mutability.is_some())),
+    }
+}
+
+/// Where a `&Context` argument stands.
+pub(crate) enum ContextArg {
+    /// First after `self`: passed by the runtime, not a client argument.
+    First,
+    /// Refused (elsewhere, or `&mut`).
+    Misplaced,
+    /// Not a context.
+    No,
+}
+
+/// Whether `ty` is `&Context` or `&path::Context`: `Some(true)` for a `&mut` reference.
+fn context_reference(ty: &Type) -> Option<bool> {
+    let Type::Reference(reference) = ty else {
+        return None;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    (path.qself.is_none() && last.ident == "Context" && last.arguments.is_none())
+        .then_some(reference.mutability.is_some())
+}
+
+/// The context, if a handler takes it, comes first after `self`, as `&Context`.
+///
+/// It is supplied by the runtime, so the client does not take it.
+pub(crate) fn context_argument(ty: &Type, position: usize, errors: &mut Errors) -> ContextArg {
+    match context_reference(ty) {
+        None => ContextArg::No,
+        Some(true) => {
+            errors.spanned(ty, "take the context by shared reference: `ctx: &Context`");
+            ContextArg::Misplaced
+        }
+        Some(false) if position == 0 => ContextArg::First,
+        Some(false) => {
+            errors.spanned(
+                ty,
+                "the context comes first after `self`: move `ctx: &Context` before the other arguments",
+            );
+            ContextArg::Misplaced
+        }
+    }
+}
+
+/// What a scan of a type found.
+#[derive(Default)]
+struct TypeScan<'a> {
+    impl_traits: Vec<&'a syn::TypeImplTrait>,
+    references: Vec<&'a syn::TypeReference>,
+    lifetimes: Vec<&'a syn::Lifetime>,
+}
+
+impl<'a> Visit<'a> for TypeScan<'a> {
+    fn visit_type_impl_trait(&mut self, node: &'a syn::TypeImplTrait) {
+        self.impl_traits.push(node);
+    }
+
+    fn visit_type_reference(&mut self, node: &'a syn::TypeReference) {
+        self.references.push(node);
+        // A reference's own lifetime is reported with the reference.
+        visit::visit_type(self, &node.elem);
+    }
+
+    fn visit_lifetime(&mut self, node: &'a syn::Lifetime) {
+        if node.ident != "static" && node.ident != "_" {
+            self.lifetimes.push(node);
+        }
+    }
+}
+
+/// Reports `impl Trait`, references and named lifetimes in `ty`.
+fn owned_type(ty: &Type, position: &str, errors: &mut Errors) -> TypeVerdict {
+    let mut scan = TypeScan::default();
+    scan.visit_type(ty);
+    let mut verdict = TypeVerdict::Ok;
+    for impl_trait in &scan.impl_traits {
+        verdict = verdict.max(TypeVerdict::Unmirrorable);
+        errors.spanned(
+            impl_trait,
+            format!(
+                "{position} cannot be `impl Trait`: its client must name one concrete type that can be sent; write that type"
+            ),
+        );
+    }
+    for reference in &scan.references {
+        verdict = verdict.max(if reference.lifetime.is_some() {
+            TypeVerdict::Unmirrorable
+        } else {
+            TypeVerdict::Broken
+        });
+        errors.spanned(
+            reference,
+            format!(
+                "{position} is sent by value, it cannot borrow: use an owned type (`String` rather than `&str`, `Vec<T>` rather than `&[T]`)"
+            ),
+        );
+    }
+    for lifetime in &scan.lifetimes {
+        verdict = verdict.max(TypeVerdict::Unmirrorable);
+        errors.spanned(
+            lifetime,
+            format!("{position} is an owned value: remove the lifetime `{lifetime}`"),
+        );
+    }
+    verdict
+}
+
+/// A handler argument is an owned, nameable type: no `impl Trait`, no references, no
+/// lifetimes. (That it can be sent, `Serialize + DeserializeOwned + Send`, is checked by the
+/// compiler, on the type, through the generated `assert_argument`.)
+pub(crate) fn argument_type(ty: &Type, errors: &mut Errors) -> TypeVerdict {
+    owned_type(ty, "a handler argument", errors)
+}
+
+/// A handler returns nothing, an owned value `T`, or `Result<T, E>` (syntactically: a path
+/// ending in `Result` with two type arguments), whose `E` reaches the caller as
+/// `Error::Handler(E)`.
+pub(crate) fn handler_output(output: &ReturnType, errors: &mut Errors) -> (Output, TypeVerdict) {
+    let ReturnType::Type(_, ty) = output else {
+        return (Output::Unit, TypeVerdict::Ok);
+    };
+    let verdict = owned_type(ty, "a handler's result", errors);
+    let output = match ungroup(ty) {
+        Type::Tuple(tuple) if tuple.elems.is_empty() => Output::Unit,
+        Type::Path(path) if path.qself.is_none() => match result_arguments(&path.path) {
+            Some((ok, err)) => Output::Fallible {
+                ok: ok.clone(),
+                err: err.clone(),
+            },
+            None => Output::Value((**ty).clone()),
+        },
+        _ => Output::Value((**ty).clone()),
+    };
+    (output, verdict)
+}
+
+/// `ty` without invisible groups and parentheses.
+fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => ungroup(&group.elem),
+        Type::Paren(paren) => ungroup(&paren.elem),
+        _ => ty,
+    }
+}
+
+/// `(T, E)` when `path` is `..::Result<T, E>`.
+fn result_arguments(path: &Path) -> Option<(&Type, &Type)> {
+    let last = path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return None;
+    };
+    let mut types = arguments.args.iter().map(|argument| match argument {
+        GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    match (types.next(), types.next(), types.next()) {
+        (Some(Some(ok)), Some(Some(err)), None) => Some((ok, err)),
+        _ => None,
+    }
+}
+
+/// The after-load hook borrows the object mutably: `&mut self` (or `&self`).
+pub(crate) fn after_load_receiver(sig: &Signature, errors: &mut Errors) -> bool {
+    let fix = format!(
+        "an `#[after_load]` hook borrows the object: write `fn {}(&mut self)` or `fn {}(&mut self, ctx: &Context)`",
+        sig.ident, sig.ident
+    );
+    match sig.receiver() {
+        Some(receiver) if receiver.colon_token.is_none() => match &receiver.reference {
+            Some((_, None)) => true,
+            Some((_, Some(lifetime))) => {
+                errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
+                false
+            }
+            None => {
+                errors.spanned(receiver, fix);
+                false
+            }
+        },
+        Some(receiver) => {
+            errors.spanned(receiver, fix);
+            false
+        }
+        None => {
+            errors.spanned(&sig.ident, fix);
+            false
+        }
+    }
+}
+
+/// The after-load hook takes nothing but, optionally, `ctx: &Context`. Returns whether it
+/// takes the context, or `None` after an error.
+pub(crate) fn after_load_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
+    let mut takes_ctx = false;
+    let mut ok = true;
+    let typed = sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(typed) => Some(typed),
+        FnArg::Receiver(_) => None,
+    });
+    for (position, input) in typed.enumerate() {
+        if position == 0 && context_reference(&input.ty) == Some(false) {
+            takes_ctx = true;
+            continue;
+        }
+        ok = false;
+        errors.spanned(
+            input,
+            "an `#[after_load]` hook takes only `&mut self` and, optionally, `ctx: &Context`: remove this argument",
+        );
+    }
+    ok.then_some(takes_ctx)
+}
+
+/// Every generated client has a name of its own: no two handlers share a client name, no
+/// client is `handle` (taken by the generated `<Object>::handle`) or `id` (taken by
+/// `<Object>Handle::id`), and no client has the name of another method of the impl block.
+/// A method named `handle` is refused for the same reason. Returns the handlers whose client
+/// can be generated.
+///
+/// Two handlers under different `#[cfg(..)]` may share a client name.
+pub(crate) fn client_names(
+    handlers: Vec<Handler>,
+    item: &ItemImpl,
+    object: &Ident,
+    errors: &mut Errors,
+) -> Vec<Handler> {
+    let mut methods: HashMap<String, &Ident> = HashMap::new();
+    for impl_item in &item.items {
+        let ident = match impl_item {
+            ImplItem::Fn(method) => &method.sig.ident,
+            ImplItem::Const(constant) => &constant.ident,
+            _ => continue,
+        };
+        methods.entry(ident.unraw().to_string()).or_insert(ident);
+    }
+    if let Some(method) = methods.get("handle") {
+        errors.spanned(
+            method,
+            format!(
+                "the method `handle` clashes with `{object}::handle`, which `#[durable_object]` generates to build a `{object}Handle`: rename the method"
+            ),
+        );
+    }
+
+    let mut seen: HashMap<String, (Ident, bool)> = HashMap::new();
+    let mut kept = Vec::with_capacity(handlers.len());
+    for handler in handlers {
+        let client = handler.client.unraw().to_string();
+        let method = &handler.method;
+        if client == "handle" || client == "id" {
+            let taken = if client == "handle" {
+                format!("`{object}::handle` (which builds a `{object}Handle`)")
+            } else {
+                format!("`{object}Handle::id`")
+            };
+            errors.spanned(
+                method,
+                format!(
+                    "the client of `{method}` would be `{client}`, but `#[durable_object]` generates {taken}: rename the handler"
+                ),
+            );
+            continue;
+        }
+        if let Some(plain) = methods.get(&client) {
+            errors.spanned(
+                plain,
+                format!(
+                    "the method `{client}` clashes with `{object}::{client}`, the client generated for the handler `{method}`: rename one of them"
+                ),
+            );
+            continue;
+        }
+        let has_cfg = !handler.cfgs.is_empty();
+        if let Some((first, first_cfg)) = seen.get(&client) {
+            if !(has_cfg && *first_cfg) {
+                errors.spanned(
+                    method,
+                    format!(
+                        "the handlers `{first}` and `{method}` would both have the client `{object}::{client}`: rename one of them"
+                    ),
+                );
+                continue;
+            }
+        }
+        seen.insert(client, (method.clone(), has_cfg));
+        kept.push(handler);
+    }
+    kept
+}

@@ -1,0 +1,239 @@
+//! Alarm names, times and retry settings.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::{Duration, SystemTime};
+
+use crate::object::DurableObject;
+
+/// The name of an alarm of object type `O`, as declared by an `#[alarm]` method.
+///
+/// `#[durable_object]` generates one constant per alarm handler (`Counter::CLEANUP` for
+/// `#[alarm] fn cleanup`), so only alarms that have a handler can be scheduled.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Session {
+///     expired: bool,
+/// }
+///
+/// #[durable_object]
+/// impl Session {
+///     #[handler]
+///     fn handle_touch(&mut self, ctx: &Context) {
+///         // Re-arm the expiry: scheduling a name again replaces it.
+///         ctx.schedule_alarm(Session::EXPIRE, Duration::from_secs(30 * 60));
+///     }
+///
+///     #[alarm]
+///     fn expire(&mut self) {
+///         self.expired = true;
+///     }
+/// }
+///
+/// assert_eq!(Session::EXPIRE.name(), "expire");
+/// ```
+pub struct Alarm<O> {
+    name: &'static str,
+    object: PhantomData<fn() -> O>,
+}
+
+impl<O> Alarm<O> {
+    #[doc(hidden)]
+    pub const fn __new(name: &'static str) -> Self {
+        Self {
+            name,
+            object: PhantomData,
+        }
+    }
+
+    /// The alarm's name, as stored.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<O> Clone for Alarm<O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for Alarm<O> {}
+
+impl<O> PartialEq for Alarm<O> {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl<O> Eq for Alarm<O> {}
+
+impl<O: DurableObject> fmt::Debug for Alarm<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Alarm({}::{})", O::TYPE_NAME, self.name)
+    }
+}
+
+/// When an alarm is due: after a delay, or at a wall-clock time (stored in UTC).
+///
+/// Both `Duration` and `SystemTime` convert into it, so scheduling calls accept either.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use durable_runtime::AlarmTime;
+///
+/// let now = SystemTime::now();
+/// let in_a_minute: AlarmTime = Duration::from_secs(60).into();
+/// assert!(in_a_minute.resolve(now) == now + Duration::from_secs(60));
+/// let at: AlarmTime = now.into();
+/// assert_eq!(at.resolve(now), now);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlarmTime {
+    /// Due this long after it is scheduled.
+    After(Duration),
+    /// Due at this wall-clock time.
+    At(SystemTime),
+}
+
+impl AlarmTime {
+    /// The due time, relative to `now` for a delay.
+    pub fn resolve(self, now: SystemTime) -> SystemTime {
+        match self {
+            Self::After(delay) => now + delay,
+            Self::At(at) => at,
+        }
+    }
+}
+
+impl From<Duration> for AlarmTime {
+    fn from(delay: Duration) -> Self {
+        Self::After(delay)
+    }
+}
+
+impl From<SystemTime> for AlarmTime {
+    fn from(at: SystemTime) -> Self {
+        Self::At(at)
+    }
+}
+
+/// How failed alarms are retried: exponential backoff, then kept as a dead alarm.
+///
+/// Defaults: first retry after 1 s, doubling up to 5 minutes, 10 attempts in all.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::RetryPolicy;
+///
+/// let policy = RetryPolicy::default();
+/// assert_eq!(policy.delay_after(1), Duration::from_secs(1));
+/// assert_eq!(policy.delay_after(3), Duration::from_secs(4));
+/// assert_eq!(policy.delay_after(30), Duration::from_secs(300));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// The delay before the second attempt.
+    pub initial_delay: Duration,
+    /// The longest delay between two attempts.
+    pub max_delay: Duration,
+    /// How many attempts in all before the alarm is kept as dead.
+    pub max_attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            initial_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(5 * 60),
+            max_attempts: 10,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A policy with the given initial delay, cap and number of attempts.
+    pub fn new(initial_delay: Duration, max_delay: Duration, max_attempts: u32) -> Self {
+        Self {
+            initial_delay,
+            max_delay,
+            max_attempts: max_attempts.max(1),
+        }
+    }
+
+    /// The delay before the next attempt, after `failed_attempts` failures (1 for the first).
+    pub fn delay_after(&self, failed_attempts: u32) -> Duration {
+        let doublings = failed_attempts.saturating_sub(1).min(32);
+        self.initial_delay
+            .saturating_mul(1u32 << doublings.min(31))
+            .min(self.max_delay)
+    }
+}
+
+/// Settings of the alarm scheduler.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::AlarmSettings;
+///
+/// let settings = AlarmSettings::default();
+/// assert_eq!(settings.poll_interval, Duration::from_secs(30));
+/// assert_eq!(settings.claim_ttl, Duration::from_secs(60));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AlarmSettings {
+    /// How often storage is polled even when no alarm is known to be due: the recovery path
+    /// for claims left by a crashed process and for alarms written by another process.
+    pub poll_interval: Duration,
+    /// How long a claimed alarm may run before another scheduler may claim it again.
+    pub claim_ttl: Duration,
+    /// How failing alarms are retried.
+    pub retry: RetryPolicy,
+    /// How many alarms are claimed in one storage round trip.
+    pub claim_batch: usize,
+}
+
+impl Default for AlarmSettings {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(30),
+            claim_ttl: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            claim_batch: 512,
+        }
+    }
+}
+
+impl AlarmSettings {
+    /// Sets the poll interval.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets the claim time-to-live.
+    pub fn with_claim_ttl(mut self, ttl: Duration) -> Self {
+        self.claim_ttl = ttl;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+}

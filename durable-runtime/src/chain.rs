@@ -1,0 +1,67 @@
+//! The chain of objects a call passes through, to refuse call cycles at once.
+//!
+//! A handler that calls its own object (directly, or through others: A → B → A) would wait
+//! for itself forever, because an object handles one call at a time. Each handler runs with
+//! the chain of objects above it in a task-local; a call whose target is already in the chain
+//! fails with [`Error::CallCycle`](crate::Error::CallCycle) instead of deadlocking.
+//!
+//! The chain follows calls made from the handler's own task; a call made from a task the
+//! handler spawned is not part of the chain.
+
+use std::sync::Arc;
+
+use crate::storage::ObjectKey;
+
+tokio::task_local! {
+    static CHAIN: Chain;
+}
+
+/// The objects a call passes through, innermost first.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Chain(Option<Arc<Link>>);
+
+#[derive(Debug)]
+struct Link {
+    key: ObjectKey,
+    parent: Chain,
+}
+
+impl Chain {
+    /// The chain of the handler running on this task, if any.
+    pub(crate) fn current() -> Self {
+        CHAIN.try_with(Chain::clone).unwrap_or_default()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// This chain extended by `key`.
+    pub(crate) fn push(&self, key: ObjectKey) -> Self {
+        Self(Some(Arc::new(Link {
+            key,
+            parent: self.clone(),
+        })))
+    }
+
+    /// The chain from the outermost object to the innermost, if `object_type`/`id` is in it.
+    pub(crate) fn cycle_to(&self, object_type: &str, id: &str) -> Option<Vec<ObjectKey>> {
+        let mut keys = Vec::new();
+        let mut found = false;
+        let mut link = self.0.as_deref();
+        while let Some(current) = link {
+            found |= current.key.object_type == object_type && current.key.object_id == id;
+            keys.push(current.key.clone());
+            link = current.parent.0.as_deref();
+        }
+        found.then(|| {
+            keys.reverse();
+            keys
+        })
+    }
+
+    /// Runs `future` with this chain as the task-local chain.
+    pub(crate) async fn scope<F: std::future::Future>(self, future: F) -> F::Output {
+        CHAIN.scope(self, future).await
+    }
+}

@@ -1,0 +1,132 @@
+//! Group commit: writes from concurrent calls share one storage transaction.
+//!
+//! Every object sends its call's write here and waits for the outcome before it replies, so
+//! per-call durability is exactly what it would be with one transaction per call. While a
+//! batch is being committed, new writes queue up; the next batch takes all of them (up to
+//! `max_batch`). Nothing waits for a batch to fill: an idle system commits each write at
+//! once, a busy one commits many per transaction.
+//!
+//! A batch is all-or-nothing in storage, but its calls succeed or fail one by one: a version
+//! conflict fails only the conflicting write and the rest is committed again without it; a
+//! storage error on a batch of several writes commits them one at a time, so that one bad
+//! write cannot fail its neighbours.
+
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::storage::{CommitError, ObjectWrite, Storage};
+
+/// The most writes committed in one transaction.
+const MAX_BATCH: usize = 512;
+
+type Reply = oneshot::Sender<Result<ObjectWrite, CommitError>>;
+
+/// The sending side: what an object uses to commit a write.
+#[derive(Clone, Debug)]
+pub(crate) struct Committer {
+    queue: mpsc::UnboundedSender<(ObjectWrite, Reply)>,
+}
+
+impl Committer {
+    /// Starts the commit loop on the current tokio runtime. It ends when every `Committer`
+    /// clone is dropped.
+    pub(crate) fn start(storage: Arc<dyn Storage>) -> Self {
+        // Unbounded is bounded in practice: an object has at most one write in flight.
+        let (queue, receive) = mpsc::unbounded_channel();
+        tokio::spawn(run(storage, receive));
+        Self { queue }
+    }
+
+    /// Commits `write` in the next batch; returns it once durable.
+    pub(crate) async fn commit(&self, write: ObjectWrite) -> Result<ObjectWrite, CommitError> {
+        let (reply, outcome) = oneshot::channel();
+        if let Err(refused) = self.queue.send((write, reply)) {
+            // The loop is gone (its runtime is being torn down): commit directly is not
+            // possible without storage here, so report the write as not committed.
+            let (write, _) = refused.0;
+            return Err(CommitError::Storage(
+                crate::storage::StorageError::unavailable(std::io::Error::other(format!(
+                    "commit loop stopped before {} was written",
+                    write.key
+                ))),
+            ));
+        }
+        outcome.await.unwrap_or_else(|_| {
+            Err(CommitError::Storage(
+                crate::storage::StorageError::unavailable(std::io::Error::other(
+                    "commit loop stopped with the write's outcome unknown",
+                )),
+            ))
+        })
+    }
+}
+
+async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(ObjectWrite, Reply)>) {
+    let in_flight = Arc::new(Semaphore::new(storage.max_concurrent_commits().max(1)));
+    while let Some(first) = queue.recv().await {
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
+        let mut writes = vec![first.0];
+        let mut replies = vec![first.1];
+        while writes.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok((write, reply)) => {
+                    writes.push(write);
+                    replies.push(reply);
+                }
+                Err(_) => break,
+            }
+        }
+        let storage = Arc::clone(&storage);
+        tokio::spawn(async move {
+            commit_batch(storage.as_ref(), writes, replies).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Commits a batch, isolating failures to the writes that cause them.
+async fn commit_batch(storage: &dyn Storage, mut writes: Vec<ObjectWrite>, mut replies: Vec<Reply>) {
+    loop {
+        match storage.commit(&writes).await {
+            Ok(()) => {
+                for (write, reply) in writes.into_iter().zip(replies) {
+                    let _ = reply.send(Ok(write));
+                }
+                return;
+            }
+            Err(CommitError::Conflict {
+                index,
+                key,
+                expected,
+                found,
+            }) if writes.len() > 1 && index < writes.len() => {
+                // Only that write lost a race: fail it and commit the others again.
+                writes.remove(index);
+                let conflict = CommitError::Conflict {
+                    index: 0,
+                    key,
+                    expected,
+                    found,
+                };
+                let _ = replies.remove(index).send(Err(conflict));
+            }
+            Err(error) if writes.len() == 1 => {
+                if let Some(reply) = replies.pop() {
+                    let _ = reply.send(Err(error));
+                }
+                return;
+            }
+            Err(_) => {
+                // Which write the failure belongs to is unknown: commit them one at a time.
+                for (write, reply) in writes.into_iter().zip(replies) {
+                    let outcome = storage.commit(std::slice::from_ref(&write)).await;
+                    let _ = reply.send(outcome.map(|()| write));
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! A storage wrapper that fails or delays operations on demand.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+
+use crate::storage::{
+    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+};
+
+/// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
+/// database misbehaves.
+///
+/// Clones share their switches, so a test keeps one clone and hands another to the runtime.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+/// use durable_runtime::testing::FaultyStorage;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = FaultyStorage::new(MemoryStorage::new());
+/// store.fail_commits(1);
+/// let write = ObjectWrite {
+///     key: ObjectKey::new("Counter", "a"),
+///     expected_version: 0,
+///     state: Some(b"{}".to_vec()),
+///     alarms: vec![],
+/// };
+/// assert!(store.commit(std::slice::from_ref(&write)).await.is_err());
+/// assert!(store.commit(std::slice::from_ref(&write)).await.is_ok());
+/// assert_eq!(store.commits(), 1);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FaultyStorage<S> {
+    inner: Arc<S>,
+    switches: Arc<Switches>,
+}
+
+#[derive(Debug, Default)]
+struct Switches {
+    failing_commits: AtomicUsize,
+    failing_loads: AtomicUsize,
+    commits_applied_then_failed: AtomicUsize,
+    commit_delay_micros: AtomicU64,
+    commits: AtomicUsize,
+    loads: AtomicUsize,
+}
+
+/// Takes one from a failure budget, returning whether a failure is due.
+fn take_one(budget: &AtomicUsize) -> bool {
+    budget
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn injected(what: &str) -> StorageError {
+    StorageError::unavailable(std::io::Error::other(format!("injected {what} failure")))
+}
+
+impl<S: Storage> FaultyStorage<S> {
+    /// Wraps `inner`, initially passing everything through.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            switches: Arc::default(),
+        }
+    }
+
+    /// The wrapped storage.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Makes the next `n` commits fail without applying anything.
+    pub fn fail_commits(&self, n: usize) {
+        self.switches.failing_commits.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` commits apply their batch and then report a failure, as when the
+    /// connection drops after the database committed (an unknown outcome).
+    pub fn fail_commits_after_applying(&self, n: usize) {
+        self.switches
+            .commits_applied_then_failed
+            .store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` loads fail.
+    pub fn fail_loads(&self, n: usize) {
+        self.switches.failing_loads.store(n, Ordering::SeqCst);
+    }
+
+    /// Delays every commit by `delay` (zero turns it off).
+    pub fn delay_commits(&self, delay: Duration) {
+        self.switches
+            .commit_delay_micros
+            .store(delay.as_micros() as u64, Ordering::SeqCst);
+    }
+
+    /// How many commits reached the wrapped storage and succeeded.
+    pub fn commits(&self) -> usize {
+        self.switches.commits.load(Ordering::SeqCst)
+    }
+
+    /// How many loads reached the wrapped storage.
+    pub fn loads(&self) -> usize {
+        self.switches.loads.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl<S: Storage> Storage for FaultyStorage<S> {
+    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        if take_one(&self.switches.failing_loads) {
+            return Err(injected("load"));
+        }
+        self.switches.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(key).await
+    }
+
+    async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+        let delay = self.switches.commit_delay_micros.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_micros(delay)).await;
+        }
+        if take_one(&self.switches.failing_commits) {
+            return Err(injected("commit").into());
+        }
+        self.inner.commit(batch).await?;
+        self.switches.commits.fetch_add(1, Ordering::SeqCst);
+        if take_one(&self.switches.commits_applied_then_failed) {
+            return Err(injected("commit acknowledgement").into());
+        }
+        Ok(())
+    }
+
+    fn max_concurrent_commits(&self) -> usize {
+        self.inner.max_concurrent_commits()
+    }
+
+    async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        self.inner.delete(key).await
+    }
+
+    async fn list_ids(
+        &self,
+        object_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, StorageError> {
+        self.inner.list_ids(object_type, after, limit).await
+    }
+
+    async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+        self.inner.list_alarms(key).await
+    }
+
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        self.inner.next_alarm_due().await
+    }
+
+    async fn claim_due_alarms(
+        &self,
+        now: SystemTime,
+        claim_expired_before: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError> {
+        self.inner
+            .claim_due_alarms(now, claim_expired_before, limit)
+            .await
+    }
+
+    async fn finish_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        self.inner.finish_alarm(key, name, claimed_at).await
+    }
+
+    async fn fail_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+        attempts: u32,
+        error: &str,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool, StorageError> {
+        self.inner
+            .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
+            .await
+    }
+}

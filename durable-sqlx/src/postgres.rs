@@ -1,0 +1,971 @@
+//! [`PostgresStore`]: objects and alarms in a PostgreSQL database.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use durable_runtime::storage::{
+    AlarmChange, AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError,
+    StoredObject,
+};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{
+    PgArgumentBuffer, PgConnectOptions, PgPool, PgPoolOptions, PgRow, PgTypeInfo, PgValueFormat,
+    PgValueRef, Postgres,
+};
+use sqlx::{Decode, Encode, PgConnection, Row, Type};
+
+use crate::error::{Dialect, Error, storage_error};
+use crate::schema::{
+    MAX_PREFIX_LEN, MAX_SCHEMA_LEN, Migration, Names, POSTGRES_MIGRATIONS, claim_limit,
+    fetch_limit, from_db_attempts, from_db_version, from_micros, id_page, state_text,
+    to_db_version, to_micros, validate_name,
+};
+
+fn db_err(err: sqlx::Error) -> StorageError {
+    storage_error(Dialect::Postgres, err)
+}
+
+/// Settings for connecting a [`PostgresStore`], from [`PostgresStore::builder`] or
+/// [`PostgresStore::builder_with_pool`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+/// use std::time::Duration;
+/// use durable_sqlx::PostgresStore;
+///
+/// let store = PostgresStore::builder("postgres://app@db.internal/app")
+///     .schema("app1")
+///     .max_connections(20)
+///     .acquire_timeout(Duration::from_secs(5))
+///     .connect()
+///     .await?;
+/// # drop(store); Ok(()) }
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct PostgresStoreBuilder {
+    source: Source,
+    schema: Option<String>,
+    table_prefix: String,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    application_name: String,
+    migrate: bool,
+}
+
+/// Where a builder's connections come from.
+#[derive(Clone)]
+enum Source {
+    Url(String),
+    Pool(PgPool),
+}
+
+impl std::fmt::Debug for PostgresStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: never print it.
+        f.debug_struct("PostgresStoreBuilder")
+            .field(
+                "source",
+                &match self.source {
+                    Source::Url(_) => "url",
+                    Source::Pool(_) => "pool",
+                },
+            )
+            .field("schema", &self.schema)
+            .field("table_prefix", &self.table_prefix)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("application_name", &self.application_name)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
+}
+
+impl PostgresStoreBuilder {
+    fn new(source: Source) -> Self {
+        Self {
+            source,
+            schema: None,
+            table_prefix: String::new(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+            application_name: "durable".to_owned(),
+            migrate: true,
+        }
+    }
+
+    /// Puts the store's tables in `schema` (created by the migrations if missing) instead of
+    /// the connection's default schema, so that several applications can share one database.
+    /// Lowercase ASCII letters, digits and `_`, at most 63 bytes; anything else fails
+    /// [`connect`](Self::connect) with [`Error::InvalidName`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// // Tables `app1.durable_objects`, `app1.durable_alarms`, ...
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app").schema("app1");
+    /// # drop(builder);
+    /// ```
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Prepends `prefix` to the name of every table and index of the store (default: none).
+    /// Lowercase ASCII letters, digits and `_`, at most 32 bytes. Combines with
+    /// [`schema`](Self::schema).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// // Tables `app1_durable_objects`, `app1_durable_alarms`, ...
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app").table_prefix("app1_");
+    /// # drop(builder);
+    /// ```
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// The most connections the store's pool opens (default 10; at least 1). Not applied to a pool given
+    /// to [`PostgresStore::builder_with_pool`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app").max_connections(32);
+    /// # drop(builder);
+    /// ```
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// How long an operation waits for a connection (opening one if needed) before failing
+    /// with a retryable [`StorageError`] (default 10 s). Not applied to a pool given
+    /// to [`PostgresStore::builder_with_pool`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app")
+    ///     .acquire_timeout(std::time::Duration::from_secs(3));
+    /// # drop(builder);
+    /// ```
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// The `application_name` the connections report in `pg_stat_activity` (default
+    /// `"durable"`). Not applied to a pool given to
+    /// [`PostgresStore::builder_with_pool`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app").application_name("billing");
+    /// # drop(builder);
+    /// ```
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
+        self
+    }
+
+    /// Whether connecting applies the store's pending schema migrations (default `true`).
+    /// With `false`, call [`PostgresStore::migrate`] yourself before using the store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app").migrate_on_open(false);
+    /// # drop(builder);
+    /// ```
+    pub fn migrate_on_open(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// Connects and applies the pending migrations unless
+    /// [`migrate_on_open`](Self::migrate_on_open) is off.
+    ///
+    /// The pool checks each connection before handing it out, so connections the server
+    /// dropped (restart, `pg_terminate_backend`, network loss) are replaced transparently:
+    /// operations fail with a retryable [`StorageError`] while the server is unreachable and
+    /// work again once it is back, without restarting anything.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1:5432/app")
+    ///     .connect()
+    ///     .await?;
+    /// # drop(store); Ok(()) }
+    /// ```
+    pub async fn connect(self) -> Result<PostgresStore, Error> {
+        let names = self.names()?;
+        let pool = match &self.source {
+            Source::Pool(pool) => pool.clone(),
+            Source::Url(url) => {
+                let options = PgConnectOptions::from_str(url)
+                    .map_err(|err| Error::InvalidLocation(Box::new(err)))?
+                    .application_name(&self.application_name);
+                PgPoolOptions::new()
+                    .max_connections(self.max_connections)
+                    .acquire_timeout(self.acquire_timeout)
+                    .test_before_acquire(true)
+                    .connect_with(options)
+                    .await
+                    .map_err(db_err)?
+            }
+        };
+        PostgresStore::finish(pool, names, self.migrate).await
+    }
+
+    fn names(&self) -> Result<Names, Error> {
+        validate_name("table prefix", &self.table_prefix, MAX_PREFIX_LEN, true)?;
+        if let Some(schema) = &self.schema {
+            validate_name("schema", schema, MAX_SCHEMA_LEN, false)?;
+            if schema.starts_with("pg_") {
+                return Err(Error::InvalidName {
+                    what: "schema",
+                    value: schema.clone(),
+                    reason: "names starting with `pg_` are reserved by PostgreSQL",
+                });
+            }
+        }
+        Ok(Names::new(self.schema.as_deref(), &self.table_prefix))
+    }
+}
+
+/// Objects and alarms in a PostgreSQL database, shared by any number of processes.
+///
+/// Every commit runs in one transaction; versions are checked with conditional updates, so a
+/// process that lost a race gets a [`CommitError::Conflict`] instead of overwriting a newer
+/// state. Scheduler claims use `FOR UPDATE SKIP LOCKED`, so two processes never claim the same
+/// alarm. Cloning the store is cheap and shares its connection pool.
+///
+/// See the [crate documentation](crate) for the table layout.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use durable_runtime::storage::{ObjectKey, Storage};
+/// use durable_sqlx::PostgresStore;
+///
+/// let url = std::env::var("DATABASE_URL")?;
+/// let store = PostgresStore::connect(&url).await?;
+/// let stored = store.load(&ObjectKey::new("Counter", "a")).await?;
+/// # drop(stored); Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+    names: Arc<Names>,
+    sql: Arc<Sql>,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`) with
+    /// the default settings and applies the pending migrations; see
+    /// [`PostgresStoreBuilder::connect`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// # drop(store); Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::builder(url).connect().await
+    }
+
+    /// Builds a store on an existing pool with the default settings and applies the pending
+    /// migrations. The pool keeps its own settings; keep `test_before_acquire` on (sqlx's
+    /// default) so that connections the server dropped are replaced.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let pool = durable_sqlx::sqlx::PgPool::connect("postgres://postgres@127.0.0.1/app")
+    ///     .await
+    ///     .expect("database");
+    /// let store = durable_sqlx::PostgresStore::from_pool(pool).await?;
+    /// # drop(store); Ok(()) }
+    /// ```
+    pub async fn from_pool(pool: PgPool) -> Result<Self, Error> {
+        Self::builder_with_pool(pool).connect().await
+    }
+
+    /// Settings for connecting to the database at `url`: schema, table prefix, pool size,
+    /// timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/shared")
+    ///     .schema("app1")
+    ///     .connect()
+    ///     .await?;
+    /// # drop(store); Ok(()) }
+    /// ```
+    pub fn builder(url: impl AsRef<str>) -> PostgresStoreBuilder {
+        PostgresStoreBuilder::new(Source::Url(url.as_ref().to_owned()))
+    }
+
+    /// Settings for a store on an existing pool: schema, table prefix, whether to migrate.
+    /// The builder's connection settings do not apply; the pool keeps its own.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let pool = durable_sqlx::sqlx::PgPool::connect("postgres://postgres@127.0.0.1/app")
+    ///     .await
+    ///     .expect("database");
+    /// let store = durable_sqlx::PostgresStore::builder_with_pool(pool)
+    ///     .schema("durable")
+    ///     .connect()
+    ///     .await?;
+    /// # drop(store); Ok(()) }
+    /// ```
+    pub fn builder_with_pool(pool: PgPool) -> PostgresStoreBuilder {
+        PostgresStoreBuilder::new(Source::Pool(pool))
+    }
+
+    async fn finish(pool: PgPool, names: Names, migrate: bool) -> Result<Self, Error> {
+        let store = Self {
+            pool,
+            sql: Arc::new(Sql::new(&names)),
+            names: Arc::new(names),
+        };
+        if migrate {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// The connection pool, for your own queries (on your own tables) in the same database.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = durable_sqlx::PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// let count: i64 = durable_sqlx::sqlx::query_scalar("SELECT count(*) FROM durable_objects")
+    ///     .fetch_one(store.pool())
+    ///     .await?;
+    /// # drop(count); Ok(()) }
+    /// ```
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Applies the store's pending schema migrations; applying them again is a no-op.
+    ///
+    /// Migrations are recorded in the store's own table `durable_schema_migrations` (in the
+    /// store's schema, with its table prefix), never in sqlx's `_sqlx_migrations`, so your own
+    /// sqlx migrations in the same database are unaffected. Each migration runs in its own
+    /// transaction under an advisory lock, so concurrent processes apply each one exactly once.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/app")
+    ///     .migrate_on_open(false)
+    ///     .connect()
+    ///     .await?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.migrate_to(i64::MAX).await
+    }
+
+    /// Applies the pending migrations up to and including `version` only. For testing
+    /// upgrades from an older schema; applications call [`migrate`](Self::migrate).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/app")
+    ///     .migrate_on_open(false)
+    ///     .connect()
+    ///     .await?;
+    /// store.migrate_to(1).await?;
+    /// # Ok(()) }
+    /// ```
+    #[doc(hidden)]
+    pub async fn migrate_to(&self, version: i64) -> Result<(), Error> {
+        let applied_sql = format!(
+            "SELECT version FROM {} ORDER BY version",
+            self.names.migrations
+        );
+        // Cheap path: read what is applied without taking the lock.
+        // An error here means that the table does not exist yet: everything is pending.
+        let applied: Vec<i64> = sqlx::query_scalar(&applied_sql)
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_default();
+        for migration in POSTGRES_MIGRATIONS
+            .iter()
+            .filter(|m| m.version <= version && !applied.contains(&m.version))
+        {
+            self.apply(migration)
+                .await
+                .map_err(|source| Error::Migration {
+                    version: migration.version,
+                    description: migration.description,
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, migration: &Migration) -> Result<(), StorageError> {
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        // Serializes migrations of this store (same schema and prefix) across processes; the
+        // lock is released with the transaction.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(lock_key(&self.names.migrations))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if let Some(schema) = &self.names.schema {
+            let exists: Option<i32> =
+                sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
+                    .bind(schema)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            if exists.is_none() {
+                sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            }
+        }
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                version BIGINT PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )",
+            self.names.migrations
+        ))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let done: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {} WHERE version = $1",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if done.is_some() {
+            // Another process applied it since we looked.
+            return tx.commit().await.map_err(db_err);
+        }
+        let sql = self.names.render(migration.sql);
+        sqlx::raw_sql(&sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query(&format!(
+            "INSERT INTO {} (version, description) VALUES ($1, $2)",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .bind(migration.description)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        tracing::info!(
+            version = migration.version,
+            description = migration.description,
+            "applied durable-sqlx Postgres migration"
+        );
+        Ok(())
+    }
+
+    async fn found_version(
+        conn: &mut PgConnection,
+        sql: &Sql,
+        key: &ObjectKey,
+    ) -> Result<Option<u64>, StorageError> {
+        let found: Option<i64> = sqlx::query_scalar(&sql.version)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .fetch_optional(conn)
+            .await
+            .map_err(db_err)?;
+        found.map(from_db_version).transpose()
+    }
+}
+
+/// A stable advisory-lock key for a migrations table (FNV-1a of its qualified name).
+fn lock_key(table: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in "durable-sqlx:".bytes().chain(table.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// A `timestamptz` as microseconds since the Unix epoch, sent and read in Postgres' binary
+/// format (microseconds since 2000-01-01), so that every microsecond round-trips exactly.
+#[derive(Clone, Copy, Debug)]
+struct PgTime(i64);
+
+/// Microseconds from the Unix epoch to the Postgres epoch (2000-01-01T00:00:00Z).
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// `timestamptz`'s fixed OID.
+const TIMESTAMPTZ_OID: u32 = 1184;
+
+impl PgTime {
+    fn new(time: SystemTime) -> Result<Self, StorageError> {
+        to_micros(time).map(Self)
+    }
+
+    fn get(self) -> Result<SystemTime, StorageError> {
+        from_micros(self.0)
+    }
+}
+
+impl Type<Postgres> for PgTime {
+    fn type_info() -> PgTypeInfo {
+        PgTypeInfo::with_oid(Oid(TIMESTAMPTZ_OID))
+    }
+}
+
+impl Encode<'_, Postgres> for PgTime {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        let since_pg_epoch = self
+            .0
+            .checked_sub(PG_EPOCH_MICROS)
+            .ok_or("time out of range for timestamptz")?;
+        <i64 as Encode<'_, Postgres>>::encode_by_ref(&since_pg_epoch, buf)
+    }
+
+    fn size_hint(&self) -> usize {
+        8
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for PgTime {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        match value.format() {
+            PgValueFormat::Binary => {
+                let since_pg_epoch = <i64 as Decode<'r, Postgres>>::decode(value)?;
+                if since_pg_epoch == i64::MAX || since_pg_epoch == i64::MIN {
+                    return Err("infinite timestamptz".into());
+                }
+                Ok(Self(
+                    since_pg_epoch
+                        .checked_add(PG_EPOCH_MICROS)
+                        .ok_or("timestamptz out of range")?,
+                ))
+            }
+            PgValueFormat::Text => Err("timestamptz in text format is not supported".into()),
+        }
+    }
+}
+
+/// The store's statements, with its table names filled in.
+#[derive(Debug)]
+struct Sql {
+    load: String,
+    version: String,
+    insert: String,
+    update: String,
+    touch: String,
+    alarm_set: String,
+    alarm_cancel: String,
+    alarm_cancel_all: String,
+    delete_object: String,
+    list_first: String,
+    list_after: String,
+    list_alarms: String,
+    next_due: String,
+    claim: String,
+    finish: String,
+    fail_retry: String,
+    fail_dead: String,
+}
+
+impl Sql {
+    fn new(names: &Names) -> Self {
+        let objects = &names.objects;
+        let alarms = &names.alarms;
+        let columns = "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
+        let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
+                         a.last_error, a.dead";
+        Self {
+            load: format!(
+                "SELECT state, version FROM {objects} WHERE object_type = $1 AND object_id = $2"
+            ),
+            version: format!(
+                "SELECT version FROM {objects} WHERE object_type = $1 AND object_id = $2"
+            ),
+            insert: format!(
+                "INSERT INTO {objects} (object_type, object_id, state, version)
+                 VALUES ($1, $2, $3, 1)
+                 ON CONFLICT (object_type, object_id) DO NOTHING"
+            ),
+            update: format!(
+                "UPDATE {objects} SET state = $3, version = version + 1, updated_at = now()
+                 WHERE object_type = $1 AND object_id = $2 AND version = $4"
+            ),
+            touch: format!(
+                "UPDATE {objects} SET version = version + 1, updated_at = now()
+                 WHERE object_type = $1 AND object_id = $2 AND version = $3"
+            ),
+            alarm_set: format!(
+                "INSERT INTO {alarms}
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
+                 VALUES ($1, $2, $3, $4, NULL, 0, NULL, false)
+                 ON CONFLICT (object_type, object_id, name) DO UPDATE SET
+                     due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
+                     last_error = NULL, dead = false"
+            ),
+            alarm_cancel: format!(
+                "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2 AND name = $3"
+            ),
+            alarm_cancel_all: format!(
+                "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2"
+            ),
+            delete_object: format!(
+                "DELETE FROM {objects} WHERE object_type = $1 AND object_id = $2"
+            ),
+            list_first: format!(
+                "SELECT object_id FROM {objects} WHERE object_type = $1
+                 ORDER BY object_id LIMIT $2"
+            ),
+            list_after: format!(
+                "SELECT object_id FROM {objects} WHERE object_type = $1 AND object_id > $3
+                 ORDER BY object_id LIMIT $2"
+            ),
+            list_alarms: format!(
+                "SELECT {columns} FROM {alarms} WHERE object_type = $1 AND object_id = $2
+                 ORDER BY due_at, name"
+            ),
+            next_due: format!(
+                "SELECT min(due_at) FROM {alarms} WHERE NOT dead AND claimed_at IS NULL"
+            ),
+            // Rows another scheduler is claiming right now are skipped, and a row claimed and
+            // committed meanwhile is re-checked against the WHERE clause before it is locked,
+            // so two schedulers never claim one alarm.
+            claim: format!(
+                "WITH due AS (
+                     SELECT object_type, object_id, name FROM {alarms}
+                     WHERE NOT dead AND due_at <= $1 AND (claimed_at IS NULL OR claimed_at < $2)
+                     ORDER BY due_at, object_type, object_id, name
+                     LIMIT $3
+                     FOR UPDATE SKIP LOCKED
+                 )
+                 UPDATE {alarms} a SET claimed_at = $1
+                 FROM due
+                 WHERE a.object_type = due.object_type AND a.object_id = due.object_id
+                     AND a.name = due.name
+                 RETURNING {a_columns}"
+            ),
+            finish: format!(
+                "DELETE FROM {alarms}
+                 WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
+            ),
+            fail_retry: format!(
+                "UPDATE {alarms} SET attempts = $5, last_error = $6, claimed_at = NULL,
+                     due_at = $7, dead = false
+                 WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
+            ),
+            fail_dead: format!(
+                "UPDATE {alarms} SET attempts = $5, last_error = $6, claimed_at = NULL, dead = true
+                 WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
+            ),
+        }
+    }
+}
+
+fn alarm_from_row(row: &PgRow) -> Result<AlarmRecord, StorageError> {
+    let claimed_at: Option<PgTime> = row.try_get("claimed_at").map_err(db_err)?;
+    Ok(AlarmRecord {
+        key: ObjectKey::new(
+            row.try_get::<String, _>("object_type").map_err(db_err)?,
+            row.try_get::<String, _>("object_id").map_err(db_err)?,
+        ),
+        name: row.try_get("name").map_err(db_err)?,
+        due_at: row.try_get::<PgTime, _>("due_at").map_err(db_err)?.get()?,
+        attempts: from_db_attempts(i64::from(
+            row.try_get::<i32, _>("attempts").map_err(db_err)?,
+        ))?,
+        claimed_at: claimed_at.map(PgTime::get).transpose()?,
+        last_error: row.try_get("last_error").map_err(db_err)?,
+        dead: row.try_get("dead").map_err(db_err)?,
+    })
+}
+
+/// A write checked and converted before the transaction starts.
+struct Prepared<'a> {
+    index: usize,
+    write: &'a ObjectWrite,
+    state: Option<&'a str>,
+    expected: i64,
+    alarms: Vec<(&'a AlarmChange, Option<PgTime>)>,
+}
+
+fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
+    let mut prepared = batch
+        .iter()
+        .enumerate()
+        .map(|(index, write)| {
+            Ok(Prepared {
+                index,
+                write,
+                state: write.state.as_deref().map(state_text).transpose()?,
+                expected: to_db_version(write.expected_version)?,
+                alarms: write
+                    .alarms
+                    .iter()
+                    .map(|change| match change {
+                        AlarmChange::Set { due_at, .. } => Ok((change, Some(PgTime::new(*due_at)?))),
+                        _ => Ok((change, None)),
+                    })
+                    .collect::<Result<_, StorageError>>()?,
+            })
+        })
+        .collect::<Result<Vec<_>, StorageError>>()?;
+    // Concurrent batches lock their rows in one global order (by key), so they never deadlock.
+    prepared.sort_by(|a, b| a.write.key.cmp(&b.write.key));
+    Ok(prepared)
+}
+
+fn attempts_param(attempts: u32) -> Result<i32, StorageError> {
+    i32::try_from(attempts)
+        .map_err(|_| crate::error::rejected(format!("attempt count {attempts} is out of range")))
+}
+
+#[async_trait]
+impl Storage for PostgresStore {
+    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        let row: Option<(String, i64)> = sqlx::query_as(&self.sql.load)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(|(state, version)| {
+            Ok(StoredObject {
+                state: state.into_bytes(),
+                version: from_db_version(version)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let prepared = prepare(batch)?;
+        let sql = &*self.sql;
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        for p in &prepared {
+            let key = &p.write.key;
+            let query = match (p.state, p.expected) {
+                (Some(state), 0) => sqlx::query(&sql.insert)
+                    .bind(&key.object_type)
+                    .bind(&key.object_id)
+                    .bind(state),
+                (Some(state), expected) => sqlx::query(&sql.update)
+                    .bind(&key.object_type)
+                    .bind(&key.object_id)
+                    .bind(state)
+                    .bind(expected),
+                (None, expected) => sqlx::query(&sql.touch)
+                    .bind(&key.object_type)
+                    .bind(&key.object_id)
+                    .bind(expected),
+            };
+            let applied = query.execute(&mut *tx).await.map_err(db_err)?.rows_affected() == 1;
+            if !applied {
+                let found = Self::found_version(&mut tx, sql, key).await?;
+                tx.rollback().await.map_err(db_err)?;
+                return Err(CommitError::Conflict {
+                    index: p.index,
+                    key: key.clone(),
+                    expected: p.write.expected_version,
+                    found,
+                });
+            }
+            for (change, due_at) in &p.alarms {
+                let query = match change {
+                    AlarmChange::Set { name, .. } => sqlx::query(&sql.alarm_set)
+                        .bind(&key.object_type)
+                        .bind(&key.object_id)
+                        .bind(name)
+                        .bind(*due_at),
+                    AlarmChange::Cancel { name } => sqlx::query(&sql.alarm_cancel)
+                        .bind(&key.object_type)
+                        .bind(&key.object_id)
+                        .bind(name),
+                    AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
+                        .bind(&key.object_type)
+                        .bind(&key.object_id),
+                };
+                query.execute(&mut *tx).await.map_err(db_err)?;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        sqlx::query(&self.sql.alarm_cancel_all)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let deleted = sqlx::query(&self.sql.delete_object)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        tx.commit().await.map_err(db_err)?;
+        Ok(deleted > 0)
+    }
+
+    async fn list_ids(
+        &self,
+        object_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, StorageError> {
+        let query = match after {
+            Some(after) => sqlx::query_scalar(&self.sql.list_after)
+                .bind(object_type)
+                .bind(fetch_limit(limit))
+                .bind(after),
+            None => sqlx::query_scalar(&self.sql.list_first)
+                .bind(object_type)
+                .bind(fetch_limit(limit)),
+        };
+        let ids: Vec<String> = query.fetch_all(&self.pool).await.map_err(db_err)?;
+        Ok(id_page(ids, limit))
+    }
+
+    async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+        let rows = sqlx::query(&self.sql.list_alarms)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(alarm_from_row).collect()
+    }
+
+    async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        let due: Option<PgTime> = sqlx::query_scalar(&self.sql.next_due)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        due.map(PgTime::get).transpose()
+    }
+
+    async fn claim_due_alarms(
+        &self,
+        now: SystemTime,
+        claim_expired_before: SystemTime,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>, StorageError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&self.sql.claim)
+            .bind(PgTime::new(now)?)
+            .bind(PgTime::new(claim_expired_before)?)
+            .bind(claim_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let mut alarms = rows
+            .iter()
+            .map(alarm_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // RETURNING does not keep the subquery's order.
+        alarms.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
+        Ok(alarms)
+    }
+
+    async fn finish_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let deleted = sqlx::query(&self.sql.finish)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(PgTime::new(claimed_at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(deleted > 0)
+    }
+
+    async fn fail_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+        attempts: u32,
+        error: &str,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool, StorageError> {
+        let sql = if retry_at.is_some() {
+            &self.sql.fail_retry
+        } else {
+            &self.sql.fail_dead
+        };
+        let mut query = sqlx::query(sql)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(PgTime::new(claimed_at)?)
+            .bind(attempts_param(attempts)?)
+            // TEXT cannot hold NUL; keep the rest of the message.
+            .bind(error.replace('\0', "\u{fffd}"));
+        if let Some(retry_at) = retry_at {
+            query = query.bind(PgTime::new(retry_at)?);
+        }
+        let updated = query
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(updated > 0)
+    }
+}

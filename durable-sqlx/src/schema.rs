@@ -1,0 +1,285 @@
+//! What both dialects share: table names, the embedded migrations, time and number conversions.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use durable_runtime::storage::StorageError;
+
+use crate::error::{Error, rejected};
+
+/// The longest accepted table prefix, in bytes (Postgres identifiers hold at most 63 bytes and
+/// the longest name the prefix goes in front of is 25 bytes long).
+pub(crate) const MAX_PREFIX_LEN: usize = 32;
+
+/// The longest accepted Postgres schema name, in bytes.
+#[cfg(feature = "postgres")]
+pub(crate) const MAX_SCHEMA_LEN: usize = 63;
+
+/// Checks that `value` is a plain lowercase identifier (or, for a prefix, empty).
+pub(crate) fn validate_name(
+    what: &'static str,
+    value: &str,
+    max_len: usize,
+    allow_empty: bool,
+) -> Result<(), Error> {
+    let invalid = |reason| {
+        Err(Error::InvalidName {
+            what,
+            value: value.to_owned(),
+            reason,
+        })
+    };
+    if value.is_empty() {
+        return if allow_empty {
+            Ok(())
+        } else {
+            invalid("it is empty")
+        };
+    }
+    if value.len() > max_len {
+        return invalid("it is too long (a table prefix holds at most 32 bytes, a schema 63)");
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return invalid("use only lowercase ASCII letters, digits and `_`, e.g. `app1_`");
+    }
+    if value.as_bytes()[0].is_ascii_digit() {
+        return invalid("it must start with a letter or `_`");
+    }
+    Ok(())
+}
+
+/// The names of the store's tables.
+#[derive(Clone, Debug)]
+pub(crate) struct Names {
+    /// Prepended to table names: `schema.` (if any) and the table prefix.
+    pub(crate) qualifier: String,
+    /// Prepended to index names: the table prefix only.
+    pub(crate) index_prefix: String,
+    /// The Postgres schema, if any.
+    pub(crate) schema: Option<String>,
+    pub(crate) objects: String,
+    pub(crate) alarms: String,
+    pub(crate) migrations: String,
+}
+
+impl Names {
+    /// Names for an already validated prefix and schema.
+    pub(crate) fn new(schema: Option<&str>, prefix: &str) -> Self {
+        let qualifier = match schema {
+            Some(schema) => format!("{schema}.{prefix}"),
+            None => prefix.to_owned(),
+        };
+        Self {
+            objects: format!("{qualifier}durable_objects"),
+            alarms: format!("{qualifier}durable_alarms"),
+            migrations: format!("{qualifier}durable_schema_migrations"),
+            index_prefix: prefix.to_owned(),
+            schema: schema.map(str::to_owned),
+            qualifier,
+        }
+    }
+
+    /// Replaces the placeholders of a migration script.
+    pub(crate) fn render(&self, sql: &str) -> String {
+        sql.replace("{prefix}", &self.qualifier)
+            .replace("{index_prefix}", &self.index_prefix)
+    }
+}
+
+/// One embedded schema migration.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) description: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// SQLite's migrations, in order. A file added to `migrations/sqlite` must be listed here (a
+/// unit test checks it).
+#[cfg(feature = "sqlite")]
+pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "initial",
+        sql: include_str!("../migrations/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "dead alarms",
+        sql: include_str!("../migrations/sqlite/0002_dead_alarms.sql"),
+    },
+];
+
+/// Postgres' migrations, in order. A file added to `migrations/postgres` must be listed here (a
+/// unit test checks it).
+#[cfg(feature = "postgres")]
+pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "initial",
+        sql: include_str!("../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "dead alarms",
+        sql: include_str!("../migrations/postgres/0002_dead_alarms.sql"),
+    },
+];
+
+/// Microseconds since the Unix epoch (negative before it).
+pub(crate) fn to_micros(time: SystemTime) -> Result<i64, StorageError> {
+    let micros = match time.duration_since(UNIX_EPOCH) {
+        Ok(since) => i64::try_from(since.as_micros()),
+        Err(before) => i64::try_from(before.duration().as_micros()).map(|m| -m),
+    };
+    micros.map_err(|_| rejected(format!("time {time:?} is out of the storable range")))
+}
+
+/// The inverse of [`to_micros`].
+pub(crate) fn from_micros(micros: i64) -> Result<SystemTime, StorageError> {
+    let delta = Duration::from_micros(micros.unsigned_abs());
+    let time = if micros >= 0 {
+        UNIX_EPOCH.checked_add(delta)
+    } else {
+        UNIX_EPOCH.checked_sub(delta)
+    };
+    time.ok_or_else(|| rejected(format!("stored time {micros} µs is out of range")))
+}
+
+/// The current time in microseconds since the Unix epoch.
+#[cfg(feature = "sqlite")]
+pub(crate) fn now_micros() -> i64 {
+    to_micros(SystemTime::now()).unwrap_or(i64::MAX)
+}
+
+/// A version as stored (SQL integers are signed).
+pub(crate) fn to_db_version(version: u64) -> Result<i64, StorageError> {
+    i64::try_from(version).map_err(|_| rejected(format!("version {version} is out of range")))
+}
+
+/// A stored version.
+pub(crate) fn from_db_version(version: i64) -> Result<u64, StorageError> {
+    u64::try_from(version).map_err(|_| rejected(format!("stored version {version} is negative")))
+}
+
+/// A stored attempt count.
+pub(crate) fn from_db_attempts(attempts: i64) -> Result<u32, StorageError> {
+    u32::try_from(attempts)
+        .map_err(|_| rejected(format!("stored attempt count {attempts} is out of range")))
+}
+
+/// A page limit as a SQL integer, with room for the extra row that tells whether a next page
+/// exists.
+pub(crate) fn fetch_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1)
+}
+
+/// A claim limit as a SQL integer.
+pub(crate) fn claim_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// Checks that an encoded state can be stored in a TEXT column and borrows it as text.
+pub(crate) fn state_text(state: &[u8]) -> Result<&str, StorageError> {
+    let text = std::str::from_utf8(state)
+        .map_err(|err| rejected(format!("encoded state is not UTF-8: {err}")))?;
+    if let Some(position) = text.bytes().position(|b| b == 0) {
+        return Err(rejected(format!(
+            "encoded state holds a raw NUL byte at {position} (JSON writes it as the escape \\u0000)"
+        )));
+    }
+    Ok(text)
+}
+
+/// Turns the rows fetched with [`fetch_limit`] into a page.
+pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::storage::IdPage {
+    let next = if ids.len() > limit {
+        ids.truncate(limit);
+        ids.last().cloned()
+    } else {
+        None
+    };
+    durable_runtime::storage::IdPage { ids, next }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_name("table prefix", "", MAX_PREFIX_LEN, true).is_ok());
+        assert!(validate_name("table prefix", "app1_", MAX_PREFIX_LEN, true).is_ok());
+        assert!(validate_name("table prefix", "_x", MAX_PREFIX_LEN, true).is_ok());
+        for bad in ["App", "a-b", "1a", "a b", "a;drop", "\"a\"", &"a".repeat(33)] {
+            assert!(
+                validate_name("table prefix", bad, MAX_PREFIX_LEN, true).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(validate_name("schema", "", 63, false).is_err());
+    }
+
+    #[test]
+    fn rendering() {
+        let names = Names::new(Some("app"), "x_");
+        assert_eq!(names.objects, "app.x_durable_objects");
+        assert_eq!(
+            names.render("CREATE INDEX {index_prefix}i ON {prefix}t"),
+            "CREATE INDEX x_i ON app.x_t"
+        );
+    }
+
+    #[test]
+    fn micros_round_trip() {
+        for micros in [0, 1, -1, 1_700_000_000_123_456, i64::MAX / 2, -5_000_000] {
+            assert_eq!(to_micros(from_micros(micros).unwrap()).unwrap(), micros);
+        }
+    }
+
+    #[test]
+    fn state_must_be_text() {
+        assert!(state_text(b"{\"a\":\"\\u0000\"}").is_ok());
+        assert!(state_text(b"\xff").is_err());
+        assert!(state_text(b"a\0b").is_err());
+    }
+
+    fn listed(dir: &str) -> Vec<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(dir);
+        let mut files: Vec<String> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn check_list(dir: &str, migrations: &[Migration]) {
+        let files = listed(dir);
+        assert_eq!(files.len(), migrations.len(), "{dir}: {files:?}");
+        for (i, (file, migration)) in files.iter().zip(migrations).enumerate() {
+            assert_eq!(migration.version, i as i64 + 1);
+            assert!(
+                file.starts_with(&format!("{:04}_", migration.version)),
+                "{file} is not migration {}",
+                migration.version
+            );
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn every_sqlite_migration_is_listed() {
+        check_list("sqlite", SQLITE_MIGRATIONS);
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn every_postgres_migration_is_listed() {
+        check_list("postgres", POSTGRES_MIGRATIONS);
+    }
+}

@@ -1,0 +1,41 @@
+//! The user guide's Rust snippets, compiled (and, unless marked `no_run`, run) as doctests: one
+//! item per chapter of `book/src`, plus the README.
+
+#[doc = include_str!("../../book/src/introduction.md")]
+pub mod introduction {}
+
+#[doc = include_str!("../../book/src/getting-started.md")]
+pub mod getting_started {}
+
+#[doc = include_str!("../../book/src/objects.md")]
+pub mod objects {}
+
+#[doc = include_str!("../../book/src/handlers.md")]
+pub mod handlers {}
+
+#[doc = include_str!("../../book/src/lifecycle.md")]
+pub mod lifecycle {}
+
+#[doc = include_str!("../../book/src/alarms.md")]
+pub mod alarms {}
+
+#[doc = include_str!("../../book/src/storage.md")]
+pub mod storage {}
+
+#[doc = include_str!("../../book/src/errors.md")]
+pub mod errors {}
+
+#[doc = include_str!("../../book/src/observability.md")]
+pub mod observability {}
+
+#[doc = include_str!("../../book/src/configuration.md")]
+pub mod configuration {}
+
+#[doc = include_str!("../../book/src/internals.md")]
+pub mod internals {}
+
+#[doc = include_str!("../../book/src/coming-from-cloudflare.md")]
+pub mod coming_from_cloudflare {}
+
+#[doc = include_str!("../../README.md")]
+pub mod readme {}

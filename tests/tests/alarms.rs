@@ -1,0 +1,345 @@
+//! Alarms, end to end on every storage backend: scheduling, replacement, cancellation,
+//! chains, rescheduling, claims across runtimes, crash recovery, retries and dead alarms,
+//! restarts, atomicity with state.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use durable_runtime::storage::{
+    AlarmChange, ObjectKey, ObjectWrite, Storage, truncate_to_micros,
+};
+use durable_runtime::testing::FaultyStorage;
+use durable_runtime::{
+    AlarmSettings, Context, Error, Event, RetryPolicy, Runtime, durable_object,
+};
+use durable_tests::{backend_tests, eventually};
+
+#[durable_object]
+pub struct Reminder {
+    fired: Vec<String>,
+    rearm: u32,
+}
+
+#[durable_object]
+impl Reminder {
+    #[handler]
+    fn handle_schedule(&mut self, ctx: &Context, name: String, after_ms: u64) {
+        let after = Duration::from_millis(after_ms);
+        match name.as_str() {
+            "first" => ctx.schedule_alarm(Reminder::FIRST, after),
+            "second" => ctx.schedule_alarm(Reminder::SECOND, after),
+            "chain_a" => ctx.schedule_alarm(Reminder::CHAIN_A, after),
+            "again" => ctx.schedule_alarm(Reminder::AGAIN, after),
+            other => panic!("no alarm {other}"),
+        }
+    }
+
+    #[handler]
+    fn handle_cancel_first(&mut self, ctx: &Context) {
+        ctx.cancel_alarm(Reminder::FIRST);
+    }
+
+    #[handler]
+    fn handle_schedule_then_fail(&mut self, ctx: &Context) -> Result<(), String> {
+        ctx.schedule_alarm(Reminder::FIRST, Duration::from_millis(1));
+        Err("changed my mind".to_owned())
+    }
+
+    #[handler]
+    fn handle_fired(&self) -> Vec<String> {
+        self.fired.clone()
+    }
+
+    #[alarm]
+    fn first(&mut self) {
+        self.fired.push("first".to_owned());
+    }
+
+    #[alarm]
+    fn second(&mut self) {
+        self.fired.push("second".to_owned());
+    }
+
+    #[alarm]
+    fn chain_a(&mut self, ctx: &Context) {
+        self.fired.push("chain_a".to_owned());
+        ctx.schedule_alarm(Reminder::CHAIN_B, Duration::from_millis(20));
+    }
+
+    #[alarm]
+    fn chain_b(&mut self) {
+        self.fired.push("chain_b".to_owned());
+    }
+
+    /// Re-arms itself twice: a recurring alarm.
+    #[alarm]
+    fn again(&mut self, ctx: &Context) {
+        self.fired.push("again".to_owned());
+        if self.rearm < 2 {
+            self.rearm += 1;
+            ctx.schedule_alarm(Reminder::AGAIN, Duration::from_millis(20));
+        }
+    }
+}
+
+#[durable_object]
+pub struct Flaky {
+    attempts_seen: Vec<u32>,
+    succeed_on: u32,
+}
+
+#[durable_object]
+impl Flaky {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, succeed_on: u32) {
+        self.succeed_on = succeed_on;
+        ctx.schedule_alarm(Flaky::TRY_IT, Duration::from_millis(1));
+    }
+
+    #[handler]
+    fn handle_seen(&self) -> Vec<u32> {
+        self.attempts_seen.clone()
+    }
+
+    #[alarm]
+    fn try_it(&mut self, attempt: u32) -> Result<(), String> {
+        if attempt < self.succeed_on {
+            return Err(format!("attempt {attempt} failed"));
+        }
+        self.attempts_seen.push(attempt);
+        Ok(())
+    }
+}
+
+fn settings() -> AlarmSettings {
+    AlarmSettings::default()
+        .with_poll_interval(Duration::from_millis(200))
+        .with_claim_ttl(Duration::from_millis(600))
+        .with_retry(RetryPolicy::new(
+            Duration::from_millis(10),
+            Duration::from_millis(40),
+            4,
+        ))
+}
+
+fn runtime(store: Arc<dyn Storage>) -> Runtime {
+    Runtime::builder(store)
+        .alarm_settings(settings())
+        .register::<Reminder>()
+        .register::<Flaky>()
+        .build()
+}
+
+async fn fired(rt: &Runtime, id: &str) -> Vec<String> {
+    Reminder::fired(rt, id).await.unwrap()
+}
+
+async fn several_names_coexist_and_fire(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    Reminder::schedule(&rt, "r", "first".into(), 30).await.unwrap();
+    Reminder::schedule(&rt, "r", "second".into(), 60).await.unwrap();
+    let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
+    let names: Vec<&str> = alarms.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["first", "second"], "listed in due order");
+    eventually(|| async { fired(&rt, "r").await.len() == 2 }).await;
+    assert_eq!(fired(&rt, "r").await, ["first", "second"]);
+    eventually(|| async { rt.list_alarms::<Reminder>("r").await.unwrap().is_empty() }).await;
+}
+
+async fn the_same_name_twice_keeps_one_alarm_with_the_new_time(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    Reminder::schedule(&rt, "r", "first".into(), 60_000).await.unwrap();
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    rt.schedule_alarm("r", Reminder::FIRST, later).await.unwrap();
+    let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    let drift = alarms[0]
+        .due_at
+        .duration_since(later)
+        .unwrap_or_else(|e| e.duration());
+    assert!(drift < Duration::from_millis(1), "{drift:?}");
+}
+
+async fn cancelling_one_leaves_the_others_and_it_never_fires(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    Reminder::schedule(&rt, "r", "first".into(), 50).await.unwrap();
+    Reminder::schedule(&rt, "r", "second".into(), 50).await.unwrap();
+    Reminder::cancel_first(&rt, "r").await.unwrap();
+    let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].name, "second");
+    eventually(|| async { !fired(&rt, "r").await.is_empty() }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fired(&rt, "r").await, ["second"]);
+}
+
+async fn a_chain_fires_both_and_a_rescheduled_alarm_fires_again(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    Reminder::schedule(&rt, "chain", "chain_a".into(), 10).await.unwrap();
+    Reminder::schedule(&rt, "again", "again".into(), 10).await.unwrap();
+    eventually(|| async { fired(&rt, "chain").await.len() == 2 }).await;
+    assert_eq!(fired(&rt, "chain").await, ["chain_a", "chain_b"]);
+    eventually(|| async { fired(&rt, "again").await.len() == 3 }).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(fired(&rt, "again").await, ["again", "again", "again"]);
+    eventually(|| async { rt.list_alarms::<Reminder>("again").await.unwrap().is_empty() }).await;
+}
+
+async fn alarms_commit_atomically_with_their_call(store: Arc<dyn Storage>) {
+    let faulty = FaultyStorage::new(store);
+    let rt = runtime(Arc::new(faulty.clone()));
+    // The handler fails: its alarm never exists.
+    assert!(matches!(
+        Reminder::schedule_then_fail(&rt, "atomic").await,
+        Err(Error::Handler(_))
+    ));
+    // The commit fails: the alarm never exists either.
+    Reminder::fired(&rt, "atomic").await.unwrap();
+    faulty.fail_commits(1);
+    assert!(Reminder::schedule(&rt, "atomic", "first".into(), 1).await.is_err());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(rt.list_alarms::<Reminder>("atomic").await.unwrap().is_empty());
+    assert!(fired(&rt, "atomic").await.is_empty());
+}
+
+async fn two_runtimes_on_one_database_fire_an_alarm_once(store: Arc<dyn Storage>) {
+    let rt1 = runtime(Arc::clone(&store));
+    let rt2 = runtime(store);
+    for i in 0..20 {
+        Reminder::schedule(&rt1, &format!("shared-{i}"), "first".into(), 50).await.unwrap();
+    }
+    // Both schedulers poll; each alarm is claimed by exactly one of them. The object may then
+    // be activated in either runtime: read the committed state to count firings.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for i in 0..20 {
+        let id = format!("shared-{i}");
+        eventually(|| async {
+            rt2.list_alarms::<Reminder>(&id).await.unwrap().is_empty()
+        })
+        .await;
+    }
+    rt1.shutdown().await;
+    rt2.shutdown().await;
+    let rt3 = runtime(rt1.storage().clone());
+    for i in 0..20 {
+        let state = rt3.read_state::<Reminder>(&format!("shared-{i}")).await.unwrap().unwrap();
+        assert_eq!(state.fired, ["first"], "object {i}");
+    }
+}
+
+async fn a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl(store: Arc<dyn Storage>) {
+    // A process scheduled an alarm, claimed it when due and died mid-handler: the alarm is
+    // left claimed in storage.
+    let now = truncate_to_micros(SystemTime::now());
+    let key = ObjectKey::new("Reminder", "crash");
+    store
+        .commit(&[ObjectWrite {
+            key: key.clone(),
+            expected_version: 0,
+            state: Some(br#"{"fired":[],"rearm":0}"#.to_vec()),
+            alarms: vec![AlarmChange::Set {
+                name: "first".to_owned(),
+                due_at: now,
+            }],
+        }])
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_due_alarms(now, now - Duration::from_secs(60), 100)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+
+    // A new runtime does not fire it while the claim is fresh...
+    let rt = runtime(store);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(fired(&rt, "crash").await.is_empty());
+    // ...and fires it once the claim is older than `claim_ttl`.
+    eventually(|| async { fired(&rt, "crash").await == ["first"] }).await;
+    eventually(|| async { rt.list_alarms::<Reminder>("crash").await.unwrap().is_empty() }).await;
+}
+
+async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    let mut events = rt.subscribe();
+    Flaky::arm(&rt, "retry", 3).await.unwrap();
+    eventually(|| async { Flaky::seen(&rt, "retry").await.unwrap() == [3] }).await;
+
+    Flaky::arm(&rt, "dead", 100).await.unwrap();
+    eventually(|| async {
+        let alarms = rt.list_alarms::<Flaky>("dead").await.unwrap();
+        alarms.first().is_some_and(|a| a.dead)
+    })
+    .await;
+    let alarm = &rt.list_alarms::<Flaky>("dead").await.unwrap()[0];
+    assert_eq!(alarm.attempts, 4);
+    assert_eq!(alarm.last_error.as_deref(), Some("attempt 4 failed"));
+    let mut failures = 0;
+    let mut dead = false;
+    while let Ok(event) = events.try_recv() {
+        if let Event::AlarmFailed { key, dead: last, .. } = event {
+            if key.object_id == "dead" {
+                failures += 1;
+                dead |= last;
+            }
+        }
+    }
+    assert_eq!(failures, 4);
+    assert!(dead);
+    // A dead alarm stays dead...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rt.list_alarms::<Flaky>("dead").await.unwrap()[0].dead);
+    assert!(Flaky::seen(&rt, "dead").await.unwrap().is_empty());
+    // ...until it is re-queued.
+    rt.schedule_alarm("dead", Flaky::TRY_IT, Duration::ZERO).await.unwrap();
+    eventually(|| async { rt.list_alarms::<Flaky>("dead").await.unwrap().first().is_some_and(|a| a.dead && a.attempts == 4) }).await;
+}
+
+async fn a_restarted_runtime_fires_pending_alarms_without_any_call(store: Arc<dyn Storage>) {
+    let rt1 = runtime(Arc::clone(&store));
+    Reminder::schedule(&rt1, "restart", "first".into(), 300).await.unwrap();
+    rt1.shutdown().await;
+    drop(rt1);
+    let rt2 = runtime(store);
+    eventually(|| async {
+        rt2.read_state::<Reminder>("restart")
+            .await
+            .unwrap()
+            .is_some_and(|s| s.fired == ["first"])
+    })
+    .await;
+}
+
+async fn an_alarm_for_an_unknown_type_is_reported_and_kept(store: Arc<dyn Storage>) {
+    let rt1 = runtime(Arc::clone(&store));
+    Reminder::schedule(&rt1, "orphan", "first".into(), 1).await.unwrap();
+    rt1.shutdown().await;
+    // A runtime that does not know `Reminder`.
+    let rt2 = Runtime::builder(Arc::clone(&store))
+        .alarm_settings(settings())
+        .register::<Flaky>()
+        .build();
+    let mut events = rt2.subscribe();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .expect("reported")
+        .unwrap();
+    assert!(matches!(event, Event::UnknownAlarmType { ref key, .. } if key.object_id == "orphan"), "{event:?}");
+    rt2.shutdown().await;
+    let rt3 = runtime(store);
+    assert_eq!(rt3.list_alarms::<Reminder>("orphan").await.unwrap().len(), 1);
+    eventually(|| async { fired(&rt3, "orphan").await == ["first"] }).await;
+}
+
+backend_tests!(
+    several_names_coexist_and_fire,
+    the_same_name_twice_keeps_one_alarm_with_the_new_time,
+    cancelling_one_leaves_the_others_and_it_never_fires,
+    a_chain_fires_both_and_a_rescheduled_alarm_fires_again,
+    alarms_commit_atomically_with_their_call,
+    two_runtimes_on_one_database_fire_an_alarm_once,
+    a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl,
+    a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued,
+    a_restarted_runtime_fires_pending_alarms_without_any_call,
+    an_alarm_for_an_unknown_type_is_reported_and_kept,
+);

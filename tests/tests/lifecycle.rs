@@ -1,0 +1,288 @@
+//! Lifecycle and robustness, in virtual (paused) time on the in-memory store: hibernation,
+//! idle shutdown, option precedence, overload, timeouts, call cycles, graceful shutdown,
+//! deletion and introspection.
+
+use std::time::Duration;
+
+use durable_runtime::storage::MemoryStorage;
+use durable_runtime::testing::FaultyStorage;
+use durable_runtime::{
+    Context, Error, Event, ObjectOptions, ObjectStatus, Runtime, durable_object,
+};
+use tokio::time::sleep;
+
+#[durable_object(hibernate_after = "1s", shutdown_after = "10s")]
+pub struct Session {
+    hits: u32,
+}
+
+#[durable_object]
+impl Session {
+    #[handler]
+    fn handle_hit(&mut self) -> u32 {
+        self.hits += 1;
+        self.hits
+    }
+
+    #[handler]
+    fn handle_hits(&self) -> u32 {
+        self.hits
+    }
+}
+
+fn faulty() -> (Runtime, FaultyStorage<MemoryStorage>) {
+    let store = FaultyStorage::new(MemoryStorage::new());
+    (Runtime::new(store.clone()), store)
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_objects_hibernate_and_wake_without_a_storage_read() {
+    let (rt, store) = faulty();
+    let mut events = rt.subscribe();
+    Session::hit(&rt, "s").await.unwrap();
+    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Active);
+    let loads = store.loads();
+
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Hibernated);
+    assert_eq!(Session::hit(&rt, "s").await.unwrap(), 2);
+    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Active);
+    assert_eq!(store.loads(), loads, "waking reads no storage");
+
+    let seen: Vec<Event> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    assert!(matches!(seen[0], Event::Created { .. }), "{seen:?}");
+    assert!(seen.iter().any(|e| matches!(e, Event::Hibernated { .. })), "{seen:?}");
+    assert!(seen.iter().any(|e| matches!(e, Event::Woken { .. })), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_objects_shut_down_and_reload_from_storage() {
+    let (rt, store) = faulty();
+    Session::hit(&rt, "s").await.unwrap();
+    sleep(Duration::from_secs(11)).await;
+    assert_eq!(rt.live_objects::<Session>(), 0);
+    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Stored);
+    let loads = store.loads();
+    assert_eq!(Session::hit(&rt, "s").await.unwrap(), 2);
+    assert_eq!(store.loads(), loads + 1, "a shut-down object reloads from storage");
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_call_resets_the_shutdown_timer() {
+    let (rt, _store) = faulty();
+    for _ in 0..4 {
+        Session::hit(&rt, "s").await.unwrap();
+        sleep(Duration::from_secs(6)).await;
+        assert_eq!(rt.live_objects::<Session>(), 1);
+    }
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(rt.live_objects::<Session>(), 0);
+}
+
+#[durable_object]
+pub struct Plain {
+    n: u32,
+}
+
+#[durable_object]
+impl Plain {
+    #[handler]
+    fn handle_bump(&mut self) -> u32 {
+        self.n += 1;
+        self.n
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn options_precedence_runtime_default_then_dsl_then_registration() {
+    // Runtime default only (Plain declares nothing).
+    let rt = Runtime::builder(MemoryStorage::new())
+        .default_options(ObjectOptions::new().with_shutdown_after(Duration::from_secs(3)))
+        .build();
+    Plain::bump(&rt, "p").await.unwrap();
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(rt.live_objects::<Plain>(), 0, "runtime default applies");
+
+    // The DSL value (10 s) beats the runtime default (3 s).
+    let rt = Runtime::builder(MemoryStorage::new())
+        .default_options(ObjectOptions::new().with_shutdown_after(Duration::from_secs(3)))
+        .build();
+    Session::hit(&rt, "s").await.unwrap();
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(rt.live_objects::<Session>(), 1, "DSL value beats the runtime default");
+    sleep(Duration::from_secs(7)).await;
+    assert_eq!(rt.live_objects::<Session>(), 0);
+
+    // A registration override (2 s) beats the DSL value (10 s).
+    let rt = Runtime::builder(MemoryStorage::new())
+        .register_with::<Session>(ObjectOptions::new().with_shutdown_after(Duration::from_secs(2)))
+        .build();
+    Session::hit(&rt, "s").await.unwrap();
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(rt.live_objects::<Session>(), 0, "registration override beats the DSL");
+    assert_eq!(
+        rt.options_of::<Session>().hibernate_after,
+        Some(Duration::from_secs(1)),
+        "unset override fields keep the DSL value"
+    );
+}
+
+#[durable_object(queue_capacity = 2, call_timeout = "2s")]
+pub struct Slow {
+    value: u32,
+}
+
+#[durable_object]
+impl Slow {
+    #[handler]
+    async fn handle_work(&mut self, millis: u64) -> u32 {
+        self.value += 1;
+        sleep(Duration::from_millis(millis)).await;
+        self.value
+    }
+
+    #[handler]
+    fn handle_value(&self) -> u32 {
+        self.value
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_refuses_calls_at_once() {
+    let (rt, _store) = faulty();
+    let running = {
+        let rt = rt.clone();
+        tokio::spawn(async move { Slow::work(&rt, "busy", 100).await })
+    };
+    sleep(Duration::from_millis(10)).await;
+    let calls = (0..10).map(|_| Slow::work(&rt, "busy", 100));
+    let results = futures_util::future::join_all(calls).await;
+    let overloaded = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Overloaded { capacity: 2, .. })))
+        .count();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    // One call runs and two wait in the queue; the rest are refused at once.
+    assert!(running.await.unwrap().is_ok());
+    assert_eq!(ok, 2, "{results:?}");
+    assert_eq!(overloaded, 8);
+    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(Error::is_retryable));
+    assert_eq!(Slow::value(&rt, "busy").await.unwrap(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_call_discards_the_activation() {
+    let (rt, _store) = faulty();
+    assert_eq!(Slow::work(&rt, "t", 1).await.unwrap(), 1);
+    match Slow::work(&rt, "t", 5_000).await {
+        Err(Error::Timeout { handler, .. }) => assert_eq!(handler, "work"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // The half-run handler's increment is not kept.
+    assert_eq!(Slow::value(&rt, "t").await.unwrap(), 1);
+}
+
+#[durable_object]
+pub struct Caller {
+    calls: u32,
+}
+
+#[durable_object]
+impl Caller {
+    /// Calls another handler of its own object: it would wait for itself.
+    #[handler]
+    async fn handle_call_self(&mut self, ctx: &Context) -> Result<u32, String> {
+        Caller::count(ctx.runtime(), ctx.id())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[handler]
+    async fn handle_ping_pong(&mut self, ctx: &Context, peer: String) -> Result<u32, String> {
+        self.calls += 1;
+        Callee::bounce(ctx.runtime(), &peer, ctx.id().to_owned())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[handler]
+    fn handle_count(&self) -> u32 {
+        self.calls
+    }
+}
+
+#[durable_object]
+pub struct Callee {}
+
+#[durable_object]
+impl Callee {
+    #[handler]
+    async fn handle_bounce(&mut self, ctx: &Context, back_to: String) -> Result<u32, String> {
+        match Caller::count(ctx.runtime(), &back_to).await {
+            Err(Error::CallCycle { chain, .. }) => Err(format!("cycle through {} objects", chain.len())),
+            Ok(n) => Ok(n),
+            Err(other) => Err(other.to_string()),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn self_calls_and_cycles_fail_at_once_instead_of_deadlocking() {
+    let (rt, _store) = faulty();
+    let err = Caller::call_self(&rt, "a").await.unwrap_err();
+    match err {
+        Error::Handler(message) => assert!(message.contains("call cycle"), "{message}"),
+        other => panic!("expected the handler to report a cycle, got {other:?}"),
+    }
+    // A -> B -> A: B's call back to A is refused.
+    match Caller::ping_pong(&rt, "a", "b".to_owned()).await {
+        Err(Error::Handler(message)) => {
+            assert!(message.ends_with("cycle through 2 objects"), "{message}")
+        }
+        other => panic!("expected a cycle, got {other:?}"),
+    }
+    // The ping-pong call failed, so its increment was rolled back.
+    assert_eq!(Caller::count(&rt, "a").await.unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_shutdown_finishes_queued_calls_and_refuses_new_ones() {
+    let (rt, store) = faulty();
+    let queued: Vec<_> = (0..2)
+        .map(|_| {
+            let rt = rt.clone();
+            tokio::spawn(async move { Slow::work(&rt, "g", 500).await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    rt.shutdown().await;
+    for call in queued {
+        assert!(call.await.unwrap().is_ok());
+    }
+    assert!(matches!(Slow::work(&rt, "g", 1).await, Err(Error::ShuttingDown)));
+    let stored = Runtime::new(store.inner().clone());
+    assert_eq!(Slow::value(&stored, "g").await.unwrap(), 2, "both calls were committed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_removes_state_and_alarms_and_introspection_reads_storage() {
+    let (rt, _store) = faulty();
+    for id in ["a", "b", "c"] {
+        Session::hit(&rt, id).await.unwrap();
+    }
+    Session::hit(&rt, "b").await.unwrap();
+    let state = rt.read_state::<Session>("b").await.unwrap().unwrap();
+    assert_eq!(state.hits, 2);
+    assert!(rt.read_state::<Session>("zzz").await.unwrap().is_none());
+    assert_eq!(rt.status::<Session>("zzz").await.unwrap(), ObjectStatus::Absent);
+
+    let page = rt.list_ids::<Session>(None, 10).await.unwrap();
+    assert_eq!(page.ids, ["a", "b", "c"]);
+
+    assert!(rt.delete::<Session>("b").await.unwrap());
+    assert!(!rt.delete::<Session>("b").await.unwrap());
+    assert!(rt.read_state::<Session>("b").await.unwrap().is_none());
+    assert_eq!(rt.list_ids::<Session>(None, 10).await.unwrap().ids, ["a", "c"]);
+    // A call after deletion starts from the default state.
+    assert_eq!(Session::hits(&rt, "b").await.unwrap(), 0);
+}

@@ -1,0 +1,118 @@
+//! The storage conformance suite on the in-memory store, and a check that the suite catches a
+//! store that breaks the contract.
+
+use broken::LastWriterWins;
+use durable_runtime::storage::MemoryStorage;
+
+durable_runtime::conformance_tests!(|_case| async { Some(MemoryStorage::new()) });
+
+/// `run_all` runs every check (the per-check tests above run the same ones).
+#[tokio::test]
+async fn run_all_passes() {
+    durable_runtime::conformance::run_all(|| async { MemoryStorage::new() }).await;
+}
+
+/// A store that overwrites instead of reporting version conflicts fails the suite, and the
+/// failure names the check.
+#[tokio::test]
+#[should_panic(expected = "storage conformance check `stale_version_conflicts` failed")]
+async fn suite_catches_lost_updates() {
+    durable_runtime::conformance::run_all(|| async { LastWriterWins::default() }).await;
+}
+
+/// Two clones of one in-memory store behave like two processes over one database.
+#[tokio::test]
+async fn clones_share_data() {
+    let store = MemoryStorage::new();
+    storage_shared::increments_across_stores(&[store.clone(), store.clone()]).await;
+    storage_shared::claims_across_stores(&[store.clone(), store]).await;
+}
+
+#[path = "storage_shared/mod.rs"]
+mod storage_shared;
+
+mod broken {
+    //! A deliberately broken store: it ignores expected versions (last writer wins).
+
+    use std::time::SystemTime;
+
+    use async_trait::async_trait;
+    use durable_runtime::storage::{
+        AlarmRecord, CommitError, IdPage, MemoryStorage, ObjectKey, ObjectWrite, Storage,
+        StorageError, StoredObject,
+    };
+
+    #[derive(Default)]
+    pub(crate) struct LastWriterWins(MemoryStorage);
+
+    #[async_trait]
+    impl Storage for LastWriterWins {
+        async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+            self.0.load(key).await
+        }
+
+        async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+            // Rewrites every expectation to whatever is stored.
+            let mut fixed = Vec::new();
+            for write in batch {
+                let mut write = write.clone();
+                write.expected_version = self.0.load(&write.key).await?.map_or(0, |o| o.version);
+                fixed.push(write);
+            }
+            self.0.commit(&fixed).await
+        }
+
+        async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+            self.0.delete(key).await
+        }
+
+        async fn list_ids(
+            &self,
+            object_type: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Result<IdPage, StorageError> {
+            self.0.list_ids(object_type, after, limit).await
+        }
+
+        async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
+            self.0.list_alarms(key).await
+        }
+
+        async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+            self.0.next_alarm_due().await
+        }
+
+        async fn claim_due_alarms(
+            &self,
+            now: SystemTime,
+            claim_expired_before: SystemTime,
+            limit: usize,
+        ) -> Result<Vec<AlarmRecord>, StorageError> {
+            self.0.claim_due_alarms(now, claim_expired_before, limit).await
+        }
+
+        async fn finish_alarm(
+            &self,
+            key: &ObjectKey,
+            name: &str,
+            claimed_at: SystemTime,
+        ) -> Result<bool, StorageError> {
+            self.0.finish_alarm(key, name, claimed_at).await
+        }
+
+        async fn fail_alarm(
+            &self,
+            key: &ObjectKey,
+            name: &str,
+            claimed_at: SystemTime,
+            attempts: u32,
+            error: &str,
+            retry_at: Option<SystemTime>,
+        ) -> Result<bool, StorageError> {
+            self.0
+                .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
+                .await
+        }
+    }
+}

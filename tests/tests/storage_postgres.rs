@@ -1,0 +1,659 @@
+//! The storage conformance suite on `PostgresStore`, and Postgres-specific storage tests:
+//! migrations, upgrades, schemas and prefixes, coexistence with a user's sqlx migrations,
+//! connection loss.
+//!
+//! The server is found through `DATABASE_URL`. Without it every test prints
+//! "skipped: DATABASE_URL not set" and passes, unless `CI` is set: then it fails. Each test
+//! works in its own schema, dropped when the test ends (also when it fails), so tests run in
+//! parallel.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use durable_runtime::conformance::Fixture;
+use durable_runtime::storage::{
+    AlarmChange, CommitError, ObjectKey, ObjectWrite, Storage, StorageErrorKind, StoredObject,
+};
+use durable_sqlx::sqlx::migrate::Migrator;
+use durable_sqlx::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use durable_sqlx::sqlx::{self, Connection, PgConnection, PgPool};
+use durable_sqlx::{Error, PostgresStore};
+
+#[path = "storage_shared/mod.rs"]
+mod storage_shared;
+use storage_shared::at;
+
+/// The database URL, or `None` (after saying so) when the tests should be skipped.
+fn database_url() -> Option<String> {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "DATABASE_URL must be set when CI is set: the Postgres tests cannot be skipped"
+            );
+            eprintln!("skipped: DATABASE_URL not set");
+            None
+        }
+    }
+}
+
+/// A schema private to one test, dropped (with everything in it) when the guard is dropped,
+/// also while a failing test unwinds.
+struct SchemaGuard {
+    url: String,
+    name: String,
+}
+
+impl SchemaGuard {
+    /// Drops any leftover of a previous run and reserves the name.
+    async fn new(url: &str, test: &str) -> Self {
+        let name = format!("dt_{test}_{}", std::process::id());
+        assert!(name.len() <= 63, "schema name {name} too long");
+        let mut conn = PgConnection::connect(url).await.expect("connect to Postgres");
+        sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.ok();
+        Self {
+            url: url.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let url = self.url.clone();
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        // Drop runs outside of any async context we could borrow: use a thread of our own.
+        let done = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let mut conn = PgConnection::connect(&url).await?;
+                sqlx::raw_sql(&sql).execute(&mut conn).await?;
+                conn.close().await
+            })
+        })
+        .join();
+        if let Ok(Err(err)) = done {
+            eprintln!("could not drop schema {}: {err}", self.name);
+        }
+    }
+}
+
+/// A store in a schema of its own.
+struct PgFixture {
+    store: PostgresStore,
+    guard: SchemaGuard,
+}
+
+impl Fixture for PgFixture {
+    type Store = PostgresStore;
+
+    fn store(&self) -> &PostgresStore {
+        &self.store
+    }
+}
+
+async fn fixture(test: &str) -> Option<PgFixture> {
+    let url = database_url()?;
+    let guard = SchemaGuard::new(&url, test).await;
+    let store = PostgresStore::builder(&url)
+        .schema(&guard.name)
+        .max_connections(5)
+        .connect()
+        .await
+        .expect("connect to Postgres");
+    Some(PgFixture { store, guard })
+}
+
+durable_runtime::conformance_tests!(|case: &'static str| fixture(case));
+
+fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
+    ObjectWrite {
+        key: key.clone(),
+        expected_version: 0,
+        state: Some(state.as_bytes().to_vec()),
+        alarms: vec![],
+    }
+}
+
+async fn applied_versions(pool: &PgPool, table: &str) -> Vec<i64> {
+    sqlx::query_scalar(&format!("SELECT version FROM {table} ORDER BY version"))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+async fn tables_in(pool: &PgPool, schema: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1
+         ORDER BY table_name",
+    )
+    .bind(schema)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn migrations_applied_twice_are_a_no_op() {
+    let Some(fx) = fixture("migrate_twice").await else {
+        return;
+    };
+    let migrations = format!("{}.durable_schema_migrations", fx.guard.name);
+    let key = ObjectKey::new("Counter", "a");
+    fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+    assert_eq!(applied_versions(fx.store.pool(), &migrations).await, [1, 2]);
+    fx.store.migrate().await.unwrap();
+    fx.store.migrate().await.unwrap();
+    let again = PostgresStore::builder(&fx.guard.url)
+        .schema(&fx.guard.name)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(applied_versions(again.pool(), &migrations).await, [1, 2]);
+    assert_eq!(
+        again.load(&key).await.unwrap(),
+        Some(StoredObject {
+            state: b"{\"n\":1}".to_vec(),
+            version: 1
+        })
+    );
+    assert_eq!(
+        tables_in(fx.store.pool(), &fx.guard.name).await,
+        [
+            "durable_alarms",
+            "durable_objects",
+            "durable_schema_migrations"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn concurrent_connects_migrate_once() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "concurrent_connects").await;
+    let connects = (0..4).map(|_| {
+        PostgresStore::builder(&url)
+            .schema(&guard.name)
+            .max_connections(2)
+            .connect()
+    });
+    let stores: Vec<PostgresStore> = futures_util::future::join_all(connects)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        applied_versions(
+            stores[0].pool(),
+            &format!("{}.durable_schema_migrations", guard.name)
+        )
+        .await,
+        [1, 2]
+    );
+}
+
+/// A database created by the first migration only, with data in it, is upgraded in place.
+#[tokio::test]
+async fn upgrade_from_first_migration_keeps_data() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "upgrade").await;
+    let schema = &guard.name;
+    let old = PostgresStore::builder(&url)
+        .schema(schema)
+        .migrate_on_open(false)
+        .connect()
+        .await
+        .unwrap();
+    old.migrate_to(1).await.unwrap();
+    let migrations = format!("{schema}.durable_schema_migrations");
+    assert_eq!(applied_versions(old.pool(), &migrations).await, [1]);
+    sqlx::raw_sql(&format!(
+        "INSERT INTO {schema}.durable_objects (object_type, object_id, state, version)
+             VALUES ('Counter', 'a', '{{\"n\":41}}', 7);
+         INSERT INTO {schema}.durable_alarms (object_type, object_id, name, due_at, attempts)
+             VALUES ('Counter', 'a', 'tick', '2023-11-14 22:13:20.123457+00', 2);"
+    ))
+    .execute(old.pool())
+    .await
+    .unwrap();
+    old.pool().close().await;
+
+    let store = PostgresStore::builder(&url)
+        .schema(schema)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(applied_versions(store.pool(), &migrations).await, [1, 2]);
+    let key = ObjectKey::new("Counter", "a");
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Some(StoredObject {
+            state: b"{\"n\":41}".to_vec(),
+            version: 7
+        })
+    );
+    let alarms = store.list_alarms(&key).await.unwrap();
+    assert_eq!(
+        (
+            alarms[0].name.as_str(),
+            alarms[0].due_at,
+            alarms[0].attempts,
+            alarms[0].dead,
+            alarms[0].last_error.as_deref()
+        ),
+        ("tick", at(0), 2, false, None)
+    );
+    assert_eq!(store.claim_due_alarms(at(1), at(0), 10).await.unwrap().len(), 1);
+    assert!(
+        store
+            .fail_alarm(&key, "tick", at(1), 3, "boom", None)
+            .await
+            .unwrap()
+    );
+    assert!(store.list_alarms(&key).await.unwrap()[0].dead);
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT indexname::text FROM pg_indexes WHERE schemaname = $1 AND tablename = 'durable_alarms'",
+    )
+    .bind(schema)
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert!(indexes.contains(&"durable_alarms_due".to_owned()), "{indexes:?}");
+}
+
+fn user_migration(dir: &Path, file: &str, sql: &str) {
+    std::fs::write(dir.join(file), sql).unwrap();
+}
+
+/// A user's own sqlx migrator over the same database (and the same schema) keeps working,
+/// before and after ours.
+#[tokio::test]
+async fn user_sqlx_migrations_coexist() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "user_migrations").await;
+    let schema = &guard.name;
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // The user's pool works in the test's schema: their tables, sqlx's `_sqlx_migrations` and
+    // (without a schema option) ours all land there.
+    let options = PgConnectOptions::from_str(&url)
+        .unwrap()
+        .options([("search_path", schema.as_str())]);
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    user_migration(
+        dir.path(),
+        "0001_users.sql",
+        "CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT NOT NULL);",
+    );
+    Migrator::new(dir.path()).await.unwrap().run(&pool).await.unwrap();
+
+    let store = PostgresStore::from_pool(pool.clone()).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{}")]).await.unwrap();
+
+    user_migration(
+        dir.path(),
+        "0002_emails.sql",
+        "ALTER TABLE users ADD COLUMN email TEXT;",
+    );
+    let migrator = Migrator::new(dir.path()).await.unwrap();
+    migrator.run(&pool).await.unwrap();
+    migrator.run(&pool).await.unwrap();
+    assert_eq!(
+        applied_versions(&pool, &format!("{schema}._sqlx_migrations")).await,
+        [1, 2]
+    );
+    store.migrate().await.unwrap();
+    assert_eq!(
+        applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
+        [1, 2]
+    );
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(
+        tables_in(&pool, schema).await,
+        [
+            "_sqlx_migrations",
+            "durable_alarms",
+            "durable_objects",
+            "durable_schema_migrations",
+            "users"
+        ]
+    );
+    admin.close().await.ok();
+}
+
+/// Stores in different schemas, or with different table prefixes, share one database without
+/// seeing each other's data.
+#[tokio::test]
+async fn schemas_and_prefixes_isolate_stores() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let a = SchemaGuard::new(&url, "iso_a").await;
+    let b = SchemaGuard::new(&url, "iso_b").await;
+    let store_a = PostgresStore::builder(&url)
+        .schema(&a.name)
+        .max_connections(2)
+        .connect()
+        .await
+        .unwrap();
+    let store_b = PostgresStore::builder(&url)
+        .schema(&b.name)
+        .max_connections(2)
+        .connect()
+        .await
+        .unwrap();
+    let store_b2 = PostgresStore::builder(&url)
+        .schema(&b.name)
+        .table_prefix("app2_")
+        .max_connections(2)
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{\"app\":\"a\"}");
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    store_a.commit(&[write]).await.unwrap();
+    store_b.commit(&[insert(&key, "{\"app\":\"b\"}")]).await.unwrap();
+
+    assert_eq!(store_a.load(&key).await.unwrap().unwrap().state, b"{\"app\":\"a\"}");
+    assert_eq!(store_b.load(&key).await.unwrap().unwrap().state, b"{\"app\":\"b\"}");
+    assert_eq!(store_b2.load(&key).await.unwrap(), None);
+    assert_eq!(store_b.next_alarm_due().await.unwrap(), None);
+    assert_eq!(store_a.next_alarm_due().await.unwrap(), Some(at(0)));
+    assert!(store_b2.claim_due_alarms(at(1), at(0), 10).await.unwrap().is_empty());
+    assert_eq!(
+        tables_in(store_b.pool(), &b.name).await,
+        [
+            "app2_durable_alarms",
+            "app2_durable_objects",
+            "app2_durable_schema_migrations",
+            "durable_alarms",
+            "durable_objects",
+            "durable_schema_migrations"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn invalid_names_are_rejected() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    for schema in ["Bad", "a-b", "pg_mine", "x; DROP SCHEMA public; --", ""] {
+        let err = PostgresStore::builder(&url)
+            .schema(schema)
+            .connect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidName { what: "schema", .. }),
+            "{schema:?}: {err:?}"
+        );
+    }
+    let err = PostgresStore::builder(&url)
+        .table_prefix("a b")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, Error::InvalidName { what: "table prefix", .. }), "{err:?}");
+    let err = PostgresStore::connect("mysql://nope").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidLocation(_)), "{err:?}");
+}
+
+/// The tables stay readable with plain SQL: `state::jsonb`, `timestamptz` times; a state
+/// holding `\u0000` (which `jsonb` rejects) is stored all the same.
+#[tokio::test]
+async fn tables_are_inspectable() {
+    let Some(fx) = fixture("inspect").await else {
+        return;
+    };
+    let schema = &fx.guard.name;
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{\"count\":3}");
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    let nul = ObjectKey::new("Counter", "nul");
+    fx.store
+        .commit(&[write, insert(&nul, "{\"s\":\"a\\u0000b\"}")])
+        .await
+        .unwrap();
+    let count: String = sqlx::query_scalar(&format!(
+        "SELECT state::jsonb ->> 'count' FROM {schema}.durable_objects WHERE object_id = 'a'"
+    ))
+    .fetch_one(fx.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(count, "3");
+    let exact: bool = sqlx::query_scalar(&format!(
+        "SELECT due_at = timestamptz '2023-11-14 22:13:20.123457+00' FROM {schema}.durable_alarms"
+    ))
+    .fetch_one(fx.store.pool())
+    .await
+    .unwrap();
+    assert!(exact, "due_at is the exact timestamptz");
+    assert_eq!(
+        fx.store.load(&nul).await.unwrap().unwrap().state,
+        b"{\"s\":\"a\\u0000b\"}"
+    );
+}
+
+#[tokio::test]
+async fn states_that_are_not_text_are_rejected() {
+    let Some(fx) = fixture("not_text").await else {
+        return;
+    };
+    let key = ObjectKey::new("Counter", "a");
+    for state in [b"\xff\xfe".to_vec(), b"{\"a\":\"\0\"}".to_vec()] {
+        let write = ObjectWrite {
+            key: key.clone(),
+            expected_version: 0,
+            state: Some(state),
+            alarms: vec![],
+        };
+        match fx.store.commit(&[write]).await {
+            Err(CommitError::Storage(err)) => {
+                assert_eq!(err.kind(), StorageErrorKind::Rejected);
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+    assert_eq!(fx.store.load(&key).await.unwrap(), None);
+}
+
+/// Two stores (two processes) over one schema: no lost update, no double claim.
+#[tokio::test]
+async fn two_stores_on_one_database() {
+    let Some(fx) = fixture("two_stores").await else {
+        return;
+    };
+    let second = PostgresStore::builder(&fx.guard.url)
+        .schema(&fx.guard.name)
+        .max_connections(5)
+        .connect()
+        .await
+        .unwrap();
+    let stores = [fx.store.clone(), second];
+    storage_shared::increments_across_stores(&stores).await;
+    storage_shared::claims_across_stores(&stores).await;
+}
+
+/// Terminates every server process serving `application_name`; returns how many.
+async fn terminate(admin: &mut PgConnection, application_name: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = $1 AND pid <> pg_backend_pid()) terminated",
+    )
+    .bind(application_name)
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+/// Connection loss mid-run: the server terminates the store's connections (idle ones, and
+/// one waiting inside a commit). The commit in flight fails with a retryable storage error and
+/// applies nothing; later calls succeed on new connections, without restarting anything.
+#[tokio::test]
+async fn connection_loss_is_retryable_and_recovers() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "connection_loss").await;
+    let schema = &guard.name;
+    let app = format!("durable-test-{}", std::process::id());
+    let store = PostgresStore::builder(&url)
+        .schema(schema)
+        .application_name(&app)
+        .max_connections(3)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+
+    // 1. Idle connections die: the pool notices and reconnects.
+    assert!(terminate(&mut admin, &app).await >= 1);
+    let mut attempts = 0;
+    let stored = loop {
+        attempts += 1;
+        match store.load(&key).await {
+            Ok(stored) => break stored,
+            Err(err) => {
+                assert!(err.is_retryable(), "not retryable: {err}");
+                assert!(attempts < 5, "no recovery after {attempts} attempts: {err}");
+            }
+        }
+    };
+    assert_eq!(stored.unwrap().version, 1);
+
+    // 2. A commit waiting on a row lock loses its connection in the middle of its transaction.
+    let mut blocker = admin.begin().await.unwrap();
+    sqlx::query(&format!(
+        "SELECT version FROM {schema}.durable_objects WHERE object_id = 'a' FOR UPDATE"
+    ))
+    .execute(&mut *blocker)
+    .await
+    .unwrap();
+    let write = ObjectWrite {
+        key: key.clone(),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![AlarmChange::Set {
+            name: "tick".into(),
+            due_at: at(0),
+        }],
+    };
+    let in_flight = {
+        let store = store.clone();
+        let write = write.clone();
+        tokio::spawn(async move { store.commit(&[write]).await })
+    };
+    // Wait until the commit is blocked on the lock, then cut it off.
+    let mut waited = 0;
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        )
+        .bind(&app)
+        .fetch_one(&mut *blocker)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 500, "the commit never blocked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(terminate(&mut blocker, &app).await >= 1);
+    match in_flight.await.unwrap() {
+        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
+        other => panic!("expected a retryable storage error, got {other:?}"),
+    }
+    blocker.rollback().await.unwrap();
+
+    // Nothing of the cut-off commit was applied; retrying it succeeds.
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert!(store.list_alarms(&key).await.unwrap().is_empty());
+    store.commit(&[write]).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+
+    // 3. Repeated losses during a stream of commits: every failure is retryable, and the
+    //    stream always completes.
+    let worker = {
+        let store = store.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let mut failures = 0;
+            for _ in 0..100 {
+                loop {
+                    let stored = match store.load(&key).await {
+                        Ok(stored) => stored.unwrap(),
+                        Err(err) => {
+                            assert!(err.is_retryable(), "load: {err}");
+                            failures += 1;
+                            continue;
+                        }
+                    };
+                    let write = ObjectWrite {
+                        key: key.clone(),
+                        expected_version: stored.version,
+                        state: Some(format!("{{\"n\":{}}}", stored.version + 1).into_bytes()),
+                        alarms: vec![],
+                    };
+                    match store.commit(&[write]).await {
+                        Ok(()) => break,
+                        // A commit whose reply was lost may have been applied: reload.
+                        Err(CommitError::Conflict { .. }) => {}
+                        Err(CommitError::Storage(err)) => {
+                            assert!(err.is_retryable(), "commit: {err}");
+                            failures += 1;
+                        }
+                        Err(err) => panic!("{err}"),
+                    }
+                }
+            }
+            failures
+        })
+    };
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        terminate(&mut admin, &app).await;
+    }
+    let failures = worker.await.unwrap();
+    eprintln!("retryable failures during the stream: {failures}");
+    let version = store.load(&key).await.unwrap().unwrap().version;
+    assert!(version >= 102, "version {version}");
+    admin.close().await.ok();
+}

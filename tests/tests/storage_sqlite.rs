@@ -1,0 +1,485 @@
+//! The storage conformance suite on `SqliteStore`, and SQLite-specific storage tests:
+//! migrations, upgrades, table prefixes, coexistence with a user's sqlx migrations, settings.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use durable_runtime::conformance::Fixture;
+use durable_runtime::storage::{
+    AlarmChange, CommitError, ObjectKey, ObjectWrite, Storage, StorageErrorKind, StoredObject,
+};
+use durable_sqlx::sqlx::migrate::Migrator;
+use durable_sqlx::sqlx::sqlite::SqlitePoolOptions;
+use durable_sqlx::sqlx::{self, SqlitePool};
+use durable_sqlx::{Error, SqliteStore, Synchronous};
+use tempfile::TempDir;
+
+#[path = "storage_shared/mod.rs"]
+mod storage_shared;
+use storage_shared::at;
+
+/// A store on a new database file, deleted with the fixture.
+struct SqliteFixture {
+    store: SqliteStore,
+    _dir: TempDir,
+}
+
+impl Fixture for SqliteFixture {
+    type Store = SqliteStore;
+
+    fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+}
+
+async fn fixture() -> SqliteFixture {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = SqliteStore::open(dir.path().join("durable.db"))
+        .await
+        .expect("open SQLite");
+    SqliteFixture { store, _dir: dir }
+}
+
+durable_runtime::conformance_tests!(|_case| async { Some(fixture().await) });
+
+fn db_path(dir: &TempDir) -> PathBuf {
+    dir.path().join("durable.db")
+}
+
+fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
+    ObjectWrite {
+        key: key.clone(),
+        expected_version: 0,
+        state: Some(state.as_bytes().to_vec()),
+        alarms: vec![],
+    }
+}
+
+async fn tables(pool: &SqlitePool) -> Vec<String> {
+    sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+async fn applied_versions(pool: &SqlitePool, table: &str) -> Vec<i64> {
+    sqlx::query_scalar(&format!("SELECT version FROM {table} ORDER BY version"))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn run_all_passes() {
+    let dirs = std::sync::Mutex::new(Vec::new());
+    durable_runtime::conformance::run_all(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+        dirs.lock().unwrap().push(dir);
+        store
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn migrations_applied_twice_are_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+    assert_eq!(
+        applied_versions(store.pool(), "durable_schema_migrations").await,
+        [1, 2]
+    );
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+    drop(store);
+    // Reopening applies nothing either.
+    let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+    assert_eq!(
+        applied_versions(store.pool(), "durable_schema_migrations").await,
+        [1, 2]
+    );
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Some(StoredObject {
+            state: b"{\"n\":1}".to_vec(),
+            version: 1
+        })
+    );
+    // The store never touches sqlx's own migrations table.
+    assert!(!tables(store.pool()).await.contains(&"_sqlx_migrations".to_owned()));
+}
+
+#[tokio::test]
+async fn concurrent_opens_migrate_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let opens = (0..4).map(|_| SqliteStore::open(&path));
+    let stores = futures_util::future::join_all(opens).await;
+    let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        applied_versions(stores[0].pool(), "durable_schema_migrations").await,
+        [1, 2]
+    );
+}
+
+/// A database created by the first migration only, with data in it, is upgraded in place.
+#[tokio::test]
+async fn upgrade_from_first_migration_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = SqliteStore::builder(db_path(&dir))
+        .migrate_on_open(false)
+        .open()
+        .await
+        .unwrap();
+    old.migrate_to(1).await.unwrap();
+    assert_eq!(
+        applied_versions(old.pool(), "durable_schema_migrations").await,
+        [1]
+    );
+    // Rows as the first schema stored them (no `last_error` / `dead` columns yet).
+    let due = 1_700_000_000_123_457i64;
+    sqlx::raw_sql(&format!(
+        "INSERT INTO durable_objects (object_type, object_id, state, version, created_at, updated_at)
+             VALUES ('Counter', 'a', '{{\"n\":41}}', 7, 1, 2);
+         INSERT INTO durable_alarms (object_type, object_id, name, due_at, claimed_at, attempts, created_at)
+             VALUES ('Counter', 'a', 'tick', {due}, NULL, 2, 1);"
+    ))
+    .execute(old.pool())
+    .await
+    .unwrap();
+    old.pool().close().await;
+
+    let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+    assert_eq!(
+        applied_versions(store.pool(), "durable_schema_migrations").await,
+        [1, 2]
+    );
+    let key = ObjectKey::new("Counter", "a");
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Some(StoredObject {
+            state: b"{\"n\":41}".to_vec(),
+            version: 7
+        })
+    );
+    let alarms = store.list_alarms(&key).await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(
+        (
+            alarms[0].name.as_str(),
+            alarms[0].due_at,
+            alarms[0].attempts,
+            alarms[0].dead,
+            alarms[0].last_error.as_deref()
+        ),
+        ("tick", at(0), 2, false, None)
+    );
+    // The upgraded store works as a new one.
+    let claimed = store.claim_due_alarms(at(1), at(0), 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(
+        store
+            .fail_alarm(&key, "tick", at(1), 3, "boom", None)
+            .await
+            .unwrap()
+    );
+    assert!(store.list_alarms(&key).await.unwrap()[0].dead);
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'durable_alarms'")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert!(indexes.contains(&"durable_alarms_due".to_owned()), "{indexes:?}");
+}
+
+/// Writes a user's sqlx migration file.
+fn user_migration(dir: &Path, file: &str, sql: &str) {
+    std::fs::write(dir.join(file), sql).unwrap();
+}
+
+/// A user's own sqlx migrator over the same database keeps working, before and after ours.
+#[tokio::test]
+async fn user_sqlx_migrations_coexist() {
+    let dir = tempfile::tempdir().unwrap();
+    let migrations = dir.path().join("migrations");
+    std::fs::create_dir(&migrations).unwrap();
+    user_migration(
+        &migrations,
+        "0001_users.sql",
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL);",
+    );
+    let pool = SqlitePoolOptions::new()
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(db_path(&dir))
+                .create_if_missing(true),
+        )
+        .await
+        .unwrap();
+    Migrator::new(migrations.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+
+    // Our store on the same pool: its migration 1 does not collide with the user's version 1.
+    let store = SqliteStore::from_pool(pool.clone()).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{}")]).await.unwrap();
+
+    // The user's migrator still sees only its own history, and applies a new migration.
+    user_migration(
+        &migrations,
+        "0002_emails.sql",
+        "ALTER TABLE users ADD COLUMN email TEXT;",
+    );
+    let migrator = Migrator::new(migrations.as_path()).await.unwrap();
+    migrator.run(&pool).await.unwrap();
+    migrator.run(&pool).await.unwrap();
+    assert_eq!(applied_versions(&pool, "_sqlx_migrations").await, [1, 2]);
+    sqlx::query("INSERT INTO users (id, name, email) VALUES (1, 'ada', 'ada@example.com')")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // And ours is unaffected.
+    store.migrate().await.unwrap();
+    assert_eq!(
+        applied_versions(&pool, "durable_schema_migrations").await,
+        [1, 2]
+    );
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+}
+
+/// Stores with different table prefixes share one file without seeing each other's data.
+#[tokio::test]
+async fn table_prefixes_isolate_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = SqliteStore::open(db_path(&dir)).await.unwrap();
+    let app1 = SqliteStore::builder(db_path(&dir))
+        .table_prefix("app1_")
+        .open()
+        .await
+        .unwrap();
+    let app2 = SqliteStore::builder(db_path(&dir))
+        .table_prefix("app2_")
+        .open()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{\"app\":1}");
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    app1.commit(&[write]).await.unwrap();
+    app2.commit(&[insert(&key, "{\"app\":2}")]).await.unwrap();
+
+    assert_eq!(app1.load(&key).await.unwrap().unwrap().state, b"{\"app\":1}");
+    assert_eq!(app2.load(&key).await.unwrap().unwrap().state, b"{\"app\":2}");
+    assert_eq!(plain.load(&key).await.unwrap(), None);
+    assert_eq!(app2.list_alarms(&key).await.unwrap(), []);
+    assert_eq!(app2.next_alarm_due().await.unwrap(), None);
+    assert_eq!(app1.next_alarm_due().await.unwrap(), Some(at(0)));
+    assert!(app2.claim_due_alarms(at(1), at(0), 10).await.unwrap().is_empty());
+
+    let names = tables(plain.pool()).await;
+    for table in [
+        "durable_objects",
+        "app1_durable_objects",
+        "app1_durable_alarms",
+        "app1_durable_schema_migrations",
+        "app2_durable_objects",
+    ] {
+        assert!(names.contains(&table.to_owned()), "{table} missing from {names:?}");
+    }
+    assert_eq!(
+        applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
+        [1, 2]
+    );
+}
+
+#[tokio::test]
+async fn invalid_table_prefixes_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for prefix in ["App_", "a-b", "1a", "x; DROP TABLE y; --", "a b", &"a".repeat(33)] {
+        let err = SqliteStore::builder(db_path(&dir))
+            .table_prefix(prefix)
+            .open()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidName { what: "table prefix", value, .. } if value == prefix),
+            "{prefix:?}: {err:?}"
+        );
+        assert!(!err.is_retryable());
+    }
+    assert!(!db_path(&dir).exists(), "nothing was created");
+}
+
+#[tokio::test]
+async fn state_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    {
+        let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+        store.commit(&[insert(&key, "{\"n\":5}")]).await.unwrap();
+        store.pool().close().await;
+    }
+    let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().unwrap().state, b"{\"n\":5}");
+}
+
+#[tokio::test]
+async fn locations_paths_and_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("plain.db");
+    let forms = [
+        nested.to_str().unwrap().to_owned(),
+        format!("sqlite://{}", dir.path().join("url.db").display()),
+        format!("sqlite:{}?mode=rwc", dir.path().join("query.db").display()),
+    ];
+    for form in &forms {
+        let store = SqliteStore::open(form).await.unwrap();
+        let key = ObjectKey::new("Counter", "a");
+        store.commit(&[insert(&key, "{}")]).await.unwrap();
+        store.pool().close().await;
+        let store = SqliteStore::open(form).await.unwrap();
+        assert!(store.load(&key).await.unwrap().is_some(), "{form}");
+    }
+    for file in ["plain.db", "url.db", "query.db"] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+
+    let memory = SqliteStore::open("sqlite::memory:").await.unwrap();
+    let key = ObjectKey::new("Counter", "m");
+    memory.commit(&[insert(&key, "{}")]).await.unwrap();
+    assert!(memory.load(&key).await.unwrap().is_some());
+    let other_memory = SqliteStore::open(":memory:").await.unwrap();
+    assert!(other_memory.load(&key).await.unwrap().is_none(), "private per store");
+
+    let err = SqliteStore::open("sqlite:x.db?mode=bogus").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidLocation(_)), "{err:?}");
+}
+
+/// A connection setting, as text.
+async fn pragma(pool: &SqlitePool, name: &str) -> String {
+    sqlx::query_scalar(&format!("SELECT CAST((SELECT * FROM pragma_{name}) AS TEXT)"))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn wal_and_synchronous_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = SqliteStore::open(dir.path().join("full.db")).await.unwrap();
+    assert_eq!(pragma(full.pool(), "journal_mode").await, "wal");
+    assert_eq!(pragma(full.pool(), "synchronous").await, "2", "FULL by default");
+    assert_eq!(pragma(full.pool(), "busy_timeout").await, "5000");
+
+    let normal = SqliteStore::builder(dir.path().join("normal.db"))
+        .synchronous(Synchronous::Normal)
+        .busy_timeout(Duration::from_millis(1500))
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(pragma(normal.pool(), "journal_mode").await, "wal");
+    assert_eq!(pragma(normal.pool(), "synchronous").await, "1", "NORMAL");
+    assert_eq!(pragma(normal.pool(), "busy_timeout").await, "1500");
+}
+
+/// The tables stay readable with plain SQL: JSON state, integer microsecond times.
+#[tokio::test]
+async fn tables_are_inspectable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(db_path(&dir)).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{\"count\":3,\"nul\":\"a\\u0000b\"}");
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    store.commit(&[write]).await.unwrap();
+    let (count, version): (i64, i64) = sqlx::query_as(
+        "SELECT json_extract(state, '$.count'), version FROM durable_objects WHERE object_id = 'a'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!((count, version), (3, 1));
+    let (due, date): (i64, String) = sqlx::query_as(
+        "SELECT due_at, strftime('%Y-%m-%d %H:%M:%f', due_at / 1000000.0, 'unixepoch') FROM durable_alarms",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(due, 1_700_000_000_123_457);
+    assert_eq!(date, "2023-11-14 22:13:20.123");
+}
+
+#[tokio::test]
+async fn states_that_are_not_text_are_rejected() {
+    let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    for state in [b"\xff\xfe".to_vec(), b"{\"a\":\"\0\"}".to_vec()] {
+        let write = ObjectWrite {
+            key: key.clone(),
+            expected_version: 0,
+            state: Some(state),
+            alarms: vec![],
+        };
+        match store.commit(&[write]).await {
+            Err(CommitError::Storage(err)) => {
+                assert_eq!(err.kind(), StorageErrorKind::Rejected);
+                assert!(!err.is_retryable());
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+    assert_eq!(store.load(&key).await.unwrap(), None);
+}
+
+/// A writer that holds the database lock longer than the busy timeout makes commits fail with
+/// a retryable error; they succeed once the lock is released.
+#[tokio::test]
+async fn a_locked_database_is_retryable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::builder(db_path(&dir))
+        .busy_timeout(Duration::from_millis(100))
+        .open()
+        .await
+        .unwrap();
+    let other = SqlitePool::connect(&format!("sqlite://{}", db_path(&dir).display()))
+        .await
+        .unwrap();
+    let mut lock = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    sqlx::query("INSERT INTO durable_objects VALUES ('Other', 'x', '{}', 1, 0, 0)")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+
+    let key = ObjectKey::new("Counter", "a");
+    match store.commit(&[insert(&key, "{}")]).await {
+        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "{err}"),
+        other => panic!("expected a busy error, got {other:?}"),
+    }
+    lock.rollback().await.unwrap();
+    store.commit(&[insert(&key, "{}")]).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+}
+
+/// Two stores over one file (two processes): no lost update, no double claim.
+#[tokio::test]
+async fn two_stores_on_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = [
+        SqliteStore::open(db_path(&dir)).await.unwrap(),
+        SqliteStore::open(db_path(&dir)).await.unwrap(),
+    ];
+    storage_shared::increments_across_stores(&stores).await;
+    storage_shared::claims_across_stores(&stores).await;
+}
