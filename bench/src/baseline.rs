@@ -125,7 +125,10 @@ impl RawPool {
                     "INSERT INTO {table} (object_type, object_id, state, version) "
                 ));
                 builder.push_values(ids, |mut row, id| {
-                    row.push_bind("Raw").push_bind(id).push_bind(STATE).push_bind(1_i64);
+                    row.push_bind("Raw")
+                        .push_bind(id)
+                        .push_bind(STATE)
+                        .push_bind(1_i64);
                 });
                 builder.push(format!(
                     " ON CONFLICT (object_type, object_id) DO UPDATE SET state = excluded.state, version = {table}.version + 1"
@@ -159,7 +162,9 @@ pub async fn raw_batch(pool: &RawPool, duration: Duration) -> Result<f64, String
     let mut rows = 0u64;
     let mut next = 0u64;
     while started.elapsed() < duration {
-        let ids: Vec<String> = (0..100).map(|i| format!("row-{}", (next + i) % 10_000)).collect();
+        let ids: Vec<String> = (0..100)
+            .map(|i| format!("row-{}", (next + i) % 10_000))
+            .collect();
         next += 100;
         pool.upsert_batch(&ids).await.map_err(|e| e.to_string())?;
         rows += 100;

@@ -96,7 +96,8 @@ fn parse_args() -> Result<Settings, String> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--backend" => {
-                settings.backend = BackendKind::parse(&args.next().ok_or("--backend needs a value")?)?
+                settings.backend =
+                    BackendKind::parse(&args.next().ok_or("--backend needs a value")?)?
             }
             "--secs" => {
                 let secs: f64 = args

@@ -91,7 +91,11 @@ pub async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, String>
 
 async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
     let backend = settings.backend;
-    let unit = if name == "raw-commit" { "commits/s" } else { "rows/s" };
+    let unit = if name == "raw-commit" {
+        "commits/s"
+    } else {
+        "rows/s"
+    };
     let mut figure = Figure::new(name, backend.name(), unit);
     for run in 0..settings.runs {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -101,8 +105,11 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
                 RawPool::sqlite(&dir.path().join("raw.db"), backend == BackendKind::Sqlite).await?
             }
             BackendKind::Postgres => {
-                RawPool::postgres(&database_url()?, format!("bench_raw_{}_{run}", std::process::id()))
-                    .await?
+                RawPool::postgres(
+                    &database_url()?,
+                    format!("bench_raw_{}_{run}", std::process::id()),
+                )
+                .await?
             }
         };
         if name == "raw-commit" {
@@ -110,7 +117,9 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
             figure.runs.push(rate);
             figure.set_latency(&histogram);
         } else {
-            figure.runs.push(baseline::raw_batch(&pool, settings.secs).await?);
+            figure
+                .runs
+                .push(baseline::raw_batch(&pool, settings.secs).await?);
         }
         pool.cleanup().await;
     }
@@ -151,7 +160,9 @@ async fn calls(
         rt.shutdown().await;
         figure.runs.push(rate);
         // Keep the latency of the run closest to the median so far.
-        let keep = best.as_ref().is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
+        let keep = best
+            .as_ref()
+            .is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
         if keep {
             best = Some((rate, histogram));
         }
@@ -163,7 +174,9 @@ async fn calls(
     Ok(vec![figure])
 }
 
-async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
     let mut out = Vec::new();
     let handles: Vec<_> = futures.collect();
     for future in handles {
@@ -263,7 +276,9 @@ async fn cold(settings: &Settings) -> Result<Vec<Figure>, String> {
         while let Some(result) = tasks.join_next().await {
             result.map_err(|e| e.to_string())??;
         }
-        figure.runs.push(count as f64 / started.elapsed().as_secs_f64());
+        figure
+            .runs
+            .push(count as f64 / started.elapsed().as_secs_f64());
         rt.shutdown().await;
     }
     figure.peak_rss_mib = peak_rss_mib();
@@ -302,7 +317,12 @@ impl Storage for NullStorage {
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         Ok(Vec::new())
     }
-    async fn finish_alarm(&self, _: &ObjectKey, _: &str, _: SystemTime) -> Result<bool, StorageError> {
+    async fn finish_alarm(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+        _: SystemTime,
+    ) -> Result<bool, StorageError> {
         Ok(false)
     }
     async fn fail_alarm(
@@ -335,7 +355,9 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
         let ids = Arc::clone(&ids);
         tasks.spawn(async move {
             for i in (caller..ids.len()).step_by(64) {
-                BenchCounter::increment(&rt, &ids[i]).await.map_err(|e| e.to_string())?;
+                BenchCounter::increment(&rt, &ids[i])
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             Ok::<_, String>(())
         });
@@ -344,14 +366,14 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
         result.map_err(|e| e.to_string())??;
     }
     let live = region.change();
-    let live_bytes = (live.bytes_allocated as f64 - live.bytes_deallocated as f64 - id_bytes as f64)
-        / count as f64;
+    let live_bytes =
+        (live.bytes_allocated as f64 - live.bytes_deallocated as f64 - id_bytes as f64)
+            / count as f64;
     tokio::time::sleep(hibernate_after * 3).await;
     let hibernated = region.change();
-    let hibernated_bytes = (hibernated.bytes_allocated as f64
-        - hibernated.bytes_deallocated as f64
-        - id_bytes as f64)
-        / count as f64;
+    let hibernated_bytes =
+        (hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64 - id_bytes as f64)
+            / count as f64;
     let mut live_figure = Figure::new("memory-live", "none", "bytes/object");
     live_figure.runs.push(live_bytes);
     live_figure.extra.push(("objects", count as f64));
@@ -388,7 +410,11 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
             })
             .collect();
         for chunk in writes.chunks(1000) {
-            opened.store.commit(chunk).await.map_err(|e| e.to_string())?;
+            opened
+                .store
+                .commit(chunk)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         let rt = Runtime::builder(Arc::clone(&opened.store))
             .alarm_settings(AlarmSettings::default())
@@ -408,7 +434,9 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
         let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
         let mut last = start;
         for (id, at) in &fired {
-            let index: usize = id["ringer-".len()..].parse().map_err(|_| "bad id".to_owned())?;
+            let index: usize = id["ringer-".len()..]
+                .parse()
+                .map_err(|_| "bad id".to_owned())?;
             let late = at.duration_since(due[index]).unwrap_or_default();
             lateness.saturating_record(late.as_nanos() as u64);
             last = last.max(*at);

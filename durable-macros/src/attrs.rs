@@ -246,6 +246,8 @@ pub(crate) enum Helper {
     Handler,
     /// `#[after_load]`.
     AfterLoad,
+    /// `#[alarm]`.
+    Alarm,
 }
 
 impl Helper {
@@ -254,6 +256,7 @@ impl Helper {
         match self {
             Helper::Handler => "handler",
             Helper::AfterLoad => "after_load",
+            Helper::Alarm => "alarm",
         }
     }
 
@@ -261,13 +264,9 @@ impl Helper {
     /// `#[durable_runtime::handler]` is recognised too.
     pub(crate) fn of(attr: &Attribute) -> Option<Self> {
         let last = attr.path().segments.last()?;
-        if last.ident == "handler" {
-            Some(Helper::Handler)
-        } else if last.ident == "after_load" {
-            Some(Helper::AfterLoad)
-        } else {
-            None
-        }
+        [Helper::Handler, Helper::AfterLoad, Helper::Alarm]
+            .into_iter()
+            .find(|helper| last.ident == helper.name())
     }
 
     /// Checks that the helper was written bare (`#[handler]`, not `#[handler(..)]`).

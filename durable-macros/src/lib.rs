@@ -1,5 +1,5 @@
-//! The attribute macros of `durable-runtime`: `#[durable_object]` and its helpers `#[handler]`
-//! and `#[after_load]`.
+//! The attribute macros of `durable-runtime`: `#[durable_object]` and its helpers `#[handler]`,
+//! `#[after_load]` and `#[alarm]`.
 //!
 //! Use them through `durable_runtime` (`use durable_runtime::durable_object;`): the code they
 //! generate names items of `durable_runtime::__private`, so this crate is useless on its own.
@@ -8,10 +8,15 @@
 //!
 //! Each expansion runs the same stages, one module each (the serde_derive / darling model):
 //!
-//! 1. [`attrs`]: darling receivers parse the attribute arguments and `#[field(..)]`;
-//! 2. [`model`]: the item becomes an owned IR that keeps spans and no raw helper attributes;
-//!    every rule of [`validate`] runs on the way, errors are accumulated, never short-circuited;
-//! 3. [`codegen`]: reads only the IR and writes the output.
+//! 1. `attrs`: darling receivers parse the attribute arguments and `#[field(..)]`
+//!    (`duration` parses the human durations);
+//! 2. `model`: the item becomes an owned IR that keeps spans and no raw helper attributes;
+//!    every rule of `validate` runs on the way, and `errors` accumulates what they find:
+//!    nothing short-circuits;
+//! 3. `codegen`: reads only the IR and writes the output, reaching the runtime through the
+//!    root path of `paths`.
+//!
+//! `expand` holds the entry points and the fallback on errors.
 //!
 //! On errors the expansion still emits the user's item (helper attributes stripped) and as much
 //! generated code as the valid parts allow, so that one mistake gives one error instead of a
@@ -93,4 +98,13 @@ pub fn handler(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn after_load(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::stray_helper("after_load", args.into(), input.into()).into()
+}
+
+/// Marks a method of a `#[durable_object]` impl block as the handler of the alarm of the same
+/// name, and generates its `Alarm` constant (`Type::EXPIRE` for `fn expire`).
+///
+/// `#[durable_object]` consumes this attribute; used anywhere else it is a compile error.
+#[proc_macro_attribute]
+pub fn alarm(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand::stray_helper("alarm", args.into(), input.into()).into()
 }

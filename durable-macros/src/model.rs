@@ -152,7 +152,9 @@ impl StateField {
 pub(crate) fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
     let mut item = item.clone();
     for field in item.fields.iter_mut() {
-        field.attrs.retain(|attr| !attr.path().is_ident(attrs::FIELD));
+        field
+            .attrs
+            .retain(|attr| !attr.path().is_ident(attrs::FIELD));
     }
     item
 }
@@ -173,6 +175,8 @@ pub(crate) struct HandlerSet {
     pub(crate) handlers: Vec<Handler>,
     /// The `#[after_load]` hook.
     pub(crate) after_load: Option<AfterLoad>,
+    /// The `#[alarm]` handlers, in source order.
+    pub(crate) alarms: Vec<AlarmHandler>,
 }
 
 /// Whether a handler may change the state.
@@ -222,13 +226,13 @@ pub(crate) enum Output {
     /// No return type, or `()`.
     Unit,
     /// `T`: the client returns `Result<T, Error>`.
-    Value(Type),
+    Value(Box<Type>),
     /// `Result<T, E>`: the client returns `Result<T, Error<E>>`.
     Fallible {
         /// `T`.
-        ok: Type,
+        ok: Box<Type>,
         /// `E`.
-        err: Type,
+        err: Box<Type>,
     },
 }
 
@@ -242,6 +246,28 @@ pub(crate) struct AfterLoad {
     pub(crate) takes_ctx: bool,
     /// Its return type (`()`, spanned at its name, when it has none).
     pub(crate) output: Type,
+    /// Its `#[cfg(..)]` attributes.
+    pub(crate) cfgs: Vec<Attribute>,
+}
+
+/// One `#[alarm]` method.
+pub(crate) struct AlarmHandler {
+    /// The method.
+    pub(crate) method: Ident,
+    /// The alarm's stored name: the method's name.
+    pub(crate) name: String,
+    /// The `Alarm<Object>` constant, the method's name in upper case.
+    pub(crate) constant: Ident,
+    /// Whether the method is `async`.
+    pub(crate) is_async: bool,
+    /// Whether it takes `&Context`.
+    pub(crate) takes_ctx: bool,
+    /// Whether it takes the attempt number (`attempt: u32`).
+    pub(crate) takes_attempt: bool,
+    /// Its return type (`()`, spanned at its name, when it has none).
+    pub(crate) output: Type,
+    /// The method's doc comments, repeated on the constant.
+    pub(crate) docs: Vec<Attribute>,
     /// Its `#[cfg(..)]` attributes.
     pub(crate) cfgs: Vec<Attribute>,
 }
@@ -271,6 +297,7 @@ impl HandlerSet {
 
         let mut handlers = Vec::new();
         let mut after_load: Option<AfterLoad> = None;
+        let mut alarms = Vec::new();
         for Marked { index, helpers } in &marked {
             for (_, attr) in helpers {
                 Helper::check_bare(attr, errors);
@@ -300,10 +327,16 @@ impl HandlerSet {
                         after_load = hook;
                     }
                 }
+                Helper::Alarm => {
+                    if let Some(alarm) = AlarmHandler::from_fn(method, errors) {
+                        alarms.push(alarm);
+                    }
+                }
             }
         }
 
         let handlers = validate::client_names(handlers, &item, &object, errors);
+        let alarms = validate::alarm_names(alarms, &item, &object, errors);
         let self_ty = (*item.self_ty).clone();
         let handle = handle_path(&self_ty, &object);
         Ok(Self {
@@ -314,6 +347,7 @@ impl HandlerSet {
             handle,
             handlers,
             after_load,
+            alarms,
         })
     }
 }
@@ -457,12 +491,8 @@ impl AfterLoad {
         let sig = &method.sig;
         let plain = validate::plain_signature(sig, Helper::AfterLoad, errors);
         let generics = validate::no_generics(&sig.generics, Helper::AfterLoad, errors);
-        let receiver = validate::after_load_receiver(sig, errors);
+        let receiver = validate::hook_receiver(sig, Helper::AfterLoad, errors);
         let takes_ctx = validate::after_load_inputs(sig, errors);
-        let output = match &sig.output {
-            syn::ReturnType::Default => syn::parse_quote_spanned!(sig.ident.span()=> ()),
-            syn::ReturnType::Type(_, ty) => (**ty).clone(),
-        };
         if !(plain && generics && receiver) {
             return None;
         }
@@ -470,7 +500,47 @@ impl AfterLoad {
             method: sig.ident.clone(),
             is_async: sig.asyncness.is_some(),
             takes_ctx: takes_ctx?,
-            output,
+            output: hook_output(sig),
+            cfgs: cfgs(&method.attrs),
+        })
+    }
+}
+
+/// The return type of a hook or alarm handler; `()` spanned at its name when it has none.
+fn hook_output(sig: &syn::Signature) -> Type {
+    match &sig.output {
+        syn::ReturnType::Default => syn::parse_quote_spanned!(sig.ident.span()=> ()),
+        syn::ReturnType::Type(_, ty) => (**ty).clone(),
+    }
+}
+
+impl AlarmHandler {
+    /// Reads one `#[alarm]` method. `None` when its signature is wrong; the errors say how.
+    fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
+        let sig = &method.sig;
+        let plain = validate::plain_signature(sig, Helper::Alarm, errors);
+        let generics = validate::no_generics(&sig.generics, Helper::Alarm, errors);
+        let receiver = validate::hook_receiver(sig, Helper::Alarm, errors);
+        let inputs = validate::alarm_inputs(sig, errors);
+        if !(plain && generics && receiver) {
+            return None;
+        }
+        let (takes_ctx, takes_attempt) = inputs?;
+        let name = sig.ident.unraw().to_string();
+        Some(Self {
+            method: sig.ident.clone(),
+            constant: Ident::new(&name.to_uppercase(), sig.ident.span()),
+            name,
+            is_async: sig.asyncness.is_some(),
+            takes_ctx,
+            takes_attempt,
+            output: hook_output(sig),
+            docs: method
+                .attrs
+                .iter()
+                .filter(|attr| attr.path().is_ident("doc"))
+                .cloned()
+                .collect(),
             cfgs: cfgs(&method.attrs),
         })
     }

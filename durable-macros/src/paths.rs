@@ -1,7 +1,7 @@
 //! The root path generated code reaches the runtime through (`::durable_runtime`, or the
 //! `crate = ".."` override) and helpers to name items of its `__private` module.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 
 /// The path of the `durable_runtime` crate as generated code must spell it.
@@ -30,6 +30,11 @@ impl Root {
         quote!(#path::__private)
     }
 
+    /// `<root>::__private` with every token at `span`, for code spanned at a user's item.
+    pub(crate) fn private_at(&self, span: Span) -> TokenStream {
+        respan(self.private(), span)
+    }
+
     /// `"<root>::__private::serde"` as a string, for `#[serde(crate = "..")]`.
     pub(crate) fn serde_crate(&self) -> String {
         let mut out = String::new();
@@ -46,6 +51,23 @@ impl Root {
         out.push_str("::__private::serde");
         out
     }
+}
+
+/// `tokens` with every token (and group delimiter) at `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut respanned = Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                token = TokenTree::Group(respanned);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }
 
 impl ToTokens for Root {

@@ -13,7 +13,7 @@ use syn::{
 
 use crate::attrs::Helper;
 use crate::errors::Errors;
-use crate::model::{Access, Handler, Output};
+use crate::model::{Access, AlarmHandler, Handler, Output};
 
 /// What a rule found wrong with a type in a signature, from mild to severe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -240,6 +240,7 @@ fn what(helper: Helper) -> &'static str {
     match helper {
         Helper::Handler => "a handler",
         Helper::AfterLoad => "an `#[after_load]` hook",
+        Helper::Alarm => "an `#[alarm]` handler",
     }
 }
 
@@ -258,7 +259,9 @@ pub(crate) fn plain_signature(sig: &Signature, helper: Helper, errors: &mut Erro
         ok = false;
         errors.spanned(
             unsafety,
-            format!("{what} cannot be `unsafe`: the runtime calls it as a safe method; remove `unsafe`"),
+            format!(
+                "{what} cannot be `unsafe`: the runtime calls it as a safe method; remove `unsafe`"
+            ),
         );
     }
     if let Some(abi) = &sig.abi {
@@ -326,11 +329,7 @@ pub(crate) fn handler_receiver(sig: &Signature, errors: &mut Errors) -> Option<A
         return None;
     };
     let access = |mutable: bool| {
-        if mutable {
-            Access::Write
-        } else {
-            Access::Read
-        }
+        if mutable { Access::Write } else { Access::Read }
     };
     if receiver.colon_token.is_some() {
         // `self: &Self` and `self: &mut Self` are the long forms of the shorthands.
@@ -490,12 +489,12 @@ pub(crate) fn handler_output(output: &ReturnType, errors: &mut Errors) -> (Outpu
         Type::Tuple(tuple) if tuple.elems.is_empty() => Output::Unit,
         Type::Path(path) if path.qself.is_none() => match result_arguments(&path.path) {
             Some((ok, err)) => Output::Fallible {
-                ok: ok.clone(),
-                err: err.clone(),
+                ok: Box::new(ok.clone()),
+                err: Box::new(err.clone()),
             },
-            None => Output::Value((**ty).clone()),
+            None => Output::Value(ty.clone()),
         },
-        _ => Output::Value((**ty).clone()),
+        _ => Output::Value(ty.clone()),
     };
     (output, verdict)
 }
@@ -528,12 +527,17 @@ fn result_arguments(path: &Path) -> Option<(&Type, &Type)> {
     }
 }
 
-/// The after-load hook borrows the object mutably: `&mut self` (or `&self`).
-pub(crate) fn after_load_receiver(sig: &Signature, errors: &mut Errors) -> bool {
-    let fix = format!(
-        "an `#[after_load]` hook borrows the object: write `fn {}(&mut self)` or `fn {}(&mut self, ctx: &Context)`",
-        sig.ident, sig.ident
-    );
+/// The after-load hook and alarm handlers borrow the object: `&mut self` (or `&self`).
+pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors) -> bool {
+    let name = &sig.ident;
+    let fix = match helper {
+        Helper::Alarm => format!(
+            "an `#[alarm]` handler borrows the object: write `fn {name}(&mut self)`, optionally followed by `ctx: &Context` and `attempt: u32`"
+        ),
+        Helper::AfterLoad | Helper::Handler => format!(
+            "an `#[after_load]` hook borrows the object: write `fn {name}(&mut self)` or `fn {name}(&mut self, ctx: &Context)`"
+        ),
+    };
     match sig.receiver() {
         Some(receiver) if receiver.colon_token.is_none() => match &receiver.reference {
             Some((_, None)) => true,
@@ -551,7 +555,7 @@ pub(crate) fn after_load_receiver(sig: &Signature, errors: &mut Errors) -> bool 
             false
         }
         None => {
-            errors.spanned(&sig.ident, fix);
+            errors.spanned(name, fix);
             false
         }
     }
@@ -580,6 +584,95 @@ pub(crate) fn after_load_inputs(sig: &Signature, errors: &mut Errors) -> Option<
     ok.then_some(takes_ctx)
 }
 
+/// Whether `ty` is `u32`.
+fn is_u32(ty: &Type) -> bool {
+    matches!(ungroup(ty), Type::Path(path) if path.qself.is_none() && path.path.is_ident("u32"))
+}
+
+/// An alarm handler takes, after `self`, optionally `ctx: &Context` and then optionally the
+/// attempt number `attempt: u32` (1 on the first try). Returns whether it takes each, or
+/// `None` after an error.
+pub(crate) fn alarm_inputs(sig: &Signature, errors: &mut Errors) -> Option<(bool, bool)> {
+    let mut takes_ctx = false;
+    let mut takes_attempt = false;
+    let mut ok = true;
+    let typed = sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(typed) => Some(typed),
+        FnArg::Receiver(_) => None,
+    });
+    for (position, input) in typed.enumerate() {
+        if position == 0 && context_reference(&input.ty) == Some(false) {
+            takes_ctx = true;
+        } else if !takes_attempt && position == usize::from(takes_ctx) && is_u32(&input.ty) {
+            takes_attempt = true;
+        } else {
+            ok = false;
+            errors.spanned(
+                input,
+                "an `#[alarm]` handler takes `&mut self`, then optionally `ctx: &Context`, then optionally `attempt: u32`: remove this argument",
+            );
+        }
+    }
+    ok.then_some((takes_ctx, takes_attempt))
+}
+
+/// Every alarm has a constant of its own: no two alarm handlers share an upper-case name, and
+/// the constant does not clash with another item of the impl block. Returns the alarms whose
+/// constant can be generated.
+pub(crate) fn alarm_names(
+    alarms: Vec<AlarmHandler>,
+    item: &ItemImpl,
+    object: &Ident,
+    errors: &mut Errors,
+) -> Vec<AlarmHandler> {
+    let items: HashMap<String, &Ident> = value_items(item);
+    let mut seen: HashMap<String, (Ident, bool)> = HashMap::new();
+    let mut kept = Vec::with_capacity(alarms.len());
+    for alarm in alarms {
+        let constant = alarm.constant.to_string();
+        let method = &alarm.method;
+        if let Some(other) = items.get(&constant) {
+            errors.spanned(
+                other,
+                format!(
+                    "`{constant}` clashes with `{object}::{constant}`, the constant generated for the alarm handler `{method}`: rename one of them"
+                ),
+            );
+            continue;
+        }
+        let has_cfg = !alarm.cfgs.is_empty();
+        if let Some((first, first_cfg)) = seen.get(&constant) {
+            if !(has_cfg && *first_cfg) {
+                errors.spanned(
+                    method,
+                    format!(
+                        "the alarm handlers `{first}` and `{method}` would both have the constant `{object}::{constant}`: rename one of them"
+                    ),
+                );
+                continue;
+            }
+        }
+        seen.insert(constant, (method.clone(), has_cfg));
+        kept.push(alarm);
+    }
+    kept
+}
+
+/// The functions and constants of an impl block by name (the value namespace generated items
+/// share).
+fn value_items(item: &ItemImpl) -> HashMap<String, &Ident> {
+    let mut items = HashMap::new();
+    for impl_item in &item.items {
+        let ident = match impl_item {
+            ImplItem::Fn(method) => &method.sig.ident,
+            ImplItem::Const(constant) => &constant.ident,
+            _ => continue,
+        };
+        items.entry(ident.unraw().to_string()).or_insert(ident);
+    }
+    items
+}
+
 /// Every generated client has a name of its own: no two handlers share a client name, no
 /// client is `handle` (taken by the generated `<Object>::handle`) or `id` (taken by
 /// `<Object>Handle::id`), and no client has the name of another method of the impl block.
@@ -593,15 +686,7 @@ pub(crate) fn client_names(
     object: &Ident,
     errors: &mut Errors,
 ) -> Vec<Handler> {
-    let mut methods: HashMap<String, &Ident> = HashMap::new();
-    for impl_item in &item.items {
-        let ident = match impl_item {
-            ImplItem::Fn(method) => &method.sig.ident,
-            ImplItem::Const(constant) => &constant.ident,
-            _ => continue,
-        };
-        methods.entry(ident.unraw().to_string()).or_insert(ident);
-    }
+    let methods = value_items(item);
     if let Some(method) = methods.get("handle") {
         errors.spanned(
             method,

@@ -88,7 +88,11 @@ async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(Obje
 }
 
 /// Commits a batch, isolating failures to the writes that cause them.
-async fn commit_batch(storage: &dyn Storage, mut writes: Vec<ObjectWrite>, mut replies: Vec<Reply>) {
+async fn commit_batch(
+    storage: &dyn Storage,
+    mut writes: Vec<ObjectWrite>,
+    mut replies: Vec<Reply>,
+) {
     loop {
         match storage.commit(&writes).await {
             Ok(()) => {

@@ -362,12 +362,19 @@ fn names(alarms: &[AlarmRecord]) -> Vec<&str> {
 /// A key never written loads as `None`; an empty store lists nothing and deletes nothing.
 pub async fn load_missing<S: Storage + ?Sized>(store: &S) {
     let k = key("load_missing", "a");
-    assert_eq!(load(store, &k).await, None, "a missing object must load as None");
+    assert_eq!(
+        load(store, &k).await,
+        None,
+        "a missing object must load as None"
+    );
     let page = store.list_ids(&k.object_type, None, 10).await.unwrap();
     assert!(page.ids.is_empty() && page.next.is_none(), "{page:?}");
     assert!(alarms(store, &k).await.is_empty());
     assert_eq!(next_due(store).await, None);
-    assert!(!store.delete(&k).await.unwrap(), "deleting nothing returns false");
+    assert!(
+        !store.delete(&k).await.unwrap(),
+        "deleting nothing returns false"
+    );
 }
 
 /// A first write (expected version 0) stores the state at version 1, exactly.
@@ -409,8 +416,20 @@ pub async fn stale_version_conflicts<S: Storage + ?Sized>(store: &S) {
     let k = key("stale_version_conflicts", "a");
     commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
     commit_ok(store, &[update(&k, 1, b"{\"n\":2}")]).await;
-    assert_conflict(store.commit(&[update(&k, 1, b"{\"n\":3}")]).await, 0, &k, 1, Some(2));
-    assert_conflict(store.commit(&[update(&k, 7, b"{\"n\":3}")]).await, 0, &k, 7, Some(2));
+    assert_conflict(
+        store.commit(&[update(&k, 1, b"{\"n\":3}")]).await,
+        0,
+        &k,
+        1,
+        Some(2),
+    );
+    assert_conflict(
+        store.commit(&[update(&k, 7, b"{\"n\":3}")]).await,
+        0,
+        &k,
+        7,
+        Some(2),
+    );
     assert_eq!(
         load(store, &k).await,
         Some(StoredObject {
@@ -425,7 +444,13 @@ pub async fn stale_version_conflicts<S: Storage + ?Sized>(store: &S) {
 pub async fn insert_over_existing_conflicts<S: Storage + ?Sized>(store: &S) {
     let k = key("insert_over_existing_conflicts", "a");
     commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
-    assert_conflict(store.commit(&[insert(&k, b"{\"n\":9}")]).await, 0, &k, 0, Some(1));
+    assert_conflict(
+        store.commit(&[insert(&k, b"{\"n\":9}")]).await,
+        0,
+        &k,
+        0,
+        Some(1),
+    );
     assert_eq!(
         load(store, &k).await,
         Some(StoredObject {
@@ -441,15 +466,26 @@ pub async fn update_missing_conflicts<S: Storage + ?Sized>(store: &S) {
     let k = key("update_missing_conflicts", "a");
     assert_conflict(store.commit(&[update(&k, 1, b"{}")]).await, 0, &k, 1, None);
     assert_conflict(
-        store.commit(&[alarms_only(&k, 0, vec![set("x", at(0))])]).await,
+        store
+            .commit(&[alarms_only(&k, 0, vec![set("x", at(0))])])
+            .await,
         0,
         &k,
         0,
         None,
     );
-    assert_conflict(store.commit(&[alarms_only(&k, 3, vec![])]).await, 0, &k, 3, None);
+    assert_conflict(
+        store.commit(&[alarms_only(&k, 3, vec![])]).await,
+        0,
+        &k,
+        3,
+        None,
+    );
     assert_eq!(load(store, &k).await, None);
-    assert!(alarms(store, &k).await.is_empty(), "a rejected write sets no alarm");
+    assert!(
+        alarms(store, &k).await.is_empty(),
+        "a rejected write sets no alarm"
+    );
 }
 
 /// One conflicting write rejects its whole batch, wherever it is in the batch, and the error
@@ -470,12 +506,21 @@ pub async fn batch_is_atomic<S: Storage + ?Sized>(store: &S) {
         7,
         Some(1),
     );
-    assert_eq!(load(store, &z).await, None, "the first write of a rejected batch was applied");
-    assert!(alarms(store, &z).await.is_empty(), "alarms of a rejected batch were applied");
+    assert_eq!(
+        load(store, &z).await,
+        None,
+        "the first write of a rejected batch was applied"
+    );
+    assert!(
+        alarms(store, &z).await.is_empty(),
+        "alarms of a rejected batch were applied"
+    );
 
     // The conflict comes first.
     assert_conflict(
-        store.commit(&[update(&b, 0, b"{}"), insert(&a, b"{}")]).await,
+        store
+            .commit(&[update(&b, 0, b"{}"), insert(&a, b"{}")])
+            .await,
         0,
         &b,
         0,
@@ -531,17 +576,26 @@ pub async fn stateless_write_bumps_version<S: Storage + ?Sized>(store: &S) {
             version: 2
         })
     );
-    assert_eq!(alarm_times(store, &k).await, vec![("tick".to_owned(), at(10))]);
+    assert_eq!(
+        alarm_times(store, &k).await,
+        vec![("tick".to_owned(), at(10))]
+    );
     commit_ok(store, &[alarms_only(&k, 2, vec![])]).await;
     assert_eq!(load(store, &k).await.map(|o| o.version), Some(3));
     assert_conflict(
-        store.commit(&[alarms_only(&k, 2, vec![cancel("tick")])]).await,
+        store
+            .commit(&[alarms_only(&k, 2, vec![cancel("tick")])])
+            .await,
         0,
         &k,
         2,
         Some(3),
     );
-    assert_eq!(alarms(store, &k).await.len(), 1, "a rejected write cancelled an alarm");
+    assert_eq!(
+        alarms(store, &k).await.len(),
+        1,
+        "a rejected write cancelled an alarm"
+    );
 }
 
 /// Delete removes the state and every alarm of one object (and only of that object), and says
@@ -555,12 +609,25 @@ pub async fn delete_removes_state_and_alarms<S: Storage + ?Sized>(store: &S) {
     write_b.alarms = vec![set("x", at(1))];
     commit_ok(store, &[write_a, write_b]).await;
 
-    assert!(store.delete(&a).await.unwrap(), "delete of a stored object returns true");
+    assert!(
+        store.delete(&a).await.unwrap(),
+        "delete of a stored object returns true"
+    );
     assert_eq!(load(store, &a).await, None);
-    assert!(alarms(store, &a).await.is_empty(), "delete must remove the object's alarms");
+    assert!(
+        alarms(store, &a).await.is_empty(),
+        "delete must remove the object's alarms"
+    );
     assert_eq!(load(store, &b).await.map(|o| o.version), Some(1));
-    assert_eq!(alarms(store, &b).await.len(), 1, "delete touched another object's alarms");
-    assert!(!store.delete(&a).await.unwrap(), "a second delete returns false");
+    assert_eq!(
+        alarms(store, &b).await.len(),
+        1,
+        "delete touched another object's alarms"
+    );
+    assert!(
+        !store.delete(&a).await.unwrap(),
+        "a second delete returns false"
+    );
 
     commit_ok(store, &[insert(&a, b"{\"a\":2}")]).await;
     assert_eq!(
@@ -578,11 +645,12 @@ pub async fn list_ids_pages<S: Storage + ?Sized>(store: &S) {
     let batch: Vec<ObjectWrite> = ["d", "b", "a", "e", "c"]
         .iter()
         .map(|id| insert(&ObjectKey::new(ty, *id), b"{}"))
-        .chain(
-            ["a0", "zz"]
-                .iter()
-                .map(|id| insert(&ObjectKey::new("conformance.list_ids_pages.other", *id), b"{}")),
-        )
+        .chain(["a0", "zz"].iter().map(|id| {
+            insert(
+                &ObjectKey::new("conformance.list_ids_pages.other", *id),
+                b"{}",
+            )
+        }))
         .collect();
     commit_ok(store, &batch).await;
 
@@ -598,7 +666,10 @@ pub async fn list_ids_pages<S: Storage + ?Sized>(store: &S) {
 
     let page = store.list_ids(ty, None, 5).await.unwrap();
     assert_eq!(page.ids, ["a", "b", "c", "d", "e"]);
-    assert_eq!(page.next, None, "a page holding exactly the rest has no cursor");
+    assert_eq!(
+        page.next, None,
+        "a page holding exactly the rest has no cursor"
+    );
     let page = store.list_ids(ty, None, 100).await.unwrap();
     assert_eq!(page.ids.len(), 5);
     assert_eq!(page.next, None);
@@ -608,7 +679,10 @@ pub async fn list_ids_pages<S: Storage + ?Sized>(store: &S) {
     assert_eq!(page.ids, ["c", "d", "e"]);
     let page = store.list_ids(ty, Some("e"), 10).await.unwrap();
     assert!(page.ids.is_empty() && page.next.is_none(), "{page:?}");
-    let page = store.list_ids("conformance.nothing", None, 10).await.unwrap();
+    let page = store
+        .list_ids("conformance.nothing", None, 10)
+        .await
+        .unwrap();
     assert!(page.ids.is_empty() && page.next.is_none(), "{page:?}");
 }
 
@@ -750,7 +824,10 @@ pub async fn nul_escape_round_trips<S: Storage + ?Sized>(store: &S) {
     );
     commit_ok(store, &[insert(&k, &state)]).await;
     let stored = load(store, &k).await.expect("stored");
-    assert_eq!(stored.state, state, "the stored bytes must be returned unchanged");
+    assert_eq!(
+        stored.state, state,
+        "the stored bytes must be returned unchanged"
+    );
     let decoded: serde_json::Value = serde_json::from_slice(&stored.state).unwrap();
     assert_eq!(decoded, value);
 
@@ -873,7 +950,11 @@ pub async fn alarms_set_and_list<S: Storage + ?Sized>(store: &S) {
     write.alarms = vec![set("b", at(2)), set("c", at(1)), set("a", at(1))];
     commit_ok(store, &[write]).await;
     let listed = alarms(store, &k).await;
-    assert_eq!(names(&listed), ["a", "c", "b"], "ordered by due time, then name");
+    assert_eq!(
+        names(&listed),
+        ["a", "c", "b"],
+        "ordered by due time, then name"
+    );
     assert_eq!(
         listed[0],
         AlarmRecord {
@@ -888,7 +969,10 @@ pub async fn alarms_set_and_list<S: Storage + ?Sized>(store: &S) {
     );
     assert_eq!(listed[2].due_at, at(2));
     let other = key("alarms_set_and_list", "b");
-    assert!(alarms(store, &other).await.is_empty(), "alarms belong to one object");
+    assert!(
+        alarms(store, &other).await.is_empty(),
+        "alarms belong to one object"
+    );
 }
 
 /// Setting an alarm again replaces it: new due time, claim, attempts and error cleared.
@@ -967,7 +1051,11 @@ pub async fn alarm_changes_apply_in_order<S: Storage + ?Sized>(store: &S) {
     assert_eq!(names(&alarms(store, &k).await), ["w"]);
     commit_ok(
         store,
-        &[alarms_only(&k, 1, vec![AlarmChange::CancelAll, set("y", at(2))])],
+        &[alarms_only(
+            &k,
+            1,
+            vec![AlarmChange::CancelAll, set("y", at(2))],
+        )],
     )
     .await;
     assert_eq!(names(&alarms(store, &k).await), ["y"]);
@@ -993,7 +1081,11 @@ pub async fn next_alarm_due_ignores_claimed_and_dead<S: Storage + ?Sized>(store:
 
     let claimed = claim(store, at(1), at(-60_000), 10).await;
     assert_eq!(names(&claimed), ["a"]);
-    assert_eq!(next_due(store).await, Some(at(2)), "a claimed alarm is not next");
+    assert_eq!(
+        next_due(store).await,
+        Some(at(2)),
+        "a claimed alarm is not next"
+    );
 
     let claimed = claim(store, at(2), at(-60_000), 10).await;
     assert_eq!(names(&claimed), ["b"]);
@@ -1003,7 +1095,11 @@ pub async fn next_alarm_due_ignores_claimed_and_dead<S: Storage + ?Sized>(store:
             .await
             .unwrap()
     );
-    assert_eq!(next_due(store).await, Some(at(3)), "a dead alarm is not next");
+    assert_eq!(
+        next_due(store).await,
+        Some(at(3)),
+        "a dead alarm is not next"
+    );
     assert!(store.finish_alarm(&k, "a", at(1)).await.unwrap());
     assert_eq!(next_due(store).await, Some(at(3)));
 
@@ -1027,13 +1123,26 @@ pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     commit_ok(store, &[write_a, write_b]).await;
     let never = at(-3_600_000);
 
-    assert!(claim(store, at(9), never, 10).await.is_empty(), "nothing is due yet");
-    assert!(claim(store, at(20), never, 0).await.is_empty(), "limit 0 claims nothing");
+    assert!(
+        claim(store, at(9), never, 10).await.is_empty(),
+        "nothing is due yet"
+    );
+    assert!(
+        claim(store, at(20), never, 0).await.is_empty(),
+        "limit 0 claims nothing"
+    );
 
     let claimed = claim(store, at(20), never, 10).await;
     let summary: Vec<(&str, &str, SystemTime, Option<SystemTime>)> = claimed
         .iter()
-        .map(|c| (c.key.object_id.as_str(), c.name.as_str(), c.due_at, c.claimed_at))
+        .map(|c| {
+            (
+                c.key.object_id.as_str(),
+                c.name.as_str(),
+                c.due_at,
+                c.claimed_at,
+            )
+        })
         .collect();
     assert_eq!(
         summary,
@@ -1046,7 +1155,11 @@ pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     );
 
     let claimed = claim(store, at(45), at(20), 1).await;
-    assert_eq!(names(&claimed), ["a3"], "limit 1; claims at `expired_before` hold");
+    assert_eq!(
+        names(&claimed),
+        ["a3"],
+        "limit 1; claims at `expired_before` hold"
+    );
     let claimed = claim(store, at(45), at(20), 10).await;
     assert_eq!(names(&claimed), ["b4"]);
     assert!(claim(store, at(46), at(20), 10).await.is_empty());
@@ -1073,7 +1186,10 @@ pub async fn claim_expiry<S: Storage + ?Sized>(store: &S) {
     let reclaimed = claim(store, at(3), at(1) + micro, 10).await;
     assert_eq!(names(&reclaimed), ["x"], "an expired claim is taken over");
     assert_eq!(reclaimed[0].claimed_at, Some(at(3)));
-    assert!(!store.finish_alarm(&k, "x", at(1)).await.unwrap(), "the old claim is gone");
+    assert!(
+        !store.finish_alarm(&k, "x", at(1)).await.unwrap(),
+        "the old claim is gone"
+    );
     assert!(store.finish_alarm(&k, "x", at(3)).await.unwrap());
     assert!(alarms(store, &k).await.is_empty());
 }
@@ -1083,8 +1199,13 @@ pub async fn concurrent_claimers_disjoint<S: Storage + ?Sized>(store: &S) {
     const ALARMS: usize = 60;
     let batch: Vec<ObjectWrite> = (0..ALARMS / 3)
         .map(|i| {
-            let mut write = insert(&key("concurrent_claimers_disjoint", &format!("o{i:02}")), b"{}");
-            write.alarms = (0..3).map(|j| set(&format!("n{j}"), at((i % 7) as i64))).collect();
+            let mut write = insert(
+                &key("concurrent_claimers_disjoint", &format!("o{i:02}")),
+                b"{}",
+            );
+            write.alarms = (0..3)
+                .map(|j| set(&format!("n{j}"), at((i % 7) as i64)))
+                .collect();
             write
         })
         .collect();
@@ -1127,14 +1248,26 @@ pub async fn finish_alarm_requires_same_claim<S: Storage + ?Sized>(store: &S) {
     );
     let claimed = claim(store, at(2), at(-60_000), 10).await;
     assert_eq!(names(&claimed), ["x", "y"]);
-    assert!(!store.finish_alarm(&k, "x", at(1)).await.unwrap(), "wrong claim time");
-    assert!(!store.finish_alarm(&k, "nope", at(2)).await.unwrap(), "unknown alarm");
+    assert!(
+        !store.finish_alarm(&k, "x", at(1)).await.unwrap(),
+        "wrong claim time"
+    );
+    assert!(
+        !store.finish_alarm(&k, "nope", at(2)).await.unwrap(),
+        "unknown alarm"
+    );
     let other = key("finish_alarm_requires_same_claim", "b");
-    assert!(!store.finish_alarm(&other, "x", at(2)).await.unwrap(), "other object");
+    assert!(
+        !store.finish_alarm(&other, "x", at(2)).await.unwrap(),
+        "other object"
+    );
     let claimed_at = claimed[0].claimed_at.expect("claimed");
     assert!(store.finish_alarm(&k, "x", claimed_at).await.unwrap());
     assert_eq!(names(&alarms(store, &k).await), ["y"]);
-    assert!(!store.finish_alarm(&k, "x", claimed_at).await.unwrap(), "already finished");
+    assert!(
+        !store.finish_alarm(&k, "x", claimed_at).await.unwrap(),
+        "already finished"
+    );
 }
 
 /// An alarm rescheduled while it was running (by its own handler) loses its claim, so
@@ -1192,7 +1325,14 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
     );
     assert!(
         store
-            .fail_alarm(&k, "x", at(1), 1, "boom: 'quoted' \"error\" 🦀", Some(at(3)))
+            .fail_alarm(
+                &k,
+                "x",
+                at(1),
+                1,
+                "boom: 'quoted' \"error\" 🦀",
+                Some(at(3))
+            )
             .await
             .unwrap()
     );
@@ -1209,9 +1349,15 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
         }]
     );
     assert_eq!(next_due(store).await, Some(at(3)));
-    assert!(claim(store, at(2), at(-60_000), 10).await.is_empty(), "moved to its retry time");
+    assert!(
+        claim(store, at(2), at(-60_000), 10).await.is_empty(),
+        "moved to its retry time"
+    );
     let claimed = claim(store, at(3), at(-60_000), 10).await;
-    assert_eq!((claimed[0].attempts, claimed[0].claimed_at), (1, Some(at(3))));
+    assert_eq!(
+        (claimed[0].attempts, claimed[0].claimed_at),
+        (1, Some(at(3)))
+    );
     assert!(
         store
             .fail_alarm(&k, "x", at(3), 2, "again", Some(at(7)))
@@ -1220,7 +1366,11 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
     );
     let listed = alarms(store, &k).await;
     assert_eq!(
-        (listed[0].attempts, listed[0].last_error.as_deref(), listed[0].due_at),
+        (
+            listed[0].attempts,
+            listed[0].last_error.as_deref(),
+            listed[0].due_at
+        ),
         (2, Some("again"), at(7))
     );
 }
@@ -1254,7 +1404,9 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
     );
     assert_eq!(next_due(store).await, None);
     assert!(
-        claim(store, at(1_000_000), at(1_000_000), 10).await.is_empty(),
+        claim(store, at(1_000_000), at(1_000_000), 10)
+            .await
+            .is_empty(),
         "a dead alarm is never claimed"
     );
     assert!(
@@ -1311,7 +1463,10 @@ pub async fn time_round_trip_micros<S: Storage + ?Sized>(store: &S) {
     // Due exactly at `now` is due; one microsecond later is not.
     let now = times[2].1;
     let claimed = claim(store, now, UNIX_EPOCH, 10).await;
-    assert_eq!(names(&claimed), ["t0_epoch_plus_1us", "t1_y2000_minus_1us", "t2_odd"]);
+    assert_eq!(
+        names(&claimed),
+        ["t0_epoch_plus_1us", "t1_y2000_minus_1us", "t2_odd"]
+    );
     assert!(claimed.iter().all(|c| c.claimed_at == Some(now)));
     let later = times[3].1 - Duration::from_micros(1);
     assert!(claim(store, later, UNIX_EPOCH, 10).await.is_empty());
@@ -1332,5 +1487,10 @@ pub async fn time_round_trip_micros<S: Storage + ?Sized>(store: &S) {
     let claimed = claim(store, times[5].1, UNIX_EPOCH, 10).await;
     assert_eq!(names(&claimed), ["t3_next", "t4_y2200", "t5_y9999"]);
     assert_eq!(claimed[2].claimed_at, Some(times[5].1));
-    assert!(store.finish_alarm(&k, "t5_y9999", times[5].1).await.unwrap());
+    assert!(
+        store
+            .finish_alarm(&k, "t5_y9999", times[5].1)
+            .await
+            .unwrap()
+    );
 }

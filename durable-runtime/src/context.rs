@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use crate::alarm::{Alarm, AlarmTime};
+use crate::alarms::{Alarm, AlarmTime};
 use crate::object::DurableObject;
 use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};

@@ -110,6 +110,14 @@ pub enum Error<E = Infallible> {
         capacity: usize,
     },
 
+    /// The runtime holds its maximum of live objects and none is idle enough to make room;
+    /// the object was not started. Retry later.
+    #[error("cannot start {key}: the runtime's cap on live objects is reached and none is idle")]
+    TooManyObjects {
+        /// The object that could not start.
+        key: ObjectKey,
+    },
+
     /// The handler did not finish in time. The activation was discarded, so the handler's
     /// in-memory changes are not kept; whether its write was committed is unknown only if the
     /// time ran out during the commit.
@@ -158,7 +166,7 @@ impl<E> Error<E> {
     /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Overloaded { .. } | Self::Conflict { .. } => true,
+            Self::Overloaded { .. } | Self::TooManyObjects { .. } | Self::Conflict { .. } => true,
             Self::Storage { source, .. } => source.is_retryable(),
             _ => false,
         }
@@ -201,6 +209,7 @@ impl Error<Infallible> {
             Self::Encode { key, message } => Error::Encode { key, message },
             Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
             Self::Overloaded { key, capacity } => Error::Overloaded { key, capacity },
+            Self::TooManyObjects { key } => Error::TooManyObjects { key },
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::ShuttingDown => Error::ShuttingDown,

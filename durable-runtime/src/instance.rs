@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::events::Event;
 use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Residency, ResidencyCell, TypeEntry};
+use crate::registry::{Envelope, InstanceCell, Residency, TypeEntry};
 use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
@@ -67,12 +67,19 @@ pub(crate) struct Instance<O: DurableObject> {
     entry: Arc<TypeEntry<O>>,
     generation: u64,
     mailbox: mpsc::Receiver<Envelope<O>>,
-    residency: Arc<ResidencyCell>,
+    cell: Arc<InstanceCell>,
     ctx: Context,
     slot: Slot<O>,
     last_activity: Instant,
     /// The chain of a call that came from outside any handler: just this object.
     own_chain: Chain,
+}
+
+impl<O: DurableObject> Drop for Instance<O> {
+    fn drop(&mut self) {
+        self.runtime().release_live_slot();
+        metrics::live_objects(O::TYPE_NAME, -1.0);
+    }
 }
 
 /// Why the task loop woke up.
@@ -97,13 +104,13 @@ impl<O: DurableObject> Instance<O> {
         key: ObjectKey,
         generation: u64,
         mailbox: mpsc::Receiver<Envelope<O>>,
-        residency: Arc<ResidencyCell>,
+        cell: Arc<InstanceCell>,
     ) -> Self {
         Self {
             entry,
             generation,
             mailbox,
-            residency,
+            cell,
             own_chain: Chain::default().push(key.clone()),
             ctx: Context::new(key, runtime),
             slot: Slot::Unloaded,
@@ -139,6 +146,7 @@ impl<O: DurableObject> Instance<O> {
                 Wake::Envelope(envelope) => {
                     self.handle(envelope).await;
                     self.last_activity = Instant::now();
+                    self.cell.finished(self.runtime().uptime_millis());
                 }
                 Wake::Idle(Idle::Hibernate) => self.hibernate(),
                 Wake::Idle(Idle::Shutdown) => {
@@ -146,7 +154,12 @@ impl<O: DurableObject> Instance<O> {
                         return;
                     }
                 }
-                Wake::Closed => return,
+                Wake::Closed => {
+                    // Evicted to make room: the registry dropped the mailbox while idle.
+                    metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+                    self.emit(|key| Event::ShutDown { key });
+                    return;
+                }
                 Wake::RuntimeShutdown => return self.drain().await,
             }
         }
@@ -158,6 +171,7 @@ impl<O: DurableObject> Instance<O> {
         self.mailbox.close();
         while let Some(envelope) = self.mailbox.recv().await {
             self.handle(envelope).await;
+            self.cell.finished(self.runtime().uptime_millis());
         }
         let id = self.key().object_id.clone();
         self.entry.deregister(&id, self.generation, || true);
@@ -188,7 +202,7 @@ impl<O: DurableObject> Instance<O> {
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
-            self.residency.set(Residency::Hibernated);
+            self.cell.set_residency(Residency::Hibernated);
             metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
             self.emit(|key| Event::Hibernated { key });
         }
@@ -214,7 +228,7 @@ impl<O: DurableObject> Instance<O> {
 
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
-        self.residency.set(Residency::Unloaded);
+        self.cell.set_residency(Residency::Unloaded);
     }
 
     async fn handle(&mut self, envelope: Envelope<O>) {
@@ -253,7 +267,12 @@ impl<O: DurableObject> Instance<O> {
         let started = Instant::now();
         let handler = call.handler();
         if let Err(error) = self.activate().await {
-            metrics::call_finished(O::TYPE_NAME, handler, "activation_failed", started.elapsed());
+            metrics::call_finished(
+                O::TYPE_NAME,
+                handler,
+                "activation_failed",
+                started.elapsed(),
+            );
             call.fail(error);
             return;
         }
@@ -332,7 +351,7 @@ impl<O: DurableObject> Instance<O> {
                     committed,
                     version,
                 };
-                self.residency.set(Residency::Active);
+                self.cell.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
                 Ok(())
@@ -352,7 +371,7 @@ impl<O: DurableObject> Instance<O> {
                             return Err(error);
                         }
                         Ok(()) => {
-                            self.residency.set(Residency::Active);
+                            self.cell.set_residency(Residency::Active);
                             metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
                             return Ok(());
                         }

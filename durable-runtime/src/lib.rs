@@ -41,7 +41,7 @@
 //! Postgres from the `durable-sqlx` crate in production.
 #![deny(missing_docs)]
 
-mod alarm;
+mod alarms;
 mod call;
 mod chain;
 mod clock;
@@ -68,7 +68,7 @@ pub mod testing;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use alarm::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
+pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use call::Access;
 pub use context::Context;
 pub use error::Error;
@@ -94,3 +94,9 @@ pub use durable_macros::handler;
 ///
 /// `#[durable_object]` consumes it; anywhere else it is a compile error.
 pub use durable_macros::after_load;
+
+/// Marks a method of a `#[durable_object]` impl block as the handler of the alarm of the same
+/// name, and generates its [`Alarm`] constant (`Session::EXPIRE` for `fn expire`).
+///
+/// `#[durable_object]` consumes it; anywhere else it is a compile error.
+pub use durable_macros::alarm;

@@ -5,6 +5,7 @@ use serde::de::DeserializeOwned;
 
 pub use serde;
 
+pub use crate::alarms::Alarm;
 pub use crate::call::Access;
 pub use crate::context::Context;
 pub use crate::error::Error;
@@ -101,9 +102,10 @@ pub const fn assert_error<T: HandlerError>() {}
 /// Compile-time check that a type is a complete durable object (both halves present).
 pub const fn assert_durable_object<T: DurableObject>() {}
 
-/// What an after-load hook may return: nothing, or a `Result` with any boxable error.
+/// What an after-load hook or an alarm handler may return: nothing, or a `Result` with any
+/// boxable error.
 #[diagnostic::on_unimplemented(
-    message = "an `#[after_load]` hook cannot return `{Self}`",
+    message = "an `#[after_load]` hook or an `#[alarm]` handler cannot return `{Self}`",
     label = "expected `()` or `Result<(), E>` with `E: Into<BoxError>`",
     note = "return nothing, or `Result<(), E>` where `E` converts into `Box<dyn std::error::Error + Send + Sync>`"
 )]

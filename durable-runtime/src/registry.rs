@@ -7,7 +7,7 @@
 //! to an instance that is stopping.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use tokio::sync::{mpsc, oneshot};
@@ -51,29 +51,71 @@ pub(crate) enum Residency {
     Hibernated = 2,
 }
 
-/// A live object's residency, shared between its task and the registry.
+/// What the registry knows of a live object's activity, shared with its task.
 #[derive(Debug, Default)]
-pub(crate) struct ResidencyCell(AtomicU8);
+pub(crate) struct InstanceCell {
+    residency: AtomicU8,
+    /// Envelopes enqueued and not yet fully handled. Incremented under the entry's read
+    /// guard, so a zero seen under its write guard means the object is idle.
+    outstanding: AtomicUsize,
+    /// When the object last finished an envelope, in milliseconds of the runtime's uptime.
+    last_used: AtomicU64,
+}
 
-impl ResidencyCell {
-    pub(crate) fn set(&self, residency: Residency) {
-        self.0.store(residency as u8, Ordering::Relaxed);
+impl InstanceCell {
+    pub(crate) fn set_residency(&self, residency: Residency) {
+        self.residency.store(residency as u8, Ordering::Relaxed);
     }
 
-    pub(crate) fn get(&self) -> Residency {
-        match self.0.load(Ordering::Relaxed) {
+    pub(crate) fn residency(&self) -> Residency {
+        match self.residency.load(Ordering::Relaxed) {
             1 => Residency::Active,
             2 => Residency::Hibernated,
             _ => Residency::Unloaded,
         }
     }
+
+    /// An envelope was handled.
+    pub(crate) fn finished(&self, at_millis: u64) {
+        self.last_used.store(at_millis, Ordering::Relaxed);
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.outstanding.load(Ordering::Acquire) == 0
+    }
 }
+
+/// Evicts idle objects of one type, for the runtime's cap on live objects.
+pub(crate) trait Evict: Send + Sync {
+    /// The least recently used idle object among a sample: its last use and id.
+    fn idle_candidate(&self) -> Option<(u64, Box<str>)>;
+
+    /// Removes `id` if it is still idle. Its task then ends: its mailbox has closed.
+    fn evict(&self, id: &str) -> bool;
+}
+
+/// How many live objects of a type are looked at to find an eviction candidate.
+const EVICTION_SAMPLE: usize = 64;
 
 /// The registry entry of one live object.
 pub(crate) struct Mailbox<O> {
     generation: u64,
     sender: mpsc::Sender<Envelope<O>>,
-    residency: Arc<ResidencyCell>,
+    cell: Arc<InstanceCell>,
+}
+
+impl<O> Mailbox<O> {
+    /// Enqueues without waiting, counting the envelope as outstanding.
+    fn try_send(
+        &self,
+        envelope: Envelope<O>,
+    ) -> Result<(), mpsc::error::TrySendError<Envelope<O>>> {
+        self.cell.outstanding.fetch_add(1, Ordering::AcqRel);
+        self.sender.try_send(envelope).inspect_err(|_| {
+            self.cell.outstanding.fetch_sub(1, Ordering::AcqRel);
+        })
+    }
 }
 
 /// Live objects of type `O` and the settings they run with.
@@ -98,7 +140,7 @@ impl<O: DurableObject> TypeEntry<O> {
         use mpsc::error::TrySendError::{Closed, Full};
 
         let envelope = match self.objects.get(id) {
-            Some(mailbox) => match mailbox.sender.try_send(envelope) {
+            Some(mailbox) => match mailbox.try_send(envelope) {
                 Ok(()) => return,
                 Err(Full(envelope)) => return self.refuse(id, envelope),
                 Err(Closed(envelope)) => envelope,
@@ -110,16 +152,29 @@ impl<O: DurableObject> TypeEntry<O> {
             envelope.fail(Error::ShuttingDown);
             return;
         }
-        let mut entry = self
-            .objects
-            .entry(id.into())
-            .or_insert_with(|| self.start(runtime, id));
+        // Room for a new instance is reserved before the entry is locked: making room may
+        // evict objects of this very type.
+        if !runtime.reserve_live_slot() {
+            let key = ObjectKey::new(O::TYPE_NAME, id);
+            envelope.fail(Error::TooManyObjects { key });
+            return;
+        }
+        let mut started = false;
+        let mut entry = self.objects.entry(id.into()).or_insert_with(|| {
+            started = true;
+            self.start(runtime, id)
+        });
         if entry.sender.is_closed() {
             // The instance ended without deregistering (its task panicked or was aborted);
             // replace it.
             *entry = self.start(runtime, id);
+            started = true;
         }
-        if let Err(Full(envelope) | Closed(envelope)) = entry.sender.try_send(envelope) {
+        if !started {
+            // Another caller started it first.
+            runtime.release_live_slot();
+        }
+        if let Err(Full(envelope) | Closed(envelope)) = entry.try_send(envelope) {
             drop(entry);
             self.refuse(id, envelope);
         }
@@ -136,27 +191,27 @@ impl<O: DurableObject> TypeEntry<O> {
     fn start(self: &Arc<Self>, runtime: &Runtime, id: &str) -> Mailbox<O> {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(self.settings.queue_capacity.max(1));
-        let residency = Arc::new(ResidencyCell::default());
+        let cell = Arc::new(InstanceCell::default());
         let instance = Instance::new(
             runtime.clone(),
             Arc::clone(self),
             ObjectKey::new(O::TYPE_NAME, id),
             generation,
             receiver,
-            Arc::clone(&residency),
+            Arc::clone(&cell),
         );
         runtime.spawn_task(instance.run());
         crate::metrics::live_objects(O::TYPE_NAME, 1.0);
         Mailbox {
             generation,
             sender,
-            residency,
+            cell,
         }
     }
 
     /// What the live object `id` holds in memory, or `None` if it is not live.
     pub(crate) fn residency(&self, id: &str) -> Option<Residency> {
-        self.objects.get(id).map(|mailbox| mailbox.residency.get())
+        self.objects.get(id).map(|mailbox| mailbox.cell.residency())
     }
 
     /// Removes the object's entry if it still belongs to `generation` and `mailbox_is_empty`
@@ -167,20 +222,37 @@ impl<O: DurableObject> TypeEntry<O> {
         generation: u64,
         mailbox_is_empty: impl FnOnce() -> bool,
     ) -> bool {
-        let removed = self
-            .objects
+        self.objects
             .remove_if(id, |_, mailbox| {
                 mailbox.generation == generation && mailbox_is_empty()
             })
-            .is_some();
-        if removed {
-            crate::metrics::live_objects(O::TYPE_NAME, -1.0);
-        }
-        removed
+            .is_some()
     }
 
     /// How many objects of this type are live.
     pub(crate) fn live_count(&self) -> usize {
         self.objects.len()
+    }
+}
+
+impl<O: DurableObject> Evict for TypeEntry<O> {
+    fn idle_candidate(&self) -> Option<(u64, Box<str>)> {
+        self.objects
+            .iter()
+            .filter(|entry| entry.cell.is_idle())
+            .take(EVICTION_SAMPLE)
+            .map(|entry| {
+                (
+                    entry.cell.last_used.load(Ordering::Relaxed),
+                    entry.key().clone(),
+                )
+            })
+            .min()
+    }
+
+    fn evict(&self, id: &str) -> bool {
+        self.objects
+            .remove_if(id, |_, mailbox| mailbox.cell.is_idle())
+            .is_some()
     }
 }

@@ -4,7 +4,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::alarm::{Alarm, AlarmSettings, AlarmTime};
+use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
 use crate::call::{Access, call};
 use crate::clock::Clock;
 use crate::committer::Committer;
@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::events::Event;
 use crate::instance::Settings;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Residency, TypeEntry};
+use crate::registry::{Envelope, Evict, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerSignal, TypedTarget};
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
 
@@ -87,6 +87,12 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Objects of every type live now, and the cap on them.
+    live: AtomicUsize,
+    max_live: Option<usize>,
+    manual_alarms: bool,
+    evictors: DashMap<TypeId, Arc<dyn Evict>>,
+    started: tokio::time::Instant,
 }
 
 /// Where an object is, as seen by [`Runtime::status`].
@@ -146,6 +152,8 @@ impl Runtime {
             registrations: Vec::new(),
             alarm_settings: AlarmSettings::default(),
             clock: Clock::System,
+            max_live: None,
+            manual_alarms: false,
         }
     }
 
@@ -204,6 +212,7 @@ impl Runtime {
         &self.inner.alarm_settings
     }
 
+    /// The alarm target of an object type known to this runtime.
     pub(crate) fn alarm_target(&self, object_type: &str) -> Option<Arc<dyn AlarmTarget>> {
         self.inner
             .alarm_targets
@@ -225,7 +234,7 @@ impl Runtime {
 
     /// Starts the alarm scheduler once, when a tokio runtime is available.
     fn ensure_scheduler(&self) {
-        if self.inner.scheduler_started.load(Ordering::Relaxed) {
+        if self.inner.scheduler_started.load(Ordering::Relaxed) || self.inner.manual_alarms {
             return;
         }
         if tokio::runtime::Handle::try_current().is_err() {
@@ -406,6 +415,54 @@ impl Runtime {
         self.inner.tasks.spawn(task);
     }
 
+    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
+    pub(crate) fn uptime_millis(&self) -> u64 {
+        self.inner.started.elapsed().as_millis() as u64
+    }
+
+    /// Counts a new live object, first evicting an idle one if the cap is reached. Returns
+    /// false if there is no room.
+    pub(crate) fn reserve_live_slot(&self) -> bool {
+        let live = self.inner.live.fetch_add(1, Ordering::AcqRel) + 1;
+        let Some(max) = self.inner.max_live else {
+            return true;
+        };
+        if live <= max || self.evict_least_recently_used() {
+            return true;
+        }
+        self.inner.live.fetch_sub(1, Ordering::AcqRel);
+        false
+    }
+
+    /// A live object left (or a reserved slot was not used).
+    pub(crate) fn release_live_slot(&self) {
+        self.inner.live.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Shuts down the least recently used idle object among a sample of each type's. Its
+    /// slot is released when its task ends.
+    fn evict_least_recently_used(&self) -> bool {
+        let evictors: Vec<Arc<dyn Evict>> = self
+            .inner
+            .evictors
+            .iter()
+            .map(|entry| Arc::clone(entry.value()))
+            .collect();
+        for _ in 0..3 {
+            let candidate = evictors
+                .iter()
+                .filter_map(|evictor| evictor.idle_candidate().map(|c| (c, evictor)))
+                .min_by_key(|((last_used, _), _)| *last_used);
+            let Some(((_, id), evictor)) = candidate else {
+                return false;
+            };
+            if evictor.evict(&id) {
+                return true;
+            }
+        }
+        false
+    }
+
     pub(crate) fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
     }
@@ -559,7 +616,11 @@ impl Runtime {
                         self.inner
                             .alarm_targets
                             .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
-                        Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()))
+                        let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
+                        self.inner
+                            .evictors
+                            .insert(key, Arc::clone(&entry) as Arc<dyn Evict>);
+                        entry
                     })
                     .value(),
             ),
@@ -605,6 +666,8 @@ pub struct RuntimeBuilder {
     registrations: Vec<fn(&Runtime)>,
     alarm_settings: AlarmSettings,
     clock: Clock,
+    max_live: Option<usize>,
+    manual_alarms: bool,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -643,6 +706,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Caps the number of objects live in this runtime (all types together). Past the cap,
+    /// starting an object first shuts down the least recently used idle object (chosen among
+    /// a sample of each type's live objects); if none is idle, the call fails with
+    /// [`Error::TooManyObjects`]. Default: no cap.
+    pub fn max_live_objects(mut self, max: usize) -> Self {
+        self.max_live = Some(max.max(1));
+        self
+    }
+
     /// Settings of the alarm scheduler (poll interval, claim TTL, retries).
     pub fn alarm_settings(mut self, settings: AlarmSettings) -> Self {
         self.alarm_settings = settings;
@@ -653,6 +725,13 @@ impl RuntimeBuilder {
     /// tests with paused time (`#[tokio::test(start_paused = true)]`) move alarm time too.
     pub fn clock_follows_tokio(mut self) -> Self {
         self.clock = Clock::following_tokio();
+        self
+    }
+
+    /// Runs no alarm scheduler: alarms are stored but fire only when a test fires them (see
+    /// `durable_runtime::testing`, feature `testing`).
+    pub fn manual_alarms(mut self) -> Self {
+        self.manual_alarms = true;
         self
     }
 
@@ -675,6 +754,11 @@ impl RuntimeBuilder {
                 closing: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                live: AtomicUsize::new(0),
+                max_live: self.max_live,
+                manual_alarms: self.manual_alarms,
+                evictors: DashMap::new(),
+                started: tokio::time::Instant::now(),
             }),
         };
         for register in &self.registrations {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::alarm::AlarmSettings;
+use crate::alarms::AlarmSettings;
 use crate::call::{Access, call};
 use crate::error::Error;
 use crate::metrics;
@@ -147,7 +147,7 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duratio
 }
 
 /// Fires one claimed alarm and records the outcome.
-async fn fire(runtime: Runtime, alarm: AlarmRecord) {
+pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
     let key = &alarm.key;
     let Some(claimed_at) = alarm.claimed_at else {
         return;
@@ -193,8 +193,8 @@ async fn fire(runtime: Runtime, alarm: AlarmRecord) {
                 other => other.to_string(),
             };
             let retry = runtime.alarm_settings().retry;
-            let retry_at = (attempt < retry.max_attempts)
-                .then(|| runtime.now() + retry.delay_after(attempt));
+            let retry_at =
+                (attempt < retry.max_attempts).then(|| runtime.now() + retry.delay_after(attempt));
             if retry_at.is_none() {
                 tracing::error!(
                     object = %key,

@@ -615,7 +615,8 @@ impl Sql {
     fn new(names: &Names) -> Self {
         let objects = &names.objects;
         let alarms = &names.alarms;
-        let columns = "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
+        let columns =
+            "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
         let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
                          a.last_error, a.dead";
         Self {
@@ -745,7 +746,9 @@ fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
                     .alarms
                     .iter()
                     .map(|change| match change {
-                        AlarmChange::Set { due_at, .. } => Ok((change, Some(PgTime::new(*due_at)?))),
+                        AlarmChange::Set { due_at, .. } => {
+                            Ok((change, Some(PgTime::new(*due_at)?)))
+                        }
                         _ => Ok((change, None)),
                     })
                     .collect::<Result<_, StorageError>>()?,
@@ -804,7 +807,12 @@ impl Storage for PostgresStore {
                     .bind(&key.object_id)
                     .bind(expected),
             };
-            let applied = query.execute(&mut *tx).await.map_err(db_err)?.rows_affected() == 1;
+            let applied = query
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected()
+                == 1;
             if !applied {
                 let found = Self::found_version(&mut tx, sql, key).await?;
                 tx.rollback().await.map_err(db_err)?;

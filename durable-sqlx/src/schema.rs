@@ -213,7 +213,15 @@ mod tests {
         assert!(validate_name("table prefix", "", MAX_PREFIX_LEN, true).is_ok());
         assert!(validate_name("table prefix", "app1_", MAX_PREFIX_LEN, true).is_ok());
         assert!(validate_name("table prefix", "_x", MAX_PREFIX_LEN, true).is_ok());
-        for bad in ["App", "a-b", "1a", "a b", "a;drop", "\"a\"", &"a".repeat(33)] {
+        for bad in [
+            "App",
+            "a-b",
+            "1a",
+            "a b",
+            "a;drop",
+            "\"a\"",
+            &"a".repeat(33),
+        ] {
             assert!(
                 validate_name("table prefix", bad, MAX_PREFIX_LEN, true).is_err(),
                 "{bad:?}"

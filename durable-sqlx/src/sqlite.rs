@@ -19,8 +19,8 @@ use sqlx::{Row, SqliteConnection};
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
     MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit,
-    from_db_attempts, from_db_version, from_micros, id_page, now_micros, state_text,
-    to_db_version, to_micros, validate_name,
+    from_db_attempts, from_db_version, from_micros, id_page, now_micros, state_text, to_db_version,
+    to_micros, validate_name,
 };
 
 fn db_err(err: sqlx::Error) -> StorageError {
@@ -756,7 +756,12 @@ impl Storage for SqliteStore {
                     .bind(now)
                     .bind(expected),
             };
-            let applied = query.execute(&mut *tx).await.map_err(db_err)?.rows_affected() == 1;
+            let applied = query
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected()
+                == 1;
             if !applied {
                 let found = Self::found_version(&mut tx, sql, key).await?;
                 // Dropping the transaction would roll it back too; an explicit rollback

@@ -5,12 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use durable_runtime::storage::{
-    AlarmChange, ObjectKey, ObjectWrite, Storage, truncate_to_micros,
-};
+use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, Storage, truncate_to_micros};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{
-    AlarmSettings, Context, Error, Event, RetryPolicy, Runtime, durable_object,
+    AlarmSettings, Context, Error, Event, ObjectOptions, RetryPolicy, Runtime, durable_object,
 };
 use durable_tests::{backend_tests, eventually};
 
@@ -136,8 +134,12 @@ async fn fired(rt: &Runtime, id: &str) -> Vec<String> {
 
 async fn several_names_coexist_and_fire(store: Arc<dyn Storage>) {
     let rt = runtime(store);
-    Reminder::schedule(&rt, "r", "first".into(), 30).await.unwrap();
-    Reminder::schedule(&rt, "r", "second".into(), 60).await.unwrap();
+    Reminder::schedule(&rt, "r", "first".into(), 30)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "r", "second".into(), 60)
+        .await
+        .unwrap();
     let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
     let names: Vec<&str> = alarms.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["first", "second"], "listed in due order");
@@ -148,9 +150,13 @@ async fn several_names_coexist_and_fire(store: Arc<dyn Storage>) {
 
 async fn the_same_name_twice_keeps_one_alarm_with_the_new_time(store: Arc<dyn Storage>) {
     let rt = runtime(store);
-    Reminder::schedule(&rt, "r", "first".into(), 60_000).await.unwrap();
+    Reminder::schedule(&rt, "r", "first".into(), 60_000)
+        .await
+        .unwrap();
     let later = SystemTime::now() + Duration::from_secs(3600);
-    rt.schedule_alarm("r", Reminder::FIRST, later).await.unwrap();
+    rt.schedule_alarm("r", Reminder::FIRST, later)
+        .await
+        .unwrap();
     let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
     assert_eq!(alarms.len(), 1);
     let drift = alarms[0]
@@ -162,8 +168,12 @@ async fn the_same_name_twice_keeps_one_alarm_with_the_new_time(store: Arc<dyn St
 
 async fn cancelling_one_leaves_the_others_and_it_never_fires(store: Arc<dyn Storage>) {
     let rt = runtime(store);
-    Reminder::schedule(&rt, "r", "first".into(), 50).await.unwrap();
-    Reminder::schedule(&rt, "r", "second".into(), 50).await.unwrap();
+    Reminder::schedule(&rt, "r", "first".into(), 50)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "r", "second".into(), 50)
+        .await
+        .unwrap();
     Reminder::cancel_first(&rt, "r").await.unwrap();
     let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
     assert_eq!(alarms.len(), 1);
@@ -175,14 +185,24 @@ async fn cancelling_one_leaves_the_others_and_it_never_fires(store: Arc<dyn Stor
 
 async fn a_chain_fires_both_and_a_rescheduled_alarm_fires_again(store: Arc<dyn Storage>) {
     let rt = runtime(store);
-    Reminder::schedule(&rt, "chain", "chain_a".into(), 10).await.unwrap();
-    Reminder::schedule(&rt, "again", "again".into(), 10).await.unwrap();
+    Reminder::schedule(&rt, "chain", "chain_a".into(), 10)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "again", "again".into(), 10)
+        .await
+        .unwrap();
     eventually(|| async { fired(&rt, "chain").await.len() == 2 }).await;
     assert_eq!(fired(&rt, "chain").await, ["chain_a", "chain_b"]);
     eventually(|| async { fired(&rt, "again").await.len() == 3 }).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(fired(&rt, "again").await, ["again", "again", "again"]);
-    eventually(|| async { rt.list_alarms::<Reminder>("again").await.unwrap().is_empty() }).await;
+    eventually(|| async {
+        rt.list_alarms::<Reminder>("again")
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
 }
 
 async fn alarms_commit_atomically_with_their_call(store: Arc<dyn Storage>) {
@@ -196,9 +216,18 @@ async fn alarms_commit_atomically_with_their_call(store: Arc<dyn Storage>) {
     // The commit fails: the alarm never exists either.
     Reminder::fired(&rt, "atomic").await.unwrap();
     faulty.fail_commits(1);
-    assert!(Reminder::schedule(&rt, "atomic", "first".into(), 1).await.is_err());
+    assert!(
+        Reminder::schedule(&rt, "atomic", "first".into(), 1)
+            .await
+            .is_err()
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(rt.list_alarms::<Reminder>("atomic").await.unwrap().is_empty());
+    assert!(
+        rt.list_alarms::<Reminder>("atomic")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(fired(&rt, "atomic").await.is_empty());
 }
 
@@ -206,23 +235,26 @@ async fn two_runtimes_on_one_database_fire_an_alarm_once(store: Arc<dyn Storage>
     let rt1 = runtime(Arc::clone(&store));
     let rt2 = runtime(store);
     for i in 0..20 {
-        Reminder::schedule(&rt1, &format!("shared-{i}"), "first".into(), 50).await.unwrap();
+        Reminder::schedule(&rt1, &format!("shared-{i}"), "first".into(), 50)
+            .await
+            .unwrap();
     }
     // Both schedulers poll; each alarm is claimed by exactly one of them. The object may then
     // be activated in either runtime: read the committed state to count firings.
     tokio::time::sleep(Duration::from_millis(50)).await;
     for i in 0..20 {
         let id = format!("shared-{i}");
-        eventually(|| async {
-            rt2.list_alarms::<Reminder>(&id).await.unwrap().is_empty()
-        })
-        .await;
+        eventually(|| async { rt2.list_alarms::<Reminder>(&id).await.unwrap().is_empty() }).await;
     }
     rt1.shutdown().await;
     rt2.shutdown().await;
     let rt3 = runtime(rt1.storage().clone());
     for i in 0..20 {
-        let state = rt3.read_state::<Reminder>(&format!("shared-{i}")).await.unwrap().unwrap();
+        let state = rt3
+            .read_state::<Reminder>(&format!("shared-{i}"))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(state.fired, ["first"], "object {i}");
     }
 }
@@ -256,7 +288,13 @@ async fn a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl(store: Ar
     assert!(fired(&rt, "crash").await.is_empty());
     // ...and fires it once the claim is older than `claim_ttl`.
     eventually(|| async { fired(&rt, "crash").await == ["first"] }).await;
-    eventually(|| async { rt.list_alarms::<Reminder>("crash").await.unwrap().is_empty() }).await;
+    eventually(|| async {
+        rt.list_alarms::<Reminder>("crash")
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
 }
 
 async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: Arc<dyn Storage>) {
@@ -277,7 +315,10 @@ async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: 
     let mut failures = 0;
     let mut dead = false;
     while let Ok(event) = events.try_recv() {
-        if let Event::AlarmFailed { key, dead: last, .. } = event {
+        if let Event::AlarmFailed {
+            key, dead: last, ..
+        } = event
+        {
             if key.object_id == "dead" {
                 failures += 1;
                 dead |= last;
@@ -291,13 +332,24 @@ async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: 
     assert!(rt.list_alarms::<Flaky>("dead").await.unwrap()[0].dead);
     assert!(Flaky::seen(&rt, "dead").await.unwrap().is_empty());
     // ...until it is re-queued.
-    rt.schedule_alarm("dead", Flaky::TRY_IT, Duration::ZERO).await.unwrap();
-    eventually(|| async { rt.list_alarms::<Flaky>("dead").await.unwrap().first().is_some_and(|a| a.dead && a.attempts == 4) }).await;
+    rt.schedule_alarm("dead", Flaky::TRY_IT, Duration::ZERO)
+        .await
+        .unwrap();
+    eventually(|| async {
+        rt.list_alarms::<Flaky>("dead")
+            .await
+            .unwrap()
+            .first()
+            .is_some_and(|a| a.dead && a.attempts == 4)
+    })
+    .await;
 }
 
 async fn a_restarted_runtime_fires_pending_alarms_without_any_call(store: Arc<dyn Storage>) {
     let rt1 = runtime(Arc::clone(&store));
-    Reminder::schedule(&rt1, "restart", "first".into(), 300).await.unwrap();
+    Reminder::schedule(&rt1, "restart", "first".into(), 300)
+        .await
+        .unwrap();
     rt1.shutdown().await;
     drop(rt1);
     let rt2 = runtime(store);
@@ -312,7 +364,9 @@ async fn a_restarted_runtime_fires_pending_alarms_without_any_call(store: Arc<dy
 
 async fn an_alarm_for_an_unknown_type_is_reported_and_kept(store: Arc<dyn Storage>) {
     let rt1 = runtime(Arc::clone(&store));
-    Reminder::schedule(&rt1, "orphan", "first".into(), 1).await.unwrap();
+    Reminder::schedule(&rt1, "orphan", "first".into(), 1)
+        .await
+        .unwrap();
     rt1.shutdown().await;
     // A runtime that does not know `Reminder`.
     let rt2 = Runtime::builder(Arc::clone(&store))
@@ -324,14 +378,77 @@ async fn an_alarm_for_an_unknown_type_is_reported_and_kept(store: Arc<dyn Storag
         .await
         .expect("reported")
         .unwrap();
-    assert!(matches!(event, Event::UnknownAlarmType { ref key, .. } if key.object_id == "orphan"), "{event:?}");
+    assert!(
+        matches!(event, Event::UnknownAlarmType { ref key, .. } if key.object_id == "orphan"),
+        "{event:?}"
+    );
     rt2.shutdown().await;
     let rt3 = runtime(store);
-    assert_eq!(rt3.list_alarms::<Reminder>("orphan").await.unwrap().len(), 1);
+    assert_eq!(
+        rt3.list_alarms::<Reminder>("orphan").await.unwrap().len(),
+        1
+    );
     eventually(|| async { fired(&rt3, "orphan").await == ["first"] }).await;
 }
 
+async fn alarms_wake_hibernated_and_shut_down_objects(store: Arc<dyn Storage>) {
+    let idle = |options: ObjectOptions| {
+        Runtime::builder(Arc::clone(&store))
+            .alarm_settings(settings())
+            .register_with::<Reminder>(options)
+            .build()
+    };
+    // Hibernated: the alarm wakes it.
+    let rt = idle(ObjectOptions::new().with_hibernate_after(Duration::from_millis(20)));
+    Reminder::schedule(&rt, "sleepy", "first".into(), 200)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        rt.status::<Reminder>("sleepy").await.unwrap(),
+        durable_runtime::ObjectStatus::Hibernated
+    );
+    eventually(|| async { fired(&rt, "sleepy").await == ["first"] }).await;
+    rt.shutdown().await;
+
+    // Shut down: the alarm starts it again.
+    let rt = idle(ObjectOptions::new().with_shutdown_after(Duration::from_millis(20)));
+    Reminder::schedule(&rt, "gone", "second".into(), 200)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rt.live_objects::<Reminder>(), 0);
+    eventually(|| async {
+        rt.read_state::<Reminder>("gone")
+            .await
+            .unwrap()
+            .is_some_and(|s| s.fired == ["second"])
+    })
+    .await;
+}
+
+async fn deleting_an_object_removes_its_alarms(store: Arc<dyn Storage>) {
+    let rt = runtime(store);
+    Reminder::schedule(&rt, "doomed", "first".into(), 60_000)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "doomed", "second".into(), 60_000)
+        .await
+        .unwrap();
+    assert_eq!(rt.list_alarms::<Reminder>("doomed").await.unwrap().len(), 2);
+    assert!(rt.delete::<Reminder>("doomed").await.unwrap());
+    assert!(
+        rt.list_alarms::<Reminder>("doomed")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(rt.read_state::<Reminder>("doomed").await.unwrap().is_none());
+}
+
 backend_tests!(
+    alarms_wake_hibernated_and_shut_down_objects,
+    deleting_an_object_removes_its_alarms,
     several_names_coexist_and_fire,
     the_same_name_twice_keeps_one_alarm_with_the_new_time,
     cancelling_one_leaves_the_others_and_it_never_fires,

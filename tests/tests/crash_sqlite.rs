@@ -18,7 +18,12 @@ async fn sigkill_after_an_acknowledged_increment_loses_nothing() {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut last_acknowledged = 0;
         for _ in 0..(50 + round * 37) {
-            last_acknowledged = lines.next().expect("a value").unwrap().parse::<u64>().unwrap();
+            last_acknowledged = lines
+                .next()
+                .expect("a value")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
         }
         // SIGKILL: no destructor, no flush, no graceful anything.
         child.kill().unwrap();

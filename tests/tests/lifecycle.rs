@@ -40,19 +40,34 @@ async fn idle_objects_hibernate_and_wake_without_a_storage_read() {
     let (rt, store) = faulty();
     let mut events = rt.subscribe();
     Session::hit(&rt, "s").await.unwrap();
-    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Active);
+    assert_eq!(
+        rt.status::<Session>("s").await.unwrap(),
+        ObjectStatus::Active
+    );
     let loads = store.loads();
 
     sleep(Duration::from_millis(1500)).await;
-    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Hibernated);
+    assert_eq!(
+        rt.status::<Session>("s").await.unwrap(),
+        ObjectStatus::Hibernated
+    );
     assert_eq!(Session::hit(&rt, "s").await.unwrap(), 2);
-    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Active);
+    assert_eq!(
+        rt.status::<Session>("s").await.unwrap(),
+        ObjectStatus::Active
+    );
     assert_eq!(store.loads(), loads, "waking reads no storage");
 
     let seen: Vec<Event> = std::iter::from_fn(|| events.try_recv().ok()).collect();
     assert!(matches!(seen[0], Event::Created { .. }), "{seen:?}");
-    assert!(seen.iter().any(|e| matches!(e, Event::Hibernated { .. })), "{seen:?}");
-    assert!(seen.iter().any(|e| matches!(e, Event::Woken { .. })), "{seen:?}");
+    assert!(
+        seen.iter().any(|e| matches!(e, Event::Hibernated { .. })),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|e| matches!(e, Event::Woken { .. })),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -61,10 +76,17 @@ async fn idle_objects_shut_down_and_reload_from_storage() {
     Session::hit(&rt, "s").await.unwrap();
     sleep(Duration::from_secs(11)).await;
     assert_eq!(rt.live_objects::<Session>(), 0);
-    assert_eq!(rt.status::<Session>("s").await.unwrap(), ObjectStatus::Stored);
+    assert_eq!(
+        rt.status::<Session>("s").await.unwrap(),
+        ObjectStatus::Stored
+    );
     let loads = store.loads();
     assert_eq!(Session::hit(&rt, "s").await.unwrap(), 2);
-    assert_eq!(store.loads(), loads + 1, "a shut-down object reloads from storage");
+    assert_eq!(
+        store.loads(),
+        loads + 1,
+        "a shut-down object reloads from storage"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -109,7 +131,11 @@ async fn options_precedence_runtime_default_then_dsl_then_registration() {
         .build();
     Session::hit(&rt, "s").await.unwrap();
     sleep(Duration::from_secs(4)).await;
-    assert_eq!(rt.live_objects::<Session>(), 1, "DSL value beats the runtime default");
+    assert_eq!(
+        rt.live_objects::<Session>(),
+        1,
+        "DSL value beats the runtime default"
+    );
     sleep(Duration::from_secs(7)).await;
     assert_eq!(rt.live_objects::<Session>(), 0);
 
@@ -119,7 +145,11 @@ async fn options_precedence_runtime_default_then_dsl_then_registration() {
         .build();
     Session::hit(&rt, "s").await.unwrap();
     sleep(Duration::from_secs(3)).await;
-    assert_eq!(rt.live_objects::<Session>(), 0, "registration override beats the DSL");
+    assert_eq!(
+        rt.live_objects::<Session>(),
+        0,
+        "registration override beats the DSL"
+    );
     assert_eq!(
         rt.options_of::<Session>().hibernate_after,
         Some(Duration::from_secs(1)),
@@ -166,7 +196,12 @@ async fn a_full_queue_refuses_calls_at_once() {
     assert!(running.await.unwrap().is_ok());
     assert_eq!(ok, 2, "{results:?}");
     assert_eq!(overloaded, 8);
-    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(Error::is_retryable));
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(Error::is_retryable)
+    );
     assert_eq!(Slow::value(&rt, "busy").await.unwrap(), 3);
 }
 
@@ -219,7 +254,9 @@ impl Callee {
     #[handler]
     async fn handle_bounce(&mut self, ctx: &Context, back_to: String) -> Result<u32, String> {
         match Caller::count(ctx.runtime(), &back_to).await {
-            Err(Error::CallCycle { chain, .. }) => Err(format!("cycle through {} objects", chain.len())),
+            Err(Error::CallCycle { chain, .. }) => {
+                Err(format!("cycle through {} objects", chain.len()))
+            }
             Ok(n) => Ok(n),
             Err(other) => Err(other.to_string()),
         }
@@ -259,9 +296,16 @@ async fn graceful_shutdown_finishes_queued_calls_and_refuses_new_ones() {
     for call in queued {
         assert!(call.await.unwrap().is_ok());
     }
-    assert!(matches!(Slow::work(&rt, "g", 1).await, Err(Error::ShuttingDown)));
+    assert!(matches!(
+        Slow::work(&rt, "g", 1).await,
+        Err(Error::ShuttingDown)
+    ));
     let stored = Runtime::new(store.inner().clone());
-    assert_eq!(Slow::value(&stored, "g").await.unwrap(), 2, "both calls were committed");
+    assert_eq!(
+        Slow::value(&stored, "g").await.unwrap(),
+        2,
+        "both calls were committed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,7 +318,10 @@ async fn delete_removes_state_and_alarms_and_introspection_reads_storage() {
     let state = rt.read_state::<Session>("b").await.unwrap().unwrap();
     assert_eq!(state.hits, 2);
     assert!(rt.read_state::<Session>("zzz").await.unwrap().is_none());
-    assert_eq!(rt.status::<Session>("zzz").await.unwrap(), ObjectStatus::Absent);
+    assert_eq!(
+        rt.status::<Session>("zzz").await.unwrap(),
+        ObjectStatus::Absent
+    );
 
     let page = rt.list_ids::<Session>(None, 10).await.unwrap();
     assert_eq!(page.ids, ["a", "b", "c"]);
@@ -282,7 +329,57 @@ async fn delete_removes_state_and_alarms_and_introspection_reads_storage() {
     assert!(rt.delete::<Session>("b").await.unwrap());
     assert!(!rt.delete::<Session>("b").await.unwrap());
     assert!(rt.read_state::<Session>("b").await.unwrap().is_none());
-    assert_eq!(rt.list_ids::<Session>(None, 10).await.unwrap().ids, ["a", "c"]);
+    assert_eq!(
+        rt.list_ids::<Session>(None, 10).await.unwrap().ids,
+        ["a", "c"]
+    );
     // A call after deletion starts from the default state.
     assert_eq!(Session::hits(&rt, "b").await.unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_live_cap_the_least_recently_used_idle_object_leaves() {
+    let store = MemoryStorage::new();
+    let rt = Runtime::builder(store.clone()).max_live_objects(2).build();
+    let mut events = rt.subscribe();
+    Plain::bump(&rt, "a").await.unwrap();
+    sleep(Duration::from_millis(10)).await;
+    Plain::bump(&rt, "b").await.unwrap();
+    sleep(Duration::from_millis(10)).await;
+    Plain::bump(&rt, "a").await.unwrap();
+    sleep(Duration::from_millis(10)).await;
+    // `b` is the least recently used: starting `c` shuts it down.
+    Plain::bump(&rt, "c").await.unwrap();
+    assert_eq!(rt.live_objects::<Plain>(), 2);
+    assert_eq!(rt.status::<Plain>("b").await.unwrap(), ObjectStatus::Stored);
+    assert_eq!(rt.status::<Plain>("a").await.unwrap(), ObjectStatus::Active);
+    sleep(Duration::from_millis(10)).await;
+    let shut_down: Vec<String> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter_map(|e| match e {
+            Event::ShutDown { key } => Some(key.object_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shut_down, ["b"]);
+    // Nothing was lost: `b` comes back from storage.
+    assert_eq!(Plain::bump(&rt, "b").await.unwrap(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_live_cap_with_no_idle_object_new_activations_are_refused() {
+    let rt = Runtime::builder(MemoryStorage::new())
+        .max_live_objects(1)
+        .build();
+    let busy = {
+        let rt = rt.clone();
+        tokio::spawn(async move { Slow::work(&rt, "busy", 1_000).await })
+    };
+    sleep(Duration::from_millis(10)).await;
+    match Slow::work(&rt, "other", 1).await {
+        Err(err @ Error::TooManyObjects { .. }) => assert!(err.is_retryable()),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(busy.await.unwrap().is_ok());
+    // Once the busy object is idle it can make room.
+    assert_eq!(Slow::work(&rt, "other", 1).await.unwrap(), 1);
 }

@@ -18,7 +18,12 @@ impl std::fmt::Display for TooBig {
 }
 
 /// The counter of `expanded_spec.rs`.
-#[durable_object(hibernate_after = "5m", shutdown_after = "1h30m", call_timeout = "250ms", queue_capacity = 8)]
+#[durable_object(
+    hibernate_after = "5m",
+    shutdown_after = "1h30m",
+    call_timeout = "250ms",
+    queue_capacity = 8
+)]
 pub struct Counter {
     #[field(default = 10)]
     count: i64,
@@ -79,6 +84,12 @@ impl Counter {
     #[handler]
     fn handle_doubled(&self) -> i64 {
         self.twice()
+    }
+
+    /// Adds one.
+    #[alarm]
+    fn tick(&mut self, attempt: u32) {
+        self.count += i64::from(attempt);
     }
 }
 
@@ -210,4 +221,16 @@ async fn state_is_stored_under_the_type_name_with_serde() {
             .unwrap()
             .is_some()
     );
+}
+
+#[tokio::test]
+async fn alarm_constants_name_their_handlers() {
+    assert_eq!(Counter::TICK.name(), "tick");
+    let rt = runtime();
+    rt.schedule_alarm("a", Counter::TICK, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let alarms = rt.list_alarms::<Counter>("a").await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].name, "tick");
 }

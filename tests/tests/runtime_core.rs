@@ -228,7 +228,10 @@ static ACTIVATIONS: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
 
 fn activations(id: &str) -> usize {
     let counts = ACTIVATIONS.lock().unwrap();
-    counts.as_ref().and_then(|c| c.get(id).copied()).unwrap_or(0)
+    counts
+        .as_ref()
+        .and_then(|c| c.get(id).copied())
+        .unwrap_or(0)
 }
 
 #[durable_object]
@@ -331,7 +334,10 @@ async fn odd_ids_round_trip_and_invalid_ids_touch_nothing(store: Arc<dyn Storage
         long.as_str(),
     ];
     for (i, id) in odd.iter().enumerate() {
-        assert_eq!(Counter::increment(&rt, id, i as i64 + 1).await.unwrap(), i as i64 + 1);
+        assert_eq!(
+            Counter::increment(&rt, id, i as i64 + 1).await.unwrap(),
+            i as i64 + 1
+        );
     }
     let rt2 = Runtime::new(store.clone());
     for (i, id) in odd.iter().enumerate() {
@@ -388,9 +394,7 @@ async fn after_load_changes_are_committed_before_the_first_call(store: Arc<dyn S
     assert_eq!(state["calls"], 1);
 }
 
-async fn two_runtimes_are_independent_and_a_new_one_resumes_from_storage(
-    store: Arc<dyn Storage>,
-) {
+async fn two_runtimes_are_independent_and_a_new_one_resumes_from_storage(store: Arc<dyn Storage>) {
     let rt1 = Runtime::new(store.clone());
     let rt2 = Runtime::new(MemoryStorage::new());
     Counter::increment(&rt1, "a", 1).await.unwrap();

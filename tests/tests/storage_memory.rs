@@ -89,7 +89,9 @@ mod broken {
             claim_expired_before: SystemTime,
             limit: usize,
         ) -> Result<Vec<AlarmRecord>, StorageError> {
-            self.0.claim_due_alarms(now, claim_expired_before, limit).await
+            self.0
+                .claim_due_alarms(now, claim_expired_before, limit)
+                .await
         }
 
         async fn finish_alarm(

@@ -51,7 +51,9 @@ impl SchemaGuard {
     async fn new(url: &str, test: &str) -> Self {
         let name = format!("dt_{test}_{}", std::process::id());
         assert!(name.len() <= 63, "schema name {name} too long");
-        let mut conn = PgConnection::connect(url).await.expect("connect to Postgres");
+        let mut conn = PgConnection::connect(url)
+            .await
+            .expect("connect to Postgres");
         sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
             .execute(&mut conn)
             .await
@@ -256,7 +258,14 @@ async fn upgrade_from_first_migration_keeps_data() {
         ),
         ("tick", at(0), 2, false, None)
     );
-    assert_eq!(store.claim_due_alarms(at(1), at(0), 10).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .claim_due_alarms(at(1), at(0), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(
         store
             .fail_alarm(&key, "tick", at(1), 3, "boom", None)
@@ -271,7 +280,10 @@ async fn upgrade_from_first_migration_keeps_data() {
     .fetch_all(store.pool())
     .await
     .unwrap();
-    assert!(indexes.contains(&"durable_alarms_due".to_owned()), "{indexes:?}");
+    assert!(
+        indexes.contains(&"durable_alarms_due".to_owned()),
+        "{indexes:?}"
+    );
 }
 
 fn user_migration(dir: &Path, file: &str, sql: &str) {
@@ -308,7 +320,12 @@ async fn user_sqlx_migrations_coexist() {
         "0001_users.sql",
         "CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT NOT NULL);",
     );
-    Migrator::new(dir.path()).await.unwrap().run(&pool).await.unwrap();
+    Migrator::new(dir.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
 
     let store = PostgresStore::from_pool(pool.clone()).await.unwrap();
     let key = ObjectKey::new("Counter", "a");
@@ -380,14 +397,29 @@ async fn schemas_and_prefixes_isolate_stores() {
         due_at: at(0),
     });
     store_a.commit(&[write]).await.unwrap();
-    store_b.commit(&[insert(&key, "{\"app\":\"b\"}")]).await.unwrap();
+    store_b
+        .commit(&[insert(&key, "{\"app\":\"b\"}")])
+        .await
+        .unwrap();
 
-    assert_eq!(store_a.load(&key).await.unwrap().unwrap().state, b"{\"app\":\"a\"}");
-    assert_eq!(store_b.load(&key).await.unwrap().unwrap().state, b"{\"app\":\"b\"}");
+    assert_eq!(
+        store_a.load(&key).await.unwrap().unwrap().state,
+        b"{\"app\":\"a\"}"
+    );
+    assert_eq!(
+        store_b.load(&key).await.unwrap().unwrap().state,
+        b"{\"app\":\"b\"}"
+    );
     assert_eq!(store_b2.load(&key).await.unwrap(), None);
     assert_eq!(store_b.next_alarm_due().await.unwrap(), None);
     assert_eq!(store_a.next_alarm_due().await.unwrap(), Some(at(0)));
-    assert!(store_b2.claim_due_alarms(at(1), at(0), 10).await.unwrap().is_empty());
+    assert!(
+        store_b2
+            .claim_due_alarms(at(1), at(0), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         tables_in(store_b.pool(), &b.name).await,
         [
@@ -422,7 +454,16 @@ async fn invalid_names_are_rejected() {
         .connect()
         .await
         .unwrap_err();
-    assert!(matches!(&err, Error::InvalidName { what: "table prefix", .. }), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            Error::InvalidName {
+                what: "table prefix",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let err = PostgresStore::connect("mysql://nope").await.unwrap_err();
     assert!(matches!(err, Error::InvalidLocation(_)), "{err:?}");
 }

@@ -108,7 +108,11 @@ async fn migrations_applied_twice_are_a_no_op() {
         })
     );
     // The store never touches sqlx's own migrations table.
-    assert!(!tables(store.pool()).await.contains(&"_sqlx_migrations".to_owned()));
+    assert!(
+        !tables(store.pool())
+            .await
+            .contains(&"_sqlx_migrations".to_owned())
+    );
 }
 
 #[tokio::test]
@@ -186,12 +190,16 @@ async fn upgrade_from_first_migration_keeps_data() {
             .unwrap()
     );
     assert!(store.list_alarms(&key).await.unwrap()[0].dead);
-    let indexes: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'durable_alarms'")
-            .fetch_all(store.pool())
-            .await
-            .unwrap();
-    assert!(indexes.contains(&"durable_alarms_due".to_owned()), "{indexes:?}");
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'durable_alarms'",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert!(
+        indexes.contains(&"durable_alarms_due".to_owned()),
+        "{indexes:?}"
+    );
 }
 
 /// Writes a user's sqlx migration file.
@@ -278,13 +286,24 @@ async fn table_prefixes_isolate_stores() {
     app1.commit(&[write]).await.unwrap();
     app2.commit(&[insert(&key, "{\"app\":2}")]).await.unwrap();
 
-    assert_eq!(app1.load(&key).await.unwrap().unwrap().state, b"{\"app\":1}");
-    assert_eq!(app2.load(&key).await.unwrap().unwrap().state, b"{\"app\":2}");
+    assert_eq!(
+        app1.load(&key).await.unwrap().unwrap().state,
+        b"{\"app\":1}"
+    );
+    assert_eq!(
+        app2.load(&key).await.unwrap().unwrap().state,
+        b"{\"app\":2}"
+    );
     assert_eq!(plain.load(&key).await.unwrap(), None);
     assert_eq!(app2.list_alarms(&key).await.unwrap(), []);
     assert_eq!(app2.next_alarm_due().await.unwrap(), None);
     assert_eq!(app1.next_alarm_due().await.unwrap(), Some(at(0)));
-    assert!(app2.claim_due_alarms(at(1), at(0), 10).await.unwrap().is_empty());
+    assert!(
+        app2.claim_due_alarms(at(1), at(0), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let names = tables(plain.pool()).await;
     for table in [
@@ -294,7 +313,10 @@ async fn table_prefixes_isolate_stores() {
         "app1_durable_schema_migrations",
         "app2_durable_objects",
     ] {
-        assert!(names.contains(&table.to_owned()), "{table} missing from {names:?}");
+        assert!(
+            names.contains(&table.to_owned()),
+            "{table} missing from {names:?}"
+        );
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
@@ -305,7 +327,14 @@ async fn table_prefixes_isolate_stores() {
 #[tokio::test]
 async fn invalid_table_prefixes_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
-    for prefix in ["App_", "a-b", "1a", "x; DROP TABLE y; --", "a b", &"a".repeat(33)] {
+    for prefix in [
+        "App_",
+        "a-b",
+        "1a",
+        "x; DROP TABLE y; --",
+        "a b",
+        &"a".repeat(33),
+    ] {
         let err = SqliteStore::builder(db_path(&dir))
             .table_prefix(prefix)
             .open()
@@ -359,18 +388,25 @@ async fn locations_paths_and_urls() {
     memory.commit(&[insert(&key, "{}")]).await.unwrap();
     assert!(memory.load(&key).await.unwrap().is_some());
     let other_memory = SqliteStore::open(":memory:").await.unwrap();
-    assert!(other_memory.load(&key).await.unwrap().is_none(), "private per store");
+    assert!(
+        other_memory.load(&key).await.unwrap().is_none(),
+        "private per store"
+    );
 
-    let err = SqliteStore::open("sqlite:x.db?mode=bogus").await.unwrap_err();
+    let err = SqliteStore::open("sqlite:x.db?mode=bogus")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidLocation(_)), "{err:?}");
 }
 
 /// A connection setting, as text.
 async fn pragma(pool: &SqlitePool, name: &str) -> String {
-    sqlx::query_scalar(&format!("SELECT CAST((SELECT * FROM pragma_{name}) AS TEXT)"))
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(&format!(
+        "SELECT CAST((SELECT * FROM pragma_{name}) AS TEXT)"
+    ))
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -378,7 +414,11 @@ async fn wal_and_synchronous_settings() {
     let dir = tempfile::tempdir().unwrap();
     let full = SqliteStore::open(dir.path().join("full.db")).await.unwrap();
     assert_eq!(pragma(full.pool(), "journal_mode").await, "wal");
-    assert_eq!(pragma(full.pool(), "synchronous").await, "2", "FULL by default");
+    assert_eq!(
+        pragma(full.pool(), "synchronous").await,
+        "2",
+        "FULL by default"
+    );
     assert_eq!(pragma(full.pool(), "busy_timeout").await, "5000");
 
     let normal = SqliteStore::builder(dir.path().join("normal.db"))

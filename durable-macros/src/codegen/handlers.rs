@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::{replace_self, wrap_in_const};
-use crate::model::{AfterLoad, Handler, HandlerSet, Output};
+use crate::model::{AfterLoad, AlarmHandler, Handler, HandlerSet, Output};
 
 /// The `Handlers` impl and the type checks, in an anonymous constant.
 pub(super) fn expand(set: &HandlerSet) -> TokenStream {
@@ -16,6 +16,7 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         .after_load
         .as_ref()
         .map(|hook| after_load(set, hook, &private));
+    let alarm = (!set.alarms.is_empty()).then(|| alarm(set, &private));
     // Without the struct half, this is the error the user sees ("`Counter` is not a durable
     // object", with the fix). Clients check the same bound (at the same span, so rustc shows
     // that error once); with no client, this assertion checks it.
@@ -34,6 +35,7 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         #[automatically_derived]
         impl #private::Handlers for #self_ty {
             #after_load
+            #alarm
         }
 
         #object_check
@@ -68,6 +70,52 @@ fn after_load(set: &HandlerSet, hook: &AfterLoad, private: &TokenStream) -> Toke
             ::std::boxed::Box::pin(async move {
                 #into_result
             })
+        }
+    }
+}
+
+/// `Handlers::alarm`: runs the `#[alarm]` method named `__name`, converting its result.
+fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
+    let self_ty = &set.self_ty;
+    let arms = set.alarms.iter().map(|alarm| {
+        let AlarmHandler {
+            method,
+            name,
+            is_async,
+            takes_ctx,
+            takes_attempt,
+            output,
+            cfgs,
+            ..
+        } = alarm;
+        let ctx = takes_ctx.then(|| quote!(__ctx,));
+        let attempt = takes_attempt.then(|| quote!(__attempt,));
+        let awaited = is_async.then(|| quote!(.await));
+        let call = quote!(<#self_ty>::#method(self, #ctx #attempt) #awaited);
+        // Spanned at the return type, as for the after-load hook.
+        let into_result = quote_spanned! {output.span()=>
+            <#output as #private::HookResult>::into_hook_result(#call)
+        };
+        quote! {
+            #(#cfgs)*
+            #name => ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                #into_result
+            })),
+        }
+    });
+    quote! {
+        fn alarm<'__a>(
+            &'__a mut self,
+            __ctx: &'__a #private::Context,
+            __name: &::core::primitive::str,
+            __attempt: ::core::primitive::u32,
+        ) -> ::core::option::Option<
+            #private::BoxFuture<'__a, ::core::result::Result<(), #private::BoxError>>,
+        > {
+            match __name {
+                #(#arms)*
+                _ => ::core::option::Option::None,
+            }
         }
     }
 }

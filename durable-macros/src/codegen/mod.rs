@@ -16,8 +16,8 @@ mod state;
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
-use syn::visit_mut::{self, VisitMut};
 use syn::Type;
+use syn::visit_mut::{self, VisitMut};
 
 use crate::model::{HandlerSet, Object};
 

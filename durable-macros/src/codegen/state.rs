@@ -28,7 +28,11 @@ pub(super) fn expand(object: &Object) -> TokenStream {
         Shape::Named(fields) => {
             let definitions = fields.iter().map(|field| {
                 let StateField {
-                    attrs, vis, ident, ty, ..
+                    attrs,
+                    vis,
+                    ident,
+                    ty,
+                    ..
                 } = field;
                 quote!(#(#attrs)* #vis #ident: #ty)
             });

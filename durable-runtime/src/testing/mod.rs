@@ -1,5 +1,264 @@
 //! Tools for testing durable objects and storage backends (feature `testing`).
+//!
+//! - [`TestRuntime`]: an in-memory runtime on virtual time whose alarms fire only when the
+//!   test says so: one alarm ([`fire_alarm`](TestRuntime::fire_alarm)), the due ones
+//!   ([`fire_due_alarms`](TestRuntime::fire_due_alarms)), or all of them in time order,
+//!   advancing the clock ([`drain_alarms`](TestRuntime::drain_alarms)).
+//! - [`context`]: a [`Context`] for calling handler methods directly on a state value,
+//!   without a runtime, and [`scheduled_alarms`] to see what they scheduled.
+//! - [`FaultyStorage`]: a storage wrapper that fails or delays operations on demand.
 
 mod faulty;
 
+use std::ops::Deref;
+use std::time::SystemTime;
+
 pub use faulty::FaultyStorage;
+
+use crate::alarms::Alarm;
+use crate::context::Context;
+use crate::error::Error;
+use crate::object::{BoxError, DurableObject};
+use crate::runtime::Runtime;
+use crate::storage::{AlarmChange, MemoryStorage, ObjectKey, Storage};
+
+/// An in-memory runtime for tests, on tokio's (pausable) clock, with manual alarms.
+///
+/// Use it in `#[tokio::test(start_paused = true)]` tests: time stands still unless the test
+/// sleeps or [`drain_alarms`](TestRuntime::drain_alarms) advances it, so alarm tests are
+/// instant and deterministic.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::testing::TestRuntime;
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Reminder { rung: u32 }
+///
+/// #[durable_object]
+/// impl Reminder {
+///     #[handler]
+///     fn handle_arm(&mut self, ctx: &Context) {
+///         ctx.schedule_alarm(Reminder::RING, Duration::from_secs(3600));
+///     }
+///
+///     #[alarm]
+///     fn ring(&mut self, ctx: &Context) {
+///         self.rung += 1;
+///         if self.rung < 3 {
+///             ctx.schedule_alarm(Reminder::RING, Duration::from_secs(3600));
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let rt = TestRuntime::new();
+/// Reminder::arm(&rt, "r").await.unwrap();
+/// // Three hours pass in no time: the alarm fires, re-arms itself twice, then stops.
+/// assert_eq!(rt.drain_alarms(10).await.unwrap(), 3);
+/// assert_eq!(rt.state::<Reminder>("r").await.rung, 3);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct TestRuntime {
+    runtime: Runtime,
+    storage: MemoryStorage,
+}
+
+impl Default for TestRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Why draining alarms stopped early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DrainError {
+    /// More alarms kept coming than the iteration cap allows (an alarm that re-arms itself
+    /// forever, say).
+    #[error("still firing alarms after {fired} iterations")]
+    IterationCap {
+        /// How many alarms fired.
+        fired: usize,
+    },
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}
+
+impl TestRuntime {
+    /// A fresh runtime over an empty [`MemoryStorage`].
+    pub fn new() -> Self {
+        let storage = MemoryStorage::new();
+        Self::with_builder(storage.clone(), Runtime::builder(storage))
+    }
+
+    /// A test runtime from a builder over `storage` (to register types or set options),
+    /// made manual-alarm and virtual-clock.
+    pub fn with_builder(storage: MemoryStorage, builder: crate::RuntimeBuilder) -> Self {
+        Self {
+            runtime: builder.manual_alarms().clock_follows_tokio().build(),
+            storage,
+        }
+    }
+
+    /// The in-memory storage, to read or plant rows.
+    pub fn storage(&self) -> &MemoryStorage {
+        &self.storage
+    }
+
+    /// The persisted state of `(O, id)`.
+    ///
+    /// # Panics
+    ///
+    /// If it was never stored or does not decode.
+    pub async fn state<O: DurableObject>(&self, id: &str) -> O {
+        match self.runtime.read_state::<O>(id).await {
+            Ok(Some(state)) => state,
+            Ok(None) => panic!("{}/{id} has no stored state", O::TYPE_NAME),
+            Err(error) => panic!("reading {}/{id}: {error}", O::TYPE_NAME),
+        }
+    }
+
+    /// Fires `alarm` of `(O, id)` now, whether or not it is due, as the scheduler would
+    /// (attempt 1). On success the alarm is removed unless its handler scheduled it again.
+    pub async fn fire_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        alarm: Alarm<O>,
+    ) -> Result<(), Error<BoxError>> {
+        let key = ObjectKey::new(O::TYPE_NAME, id);
+        let before = self.due_at(&key, alarm.name()).await;
+        let target = crate::scheduler::TypedTarget::<O>::new();
+        crate::scheduler::AlarmTarget::fire(&target, &self.runtime, id, alarm.name(), 1).await?;
+        if before.is_some() && self.due_at(&key, alarm.name()).await == before {
+            self.runtime
+                .cancel_alarm(id, alarm)
+                .await
+                .map_err(Error::widen)?;
+        }
+        Ok(())
+    }
+
+    async fn due_at(&self, key: &ObjectKey, name: &str) -> Option<SystemTime> {
+        self.storage
+            .list_alarms(key)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|a| a.name == name)
+            .map(|a| a.due_at)
+    }
+
+    /// Fires every alarm due now, earliest first, one at a time, with the scheduler's
+    /// retry and dead-alarm handling. Returns how many fired.
+    pub async fn fire_due_alarms(&self, max: usize) -> Result<usize, DrainError> {
+        let mut fired = 0;
+        loop {
+            let now = self.runtime.now();
+            let claimed = self
+                .storage
+                .claim_due_alarms(now, std::time::UNIX_EPOCH, 1)
+                .await?;
+            let Some(alarm) = claimed.into_iter().next() else {
+                return Ok(fired);
+            };
+            if fired >= max {
+                return Err(DrainError::IterationCap { fired });
+            }
+            crate::scheduler::fire(self.runtime.clone(), alarm).await;
+            fired += 1;
+        }
+    }
+
+    /// Fires every alarm in time order, advancing the (paused) clock to each due time,
+    /// until none is left or `max` have fired. Returns how many fired.
+    ///
+    /// Needs paused time (`start_paused = true`): it moves tokio's clock forward.
+    pub async fn drain_alarms(&self, max: usize) -> Result<usize, DrainError> {
+        let mut fired = 0;
+        loop {
+            fired += self
+                .fire_due_alarms(max - fired.min(max))
+                .await
+                .map_err(|e| match e {
+                    DrainError::IterationCap { fired: more } => DrainError::IterationCap {
+                        fired: fired + more,
+                    },
+                    other => other,
+                })?;
+            let Some(next) = self.storage.next_alarm_due().await? else {
+                return Ok(fired);
+            };
+            if fired >= max {
+                return Err(DrainError::IterationCap { fired });
+            }
+            let wait = next.duration_since(self.runtime.now()).unwrap_or_default();
+            tokio::time::advance(wait).await;
+        }
+    }
+}
+
+impl Deref for TestRuntime {
+    type Target = Runtime;
+
+    fn deref(&self) -> &Runtime {
+        &self.runtime
+    }
+}
+
+/// A [`Context`] for `(O, id)` to call handler methods directly on a state value, without a
+/// runtime. Alarm changes are recorded, not stored: read them with [`scheduled_alarms`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::testing::{context, scheduled_alarms};
+/// use durable_runtime::storage::AlarmChange;
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Lock { holder: Option<String> }
+///
+/// #[durable_object]
+/// impl Lock {
+///     #[handler]
+///     fn handle_acquire(&mut self, ctx: &Context, who: String) -> bool {
+///         if self.holder.is_some() {
+///             return false;
+///         }
+///         self.holder = Some(who);
+///         ctx.schedule_alarm(Lock::RELEASE, Duration::from_secs(30));
+///         true
+///     }
+///
+///     #[alarm]
+///     fn release(&mut self) {
+///         self.holder = None;
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let ctx = context::<Lock>("door");
+/// let mut lock = Lock::default();
+/// assert!(lock.handle_acquire(&ctx, "ann".into()));
+/// assert!(!lock.handle_acquire(&ctx, "bob".into()));
+/// assert!(matches!(&scheduled_alarms(&ctx)[..], [AlarmChange::Set { name, .. }] if name == "release"));
+/// # }
+/// ```
+pub fn context<O: DurableObject>(id: &str) -> Context {
+    let runtime = Runtime::builder(MemoryStorage::new())
+        .manual_alarms()
+        .build();
+    Context::new(ObjectKey::new(O::TYPE_NAME, id), runtime)
+}
+
+/// The alarm changes recorded in `ctx` since the last call, in order (and clears them).
+pub fn scheduled_alarms(ctx: &Context) -> Vec<AlarmChange> {
+    ctx.take_alarm_changes()
+}

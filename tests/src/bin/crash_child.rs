@@ -21,12 +21,18 @@ impl CrashCounter {
 async fn main() {
     use std::io::Write;
 
-    let path = std::env::args().nth(1).expect("usage: crash_child <database file>");
-    let store = durable_sqlx::SqliteStore::open(&path).await.expect("open SQLite");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: crash_child <database file>");
+    let store = durable_sqlx::SqliteStore::open(&path)
+        .await
+        .expect("open SQLite");
     let rt = Runtime::new(store);
     let mut out = std::io::stdout().lock();
     loop {
-        let value = CrashCounter::increment(&rt, "crash").await.expect("increment");
+        let value = CrashCounter::increment(&rt, "crash")
+            .await
+            .expect("increment");
         writeln!(out, "{value}").expect("stdout");
         out.flush().expect("stdout");
     }

@@ -51,7 +51,11 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
     join_all(workers).await;
     let stored = stores[1].load(key).await.unwrap().unwrap();
     let total = stores.len() as u64 * 2 * PER_WORKER;
-    assert_eq!(stored.state, total.to_string().into_bytes(), "an update was lost");
+    assert_eq!(
+        stored.state,
+        total.to_string().into_bytes(),
+        "an update was lost"
+    );
     assert_eq!(stored.version, total + 1);
 }
 

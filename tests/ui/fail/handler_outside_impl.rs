@@ -1,4 +1,5 @@
-// `#[handler]` and `#[after_load]` only mean something inside a `#[durable_object]` impl.
+// `#[handler]`, `#[after_load]` and `#[alarm]` only mean something inside a
+// `#[durable_object]` impl block.
 use durable_runtime::{after_load, handler};
 
 pub struct Counter {
@@ -13,6 +14,9 @@ impl Counter {
 
     #[after_load]
     fn loaded(&mut self) {}
+
+    #[durable_runtime::alarm]
+    fn ring(&mut self) {}
 }
 
 fn main() {}

@@ -53,7 +53,10 @@ impl Shapes {
     #[handler]
     fn handle_add_pair(&mut self, (x, y): (i32, i32), _: u8, mut scale: i32) -> usize {
         scale += 1;
-        self.points.push(Point { x: x * scale, y: y * scale });
+        self.points.push(Point {
+            x: x * scale,
+            y: y * scale,
+        });
         self.points.len()
     }
 
@@ -106,6 +109,7 @@ impl Shapes {
     }
 
     /// An unused context and a `()` result.
+    #[allow(clippy::unused_unit)]
     #[handler]
     fn handle_touch(&mut self, _ctx: &Context) -> () {}
 
@@ -128,6 +132,7 @@ impl Shapes {
     }
 
     /// The long form of `&self`.
+    #[allow(clippy::needless_arbitrary_self_type)]
     #[handler]
     fn handle_count(self: &Self) -> usize {
         self.points.len()
@@ -174,10 +179,15 @@ async fn main() {
     Shapes::set_bytes(&rt, id, vec![1, 2, 3]).await.unwrap();
     assert_eq!(Shapes::bytes(&rt, id).await.unwrap(), [1, 2, 3]);
     assert_eq!(
-        Shapes::note(&rt, id, "k".into(), Some("v".into())).await.unwrap(),
+        Shapes::note(&rt, id, "k".into(), Some("v".into()))
+            .await
+            .unwrap(),
         None
     );
-    assert_eq!(Shapes::origin(&rt, id).await.unwrap(), Some(Point { x: 0, y: 0 }));
+    assert_eq!(
+        Shapes::origin(&rt, id).await.unwrap(),
+        Some(Point { x: 0, y: 0 })
+    );
     assert!(matches!(
         Shapes::move_origin(&rt, id, Point { x: 500, y: 0 }).await,
         Err(Error::Handler(Refused::TooFar(500)))

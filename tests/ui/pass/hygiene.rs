@@ -1,7 +1,7 @@
 // Hygiene: generated code uses absolute paths only, so local items named like prelude items or
 // like the runtime crate itself cannot capture it.
 #![deny(warnings, missing_docs)]
-#![allow(non_camel_case_types, dead_code)]
+#![allow(non_camel_case_types, non_upper_case_globals, dead_code)]
 //! Hygiene.
 
 use ::durable_runtime::{Context, MemoryStorage, Runtime, durable_object};
