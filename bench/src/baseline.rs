@@ -10,7 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, QueryBuilder, SqlitePool};
 
 /// A raw connection pool to the benchmark's database.
-pub enum RawPool {
+pub(crate) enum RawPool {
     /// SQLite with the store's settings.
     Sqlite(SqlitePool),
     /// Postgres.
@@ -21,7 +21,7 @@ const STATE: &str = r#"{"count":1}"#;
 
 impl RawPool {
     /// Opens a SQLite file with WAL and the given synchronous mode.
-    pub async fn sqlite(path: &std::path::Path, full: bool) -> Result<Self, String> {
+    pub(crate) async fn sqlite(path: &std::path::Path, full: bool) -> Result<Self, String> {
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(|e| e.to_string())?
             .create_if_missing(true)
@@ -48,7 +48,7 @@ impl RawPool {
     }
 
     /// Connects to Postgres and creates a private table.
-    pub async fn postgres(url: &str, table: String) -> Result<Self, String> {
+    pub(crate) async fn postgres(url: &str, table: String) -> Result<Self, String> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .connect(url)
@@ -65,7 +65,7 @@ impl RawPool {
     }
 
     /// Drops what the baseline created.
-    pub async fn cleanup(&self) {
+    pub(crate) async fn cleanup(&self) {
         if let Self::Postgres(pool, table) = self {
             let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
                 .execute(pool)
@@ -140,11 +140,11 @@ impl RawPool {
 }
 
 /// Upserts one row per transaction, one writer, for `duration`: commits/s and latency.
-pub async fn raw_commit(
+pub(crate) async fn raw_commit(
     pool: &RawPool,
     duration: Duration,
 ) -> Result<(f64, Histogram<u64>), String> {
-    let mut histogram = Histogram::new(3).expect("histogram");
+    let mut histogram = crate::report::histogram();
     let started = Instant::now();
     let mut commits = 0u64;
     while started.elapsed() < duration {
@@ -157,7 +157,7 @@ pub async fn raw_commit(
 }
 
 /// Upserts 100 rows per transaction for `duration`: rows/s.
-pub async fn raw_batch(pool: &RawPool, duration: Duration) -> Result<f64, String> {
+pub(crate) async fn raw_batch(pool: &RawPool, duration: Duration) -> Result<f64, String> {
     let started = Instant::now();
     let mut rows = 0u64;
     let mut next = 0u64;

@@ -24,7 +24,7 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 /// Where objects are stored during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendKind {
+pub(crate) enum BackendKind {
     /// `MemoryStorage`.
     Memory,
     /// SQLite, WAL, synchronous FULL.
@@ -47,7 +47,7 @@ impl BackendKind {
     }
 
     /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Memory => "memory",
             Self::Sqlite => "sqlite",
@@ -59,17 +59,17 @@ impl BackendKind {
 
 /// Command-line settings.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Scenarios to run, in order.
-    pub scenarios: Vec<String>,
+    pub(crate) scenarios: Vec<String>,
     /// The storage backend.
-    pub backend: BackendKind,
+    pub(crate) backend: BackendKind,
     /// Duration of each timed run.
-    pub secs: Duration,
+    pub(crate) secs: Duration,
     /// Runs per scenario (the median is reported).
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Small sizes and short runs.
-    pub smoke: bool,
+    pub(crate) smoke: bool,
 }
 
 const ALL: &[&str] = &[

@@ -7,7 +7,7 @@ use durable_runtime::{Context, durable_object};
 
 /// A counter: the state-changing call of `seq`, `hot` and `spread`, the read of `read`.
 #[durable_object]
-pub struct BenchCounter {
+pub(crate) struct BenchCounter {
     count: i64,
 }
 
@@ -26,11 +26,11 @@ impl BenchCounter {
 }
 
 /// When each alarm of the `alarms` scenario fired, by object id.
-pub static FIRED: Mutex<Vec<(String, SystemTime)>> = Mutex::new(Vec::new());
+pub(crate) static FIRED: Mutex<Vec<(String, SystemTime)>> = Mutex::new(Vec::new());
 
 /// An object with one alarm that records when it fired.
 #[durable_object]
-pub struct Ringer {
+pub(crate) struct Ringer {
     rung: u32,
 }
 

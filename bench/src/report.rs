@@ -4,28 +4,32 @@ use hdrhistogram::Histogram;
 
 /// The result of one scenario on one backend.
 #[derive(Clone, Debug)]
-pub struct Figure {
+pub(crate) struct Figure {
     /// Scenario name (`seq`, `read-64`, ...).
-    pub scenario: String,
+    pub(crate) scenario: String,
     /// Backend name.
-    pub backend: &'static str,
+    pub(crate) backend: &'static str,
     /// What `runs` and `median` count (`calls/s`, `rows/s`, `bytes/object`, ...).
-    pub unit: &'static str,
+    pub(crate) unit: &'static str,
     /// The value of each run.
-    pub runs: Vec<f64>,
+    pub(crate) runs: Vec<f64>,
     /// Latency percentiles of the median run, in microseconds.
-    pub latency_us: Option<[f64; 3]>,
+    pub(crate) latency_us: Option<[f64; 3]>,
     /// Peak resident set size of the process so far, in MiB.
-    pub peak_rss_mib: f64,
+    pub(crate) peak_rss_mib: f64,
     /// This figure divided by `raw-commit` on the same backend, when both exist.
-    pub ratio_vs_raw_commit: Option<f64>,
+    pub(crate) ratio_vs_raw_commit: Option<f64>,
     /// Other named values.
-    pub extra: Vec<(&'static str, f64)>,
+    pub(crate) extra: Vec<(&'static str, f64)>,
 }
 
 impl Figure {
     /// A figure with no runs yet.
-    pub fn new(scenario: impl Into<String>, backend: &'static str, unit: &'static str) -> Self {
+    pub(crate) fn new(
+        scenario: impl Into<String>,
+        backend: &'static str,
+        unit: &'static str,
+    ) -> Self {
         Self {
             scenario: scenario.into(),
             backend,
@@ -39,7 +43,7 @@ impl Figure {
     }
 
     /// The median of the runs.
-    pub fn median(&self) -> f64 {
+    pub(crate) fn median(&self) -> f64 {
         let mut runs = self.runs.clone();
         runs.sort_by(f64::total_cmp);
         match runs.len() {
@@ -50,13 +54,13 @@ impl Figure {
     }
 
     /// Records the latency percentiles of a run's histogram (nanoseconds).
-    pub fn set_latency(&mut self, histogram: &Histogram<u64>) {
+    pub(crate) fn set_latency(&mut self, histogram: &Histogram<u64>) {
         let us = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
         self.latency_us = Some([us(0.5), us(0.99), us(0.999)]);
     }
 
     /// One JSON line.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         let mut value = serde_json::json!({
             "scenario": self.scenario,
             "backend": self.backend,
@@ -84,7 +88,7 @@ impl Figure {
 const COMPARED: &[&str] = &["seq", "hot", "spread", "cold"];
 
 /// Sets `figure`'s ratio against the `raw-commit` figure of the same backend, if measured.
-pub fn attach_baseline(figure: &mut Figure, earlier: &[Figure]) {
+pub(crate) fn attach_baseline(figure: &mut Figure, earlier: &[Figure]) {
     if !COMPARED.contains(&figure.scenario.as_str()) {
         return;
     }
@@ -100,7 +104,7 @@ pub fn attach_baseline(figure: &mut Figure, earlier: &[Figure]) {
 }
 
 /// Prints the human-readable table.
-pub fn print_table(figures: &[Figure]) {
+pub(crate) fn print_table(figures: &[Figure]) {
     println!();
     println!(
         "{:<14} {:<14} {:>14} {:<13} {:>9} {:>9} {:>9} {:>8} {:>9}",
@@ -134,7 +138,7 @@ pub fn print_table(figures: &[Figure]) {
 }
 
 /// Peak resident set size of this process, in MiB (Linux; 0 elsewhere).
-pub fn peak_rss_mib() -> f64 {
+pub(crate) fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -145,4 +149,9 @@ pub fn peak_rss_mib() -> f64 {
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// A latency histogram in nanoseconds, from 1 ns to one hour, 3 significant figures.
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }

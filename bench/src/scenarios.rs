@@ -35,9 +35,9 @@ async fn open(kind: BackendKind) -> Result<Opened, String> {
             } else {
                 durable_sqlx::Synchronous::Normal
             };
-            let store = durable_sqlx::SqliteStore::builder()
+            let store = durable_sqlx::SqliteStore::builder(dir.path().join("bench.db"))
                 .synchronous(synchronous)
-                .open(dir.path().join("bench.db"))
+                .open()
                 .await
                 .map_err(|e| e.to_string())?;
             Opened {
@@ -65,7 +65,7 @@ fn database_url() -> Result<String, String> {
 }
 
 /// Runs one scenario `settings.runs` times.
-pub async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
+pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
     let backend = settings.backend;
     match name {
         "raw-commit" | "raw-batch" => raw(name, settings).await,
@@ -199,7 +199,7 @@ async fn drive(
         let rt = rt.clone();
         let ids = Arc::clone(ids);
         tasks.spawn(async move {
-            let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+            let mut histogram = crate::report::histogram();
             let mut seed = caller as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
             let mut done = 0u64;
             while Instant::now() < deadline {
@@ -221,7 +221,7 @@ async fn drive(
         });
     }
     let mut total = 0;
-    let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+    let mut histogram = crate::report::histogram();
     while let Some(result) = tasks.join_next().await {
         let (done, h) = result.map_err(|e| e.to_string())??;
         total += done;
@@ -389,7 +389,7 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
 async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
     let count = if settings.smoke { 500 } else { 10_000 };
     let mut figure = Figure::new("alarms", settings.backend.name(), "alarms/s");
-    let mut lateness = Histogram::<u64>::new(3).expect("histogram");
+    let mut lateness = crate::report::histogram();
     for _ in 0..settings.runs {
         FIRED.lock().unwrap_or_else(|p| p.into_inner()).clear();
         let opened = open(settings.backend).await?;

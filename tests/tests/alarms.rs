@@ -318,11 +318,10 @@ async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: 
         if let Event::AlarmFailed {
             key, dead: last, ..
         } = event
+            && key.object_id == "dead"
         {
-            if key.object_id == "dead" {
-                failures += 1;
-                dead |= last;
-            }
+            failures += 1;
+            dead |= last;
         }
     }
     assert_eq!(failures, 4);
