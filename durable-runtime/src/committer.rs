@@ -22,6 +22,16 @@ const MAX_BATCH: usize = 512;
 
 type Reply = oneshot::Sender<Result<ObjectWrite, CommitError>>;
 
+/// Where a submitted write's outcome arrives.
+pub(crate) type Outcome = oneshot::Receiver<Result<ObjectWrite, CommitError>>;
+
+/// The error of a write whose commit loop stopped before answering.
+pub(crate) fn stopped() -> CommitError {
+    CommitError::Storage(crate::storage::StorageError::unavailable(
+        std::io::Error::other("the commit loop stopped with the write's outcome unknown"),
+    ))
+}
+
 /// The sending side: what an object uses to commit a write.
 #[derive(Clone, Debug)]
 pub(crate) struct Committer {
@@ -40,36 +50,37 @@ impl Committer {
 
     /// Commits `write` in the next batch; returns it once durable.
     pub(crate) async fn commit(&self, write: ObjectWrite) -> Result<ObjectWrite, CommitError> {
+        Self::outcome(&mut self.submit(write)).await
+    }
+
+    /// Queues `write` for the next batch; the receiver yields it back once durable.
+    pub(crate) fn submit(&self, write: ObjectWrite) -> Outcome {
         let (reply, outcome) = oneshot::channel();
-        if let Err(refused) = self.queue.send((write, reply)) {
-            // The loop is gone (its runtime is being torn down): commit directly is not
-            // possible without storage here, so report the write as not committed.
-            let (write, _) = refused.0;
-            return Err(CommitError::Storage(
-                crate::storage::StorageError::unavailable(std::io::Error::other(format!(
-                    "commit loop stopped before {} was written",
-                    write.key
-                ))),
-            ));
-        }
-        outcome.await.unwrap_or_else(|_| {
-            Err(CommitError::Storage(
-                crate::storage::StorageError::unavailable(std::io::Error::other(
-                    "commit loop stopped with the write's outcome unknown",
-                )),
-            ))
-        })
+        // If the loop is gone (its runtime is being torn down) the reply is dropped, and
+        // `outcome` reports the write as not committed.
+        let _ = self.queue.send((write, reply));
+        outcome
+    }
+
+    /// Waits for a submitted write.
+    pub(crate) async fn outcome(outcome: &mut Outcome) -> Result<ObjectWrite, CommitError> {
+        outcome.await.unwrap_or_else(|_| Err(stopped()))
     }
 }
 
 async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(ObjectWrite, Reply)>) {
-    let in_flight = Arc::new(Semaphore::new(storage.max_concurrent_commits().max(1)));
-    while let Some(first) = queue.recv().await {
+    let concurrency = storage.max_concurrent_commits().max(1);
+    let in_flight = Arc::new(Semaphore::new(concurrency));
+    loop {
+        // Wait for a free commit slot first, so that writes arriving meanwhile join the batch.
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
-        let mut writes = vec![first.0];
-        let mut replies = vec![first.1];
+        let Some((write, reply)) = queue.recv().await else {
+            return;
+        };
+        let mut writes = vec![write];
+        let mut replies = vec![reply];
         while writes.len() < MAX_BATCH {
             match queue.try_recv() {
                 Ok((write, reply)) => {
@@ -78,6 +89,12 @@ async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(Obje
                 }
                 Err(_) => break,
             }
+        }
+        if concurrency == 1 {
+            // One writer: commit in this task, no hand-off on the latency path.
+            commit_batch(storage.as_ref(), writes, replies).await;
+            drop(permit);
+            continue;
         }
         let storage = Arc::clone(&storage);
         tokio::spawn(async move {

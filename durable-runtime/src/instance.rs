@@ -15,9 +15,11 @@ use tracing::Instrument;
 use crate::call::{Access, Outcome};
 use crate::chain::Chain;
 use crate::codec;
+use crate::committer::Committer;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::Event;
+use crate::gate::{Gate, Held};
 use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, InstanceCell, Residency, TypeEntry};
@@ -52,7 +54,9 @@ impl Settings {
 enum Slot<O> {
     /// Nothing in memory: the next call loads from storage.
     Unloaded,
-    /// Decoded and ready. `committed` is the encoding of the last committed state.
+    /// Decoded and ready. `committed` is the encoding of the state as of the last finished
+    /// call (committed, or carried by the writes the output gate waits for); `version` is the
+    /// last committed version.
     Active {
         state: O,
         committed: Vec<u8>,
@@ -73,6 +77,8 @@ pub(crate) struct Instance<O: DurableObject> {
     last_activity: Instant,
     /// The chain of a call that came from outside any handler: just this object.
     own_chain: Chain,
+    /// Calls whose replies wait for their writes.
+    gate: Gate<O>,
 }
 
 impl<O: DurableObject> Drop for Instance<O> {
@@ -85,6 +91,7 @@ impl<O: DurableObject> Drop for Instance<O> {
 /// Why the task loop woke up.
 enum Wake<O> {
     Envelope(Envelope<O>),
+    Committed(Result<ObjectWrite, CommitError>),
     Idle(Idle),
     Closed,
     RuntimeShutdown,
@@ -115,6 +122,7 @@ impl<O: DurableObject> Instance<O> {
             ctx: Context::new(key, runtime),
             slot: Slot::Unloaded,
             last_activity: Instant::now(),
+            gate: Gate::new(),
         }
     }
 
@@ -131,22 +139,31 @@ impl<O: DurableObject> Instance<O> {
     pub(crate) async fn run(mut self) {
         let shutdown = self.runtime().shutdown_token();
         loop {
-            let wake = match self.next_deadline() {
-                Some((deadline, idle)) => tokio::select! {
-                    envelope = self.mailbox.recv() => envelope.map_or(Wake::Closed, Wake::Envelope),
-                    () = sleep_until(deadline) => Wake::Idle(idle),
-                    () = shutdown.cancelled() => Wake::RuntimeShutdown,
+            // Idle transitions wait until every reply is out; new calls wait while the gate
+            // already holds a queue's worth.
+            let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
+            let accepting = self.gate.held() < self.entry.settings.queue_capacity;
+            let wake = tokio::select! {
+                envelope = self.mailbox.recv(), if accepting => {
+                    envelope.map_or(Wake::Closed, Wake::Envelope)
+                }
+                outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
+                () = sleep_until_some(deadline) => match deadline {
+                    Some((_, idle)) => Wake::Idle(idle),
+                    None => continue,
                 },
-                None => tokio::select! {
-                    envelope = self.mailbox.recv() => envelope.map_or(Wake::Closed, Wake::Envelope),
-                    () = shutdown.cancelled() => Wake::RuntimeShutdown,
-                },
+                () = shutdown.cancelled() => Wake::RuntimeShutdown,
             };
             match wake {
                 Wake::Envelope(envelope) => {
                     self.handle(envelope).await;
                     self.last_activity = Instant::now();
+                    self.cell.set_gate_busy(!self.gate.is_open());
                     self.cell.finished(self.runtime().uptime_millis());
+                }
+                Wake::Committed(outcome) => {
+                    self.committed(outcome);
+                    self.cell.set_gate_busy(!self.gate.is_open());
                 }
                 Wake::Idle(Idle::Hibernate) => self.hibernate(),
                 Wake::Idle(Idle::Shutdown) => {
@@ -156,6 +173,7 @@ impl<O: DurableObject> Instance<O> {
                 }
                 Wake::Closed => {
                     // Evicted to make room: the registry dropped the mailbox while idle.
+                    self.flush().await;
                     metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
                     self.emit(|key| Event::ShutDown { key });
                     return;
@@ -173,9 +191,68 @@ impl<O: DurableObject> Instance<O> {
             self.handle(envelope).await;
             self.cell.finished(self.runtime().uptime_millis());
         }
+        self.flush().await;
         let id = self.key().object_id.clone();
         self.entry.deregister(&id, self.generation, || true);
         self.emit(|key| Event::ShutDown { key });
+    }
+
+    /// Waits until every held reply is out: the in-flight write and the ones after it.
+    async fn flush(&mut self) {
+        while self.gate.in_flight.is_some() {
+            let outcome = in_flight(&mut self.gate).await;
+            self.committed(outcome);
+        }
+        self.cell.set_gate_busy(false);
+    }
+
+    /// The in-flight write finished: release or fail the calls it gates, then write what
+    /// accumulated meanwhile.
+    fn committed(&mut self, outcome: Result<ObjectWrite, CommitError>) {
+        match outcome {
+            Ok(write) => {
+                if write
+                    .alarms
+                    .iter()
+                    .any(|change| matches!(change, AlarmChange::Set { .. }))
+                {
+                    self.runtime().signal_alarm_scheduled();
+                }
+                if let Slot::Active { version, .. } = &mut self.slot {
+                    *version = write.new_version();
+                }
+                self.gate.committed();
+                if self.gate.next.needs_write() {
+                    self.start_write();
+                }
+            }
+            Err(error) => {
+                // Failed or unknown outcome: every call that saw this state fails, and
+                // storage is the truth from now on.
+                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                let key = self.key().clone();
+                self.gate.failed(&key, &error);
+                self.set_slot_unloaded();
+            }
+        }
+    }
+
+    /// Submits the gate's pending changes as the object's next write.
+    fn start_write(&mut self) {
+        let Slot::Active {
+            committed, version, ..
+        } = &self.slot
+        else {
+            return;
+        };
+        let write = ObjectWrite {
+            key: self.ctx.key().clone(),
+            expected_version: *version,
+            state: self.gate.next.state_changed.then(|| committed.clone()),
+            alarms: std::mem::take(&mut self.gate.next.alarms),
+        };
+        let outcome = self.ctx.runtime().committer().submit(write);
+        self.gate.start(outcome);
     }
 
     /// The next idle transition and when it is due, if any.
@@ -246,6 +323,7 @@ impl<O: DurableObject> Instance<O> {
     }
 
     async fn delete(&mut self, reply: oneshot::Sender<Result<bool, Error>>) {
+        self.flush().await;
         let key = self.key().clone();
         let result = self.runtime().storage().delete(&key).await;
         // Whatever happened, storage is the truth from now on.
@@ -293,8 +371,10 @@ impl<O: DurableObject> Instance<O> {
         };
         let Ok(outcome) = outcome else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
-            // cannot be trusted, so the activation goes.
+            // cannot be trusted, so the activation goes, once the writes of the calls before
+            // it (which carry their own encoded state) are committed.
             self.ctx.take_alarm_changes();
+            self.flush().await;
             self.set_slot_unloaded();
             metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
             let key = self.key().clone();
@@ -304,32 +384,33 @@ impl<O: DurableObject> Instance<O> {
         let label = match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.take_alarm_changes();
-                call.reply();
+                self.gate.reply_or_hold(Held::Reply(call));
                 "ok"
             }
-            Outcome::Returned => match self.persist().await {
+            Outcome::Returned => match self.stage_write() {
                 Ok(()) => {
-                    call.reply();
+                    self.gate.reply_or_hold(Held::Reply(call));
                     "ok"
                 }
                 Err(error) => {
-                    call.fail(error);
-                    "persistence_failed"
+                    self.gate.reply_or_hold(Held::Fail(call, error));
+                    "encode_failed"
                 }
             },
             Outcome::HandlerError => {
                 self.rollback(access);
-                call.reply();
+                self.gate.reply_or_hold(Held::Reply(call));
                 "handler_error"
             }
             Outcome::Panicked(message) => {
                 self.rollback(access);
                 let key = self.key().clone();
-                call.fail(Error::Panicked {
+                let error = Error::Panicked {
                     key,
                     handler,
                     message,
-                });
+                };
+                self.gate.reply_or_hold(Held::Fail(call, error));
                 "panicked"
             }
         };
@@ -442,16 +523,15 @@ impl<O: DurableObject> Instance<O> {
         Ok(())
     }
 
-    /// Commits the active state if it changed (with the call's alarm changes).
-    async fn persist(&mut self) -> Result<(), Error> {
+    /// Records what a `&mut self` call changed (state and alarms) in the gate, and submits
+    /// a write unless one is in flight (then it joins the next one).
+    fn stage_write(&mut self) -> Result<(), Error> {
         let alarms = self.ctx.take_alarm_changes();
         let Slot::Active {
-            state,
-            committed,
-            version,
-        } = &self.slot
+            state, committed, ..
+        } = &mut self.slot
         else {
-            unreachable!("persist runs on an active slot");
+            unreachable!("stage_write runs on an active slot");
         };
         let encoded = match codec::encode(state) {
             Ok(encoded) => encoded,
@@ -465,37 +545,19 @@ impl<O: DurableObject> Instance<O> {
         if !changed && alarms.is_empty() {
             return Ok(());
         }
-        let write = ObjectWrite {
-            key: self.key().clone(),
-            expected_version: *version,
-            state: changed.then_some(encoded),
-            alarms,
-        };
-        let span = tracing::debug_span!("durable.commit", object_type = O::TYPE_NAME);
-        match self.commit(write).instrument(span).await {
-            Ok(write) => {
-                if let Slot::Active {
-                    committed, version, ..
-                } = &mut self.slot
-                {
-                    *version = write.new_version();
-                    if let Some(state) = write.state {
-                        *committed = state;
-                    }
-                }
-                Ok(())
-            }
-            Err(error) => {
-                // Failed or unknown outcome: storage is the truth, reload it next time.
-                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
-                self.set_slot_unloaded();
-                Err(error)
-            }
+        if changed {
+            *committed = encoded;
         }
+        self.gate.next.state_changed |= changed;
+        self.gate.next.alarms.extend(alarms);
+        if self.gate.in_flight.is_none() {
+            self.start_write();
+        }
+        Ok(())
     }
 
     /// Commits one write, returning it on success.
-    async fn commit(&self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
+    async fn commit(&mut self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
         match self.runtime().committer().commit(write).await {
             Ok(write) => {
                 if write
@@ -546,5 +608,21 @@ impl<O: DurableObject> Instance<O> {
             key: self.key().clone(),
             message,
         })
+    }
+}
+
+/// The outcome of the gate's in-flight write; pending forever when none is in flight.
+async fn in_flight<O: 'static>(gate: &mut Gate<O>) -> Result<ObjectWrite, CommitError> {
+    match &mut gate.in_flight {
+        Some(in_flight) => Committer::outcome(&mut in_flight.outcome).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until the deadline, or forever when there is none.
+async fn sleep_until_some(deadline: Option<(Instant, Idle)>) {
+    match deadline {
+        Some((at, _)) => sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -50,6 +50,7 @@ mod committer;
 mod context;
 mod error;
 mod events;
+mod gate;
 mod id;
 mod instance;
 pub mod metrics;

@@ -60,6 +60,8 @@ pub(crate) struct InstanceCell {
     outstanding: AtomicUsize,
     /// When the object last finished an envelope, in milliseconds of the runtime's uptime.
     last_used: AtomicU64,
+    /// Whether replies wait in the object's output gate (writes not yet committed).
+    gate_busy: std::sync::atomic::AtomicBool,
 }
 
 impl InstanceCell {
@@ -81,8 +83,13 @@ impl InstanceCell {
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// Set before the envelope that made the gate busy is counted as finished.
+    pub(crate) fn set_gate_busy(&self, busy: bool) {
+        self.gate_busy.store(busy, Ordering::Release);
+    }
+
     fn is_idle(&self) -> bool {
-        self.outstanding.load(Ordering::Acquire) == 0
+        self.outstanding.load(Ordering::Acquire) == 0 && !self.gate_busy.load(Ordering::Acquire)
     }
 }
 

@@ -464,7 +464,9 @@ async fn invalid_names_are_rejected() {
         ),
         "{err:?}"
     );
-    let err = PostgresStore::connect("mysql://nope").await.unwrap_err();
+    let err = PostgresStore::connect("postgres://localhost:notaport/db")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidLocation(_)), "{err:?}");
 }
 

@@ -260,6 +260,14 @@ impl StorageError {
         }
     }
 
+    /// A copy with the same class and message, for every call that shared one failed commit.
+    pub(crate) fn duplicate(&self) -> Self {
+        Self {
+            kind: self.kind,
+            source: self.source.to_string().into(),
+        }
+    }
+
     /// The class of this failure.
     pub fn kind(&self) -> StorageErrorKind {
         self.kind

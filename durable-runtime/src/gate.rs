@@ -1,0 +1,165 @@
+//! The output gate: calls that ran on state not yet committed wait here for their reply.
+//!
+//! An object does not wait for its write to commit before running the next queued call. That
+//! call sees the uncommitted state, so its reply is held until every write it depends on has
+//! committed. Writes of calls that ran while a write was in flight are coalesced into the
+//! object's next write (one write carries the latest state and every alarm change, in order).
+//! At most one write per object is in flight, so writes commit in the order the calls ran.
+//!
+//! If a write fails, every call that saw its state fails with it, and the object reloads its
+//! last committed state.
+
+use tokio::sync::oneshot;
+
+use crate::call::Invocation;
+use crate::error::Error;
+use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
+
+/// A call whose reply waits for a commit.
+pub(crate) enum Held<O> {
+    /// Send the handler's own result.
+    Reply(Box<dyn Invocation<O>>),
+    /// Send this runtime error (a panic), unless the commit fails first.
+    Fail(Box<dyn Invocation<O>>, Error),
+}
+
+impl<O: 'static> Held<O> {
+    /// The commit it waited for succeeded.
+    fn release(self) {
+        match self {
+            Self::Reply(call) => call.reply(),
+            Self::Fail(call, error) => call.fail(error),
+        }
+    }
+
+    /// The commit it waited for failed.
+    fn fail(self, error: Error) {
+        match self {
+            Self::Reply(call) | Self::Fail(call, _) => call.fail(error),
+        }
+    }
+}
+
+/// The write in flight and the calls released by it.
+pub(crate) struct InFlight<O> {
+    pub(crate) outcome: oneshot::Receiver<Result<ObjectWrite, CommitError>>,
+    held: Vec<Held<O>>,
+}
+
+/// Changes waiting for the in-flight write to finish, and the calls that made or saw them.
+pub(crate) struct Next<O> {
+    held: Vec<Held<O>>,
+    /// Whether the state changed since the in-flight write.
+    pub(crate) state_changed: bool,
+    pub(crate) alarms: Vec<AlarmChange>,
+}
+
+impl<O> Default for Next<O> {
+    fn default() -> Self {
+        Self {
+            held: Vec::new(),
+            state_changed: false,
+            alarms: Vec::new(),
+        }
+    }
+}
+
+impl<O> Next<O> {
+    /// Whether it holds changes that need a write.
+    pub(crate) fn needs_write(&self) -> bool {
+        self.state_changed || !self.alarms.is_empty()
+    }
+}
+
+/// The gate of one object.
+pub(crate) struct Gate<O> {
+    pub(crate) in_flight: Option<InFlight<O>>,
+    pub(crate) next: Next<O>,
+}
+
+impl<O: 'static> Gate<O> {
+    pub(crate) fn new() -> Self {
+        Self {
+            in_flight: None,
+            next: Next::default(),
+        }
+    }
+
+    /// Nothing in flight and nothing held: replies may go out at once.
+    pub(crate) fn is_open(&self) -> bool {
+        self.in_flight.is_none() && self.next.held.is_empty() && !self.next.needs_write()
+    }
+
+    /// How many calls wait for a reply.
+    pub(crate) fn held(&self) -> usize {
+        self.next.held.len() + self.in_flight.as_ref().map_or(0, |f| f.held.len())
+    }
+
+    /// Holds a call until the state it saw is committed.
+    pub(crate) fn hold(&mut self, held: Held<O>) {
+        if self.next.needs_write() || self.in_flight.is_none() {
+            self.next.held.push(held);
+        } else {
+            // It saw only what the in-flight write carries.
+            match &mut self.in_flight {
+                Some(in_flight) => in_flight.held.push(held),
+                None => self.next.held.push(held),
+            }
+        }
+    }
+
+    /// Replies at once if nothing is pending, else holds the call.
+    pub(crate) fn reply_or_hold(&mut self, held: Held<O>) {
+        if self.is_open() {
+            held.release();
+        } else {
+            self.hold(held);
+        }
+    }
+
+    /// Takes the next group to write, recording it as in flight with `outcome`.
+    pub(crate) fn start(&mut self, outcome: oneshot::Receiver<Result<ObjectWrite, CommitError>>) {
+        let next = std::mem::take(&mut self.next);
+        self.in_flight = Some(InFlight {
+            outcome,
+            held: next.held,
+        });
+    }
+
+    /// The in-flight write committed: release its calls. Calls held for the next write with
+    /// no change of their own are released too (they saw only committed state now).
+    pub(crate) fn committed(&mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            in_flight.held.into_iter().for_each(Held::release);
+        }
+        if !self.next.needs_write() {
+            std::mem::take(&mut self.next.held)
+                .into_iter()
+                .for_each(Held::release);
+        }
+    }
+
+    /// The in-flight write failed: every held call fails with a copy of `error`, and the
+    /// next changes are dropped.
+    pub(crate) fn failed(&mut self, key: &ObjectKey, error: &CommitError) {
+        let in_flight = self.in_flight.take().map(|f| f.held).unwrap_or_default();
+        let next = std::mem::take(&mut self.next).held;
+        for held in in_flight.into_iter().chain(next) {
+            held.fail(commit_error(key, error));
+        }
+    }
+}
+
+/// The error a call gets when the write it depends on failed.
+pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError) -> Error {
+    match error {
+        CommitError::Conflict { found, .. } => Error::Conflict {
+            key: key.clone(),
+            found: *found,
+        },
+        CommitError::Storage(source) => Error::Storage {
+            key: key.clone(),
+            source: source.duplicate(),
+        },
+    }
+}

@@ -1,0 +1,152 @@
+//! Group commit and the output gate, on virtual time with a storage that delays and fails
+//! commits on demand: calls run while earlier writes are in flight, but no reply leaves
+//! before the writes it depends on have committed, and a failed write fails every call that
+//! saw its state.
+
+use std::time::Duration;
+
+use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+use durable_runtime::testing::FaultyStorage;
+use durable_runtime::{Error, Runtime, durable_object};
+use futures_util::future::join_all;
+use tokio::time::sleep;
+
+#[durable_object]
+pub struct Counter {
+    count: i64,
+}
+
+#[durable_object]
+impl Counter {
+    #[handler]
+    fn handle_increment(&mut self) -> i64 {
+        self.count += 1;
+        self.count
+    }
+
+    #[handler]
+    fn handle_get(&self) -> i64 {
+        self.count
+    }
+}
+
+const COMMIT_DELAY: Duration = Duration::from_millis(20);
+
+fn slow_runtime() -> (Runtime, FaultyStorage<MemoryStorage>) {
+    let store = FaultyStorage::new(MemoryStorage::new());
+    store.delay_commits(COMMIT_DELAY);
+    (Runtime::new(store.clone()), store)
+}
+
+async fn stored_count(store: &impl Storage, id: &str) -> i64 {
+    let stored = store.load(&ObjectKey::new("Counter", id)).await.unwrap();
+    stored.map_or(0, |s| {
+        serde_json::from_slice::<serde_json::Value>(&s.state).unwrap()["count"]
+            .as_i64()
+            .unwrap()
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hot_object_runs_calls_while_its_write_is_in_flight_and_coalesces_writes() {
+    let (rt, store) = slow_runtime();
+    Counter::get(&rt, "hot").await.unwrap();
+    let commits = store.commits();
+    let results = join_all((0..50).map(|_| Counter::increment(&rt, "hot"))).await;
+    let results: Vec<i64> = results.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        results,
+        (1..=50).collect::<Vec<i64>>(),
+        "arrival order kept"
+    );
+    let writes = store.commits() - commits;
+    assert!(writes <= 3, "50 calls took {writes} commits");
+    assert_eq!(stored_count(store.inner(), "hot").await, 50);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_reply_leaves_before_the_write_it_depends_on_commits() {
+    let (rt, store) = slow_runtime();
+    Counter::get(&rt, "gated").await.unwrap();
+    let increment = tokio::spawn({
+        let rt = rt.clone();
+        async move { Counter::increment(&rt, "gated").await }
+    });
+    sleep(Duration::from_millis(1)).await;
+    // The read runs on the uncommitted state, so it waits for that write as well.
+    let read = tokio::spawn({
+        let rt = rt.clone();
+        async move { Counter::get(&rt, "gated").await }
+    });
+    sleep(COMMIT_DELAY / 2).await;
+    assert!(!increment.is_finished(), "replied before its commit");
+    assert!(
+        !read.is_finished(),
+        "a read of uncommitted state replied early"
+    );
+    assert_eq!(stored_count(store.inner(), "gated").await, 0);
+    assert_eq!(increment.await.unwrap().unwrap(), 1);
+    assert_eq!(read.await.unwrap().unwrap(), 1);
+    assert_eq!(stored_count(store.inner(), "gated").await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_write_fails_every_call_that_saw_its_state_and_the_object_reloads() {
+    let (rt, store) = slow_runtime();
+    assert_eq!(Counter::increment(&rt, "doomed").await.unwrap(), 1);
+    store.fail_commits(1);
+    let calls = join_all([
+        Box::pin(Counter::increment(&rt, "doomed"))
+            as std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, Error>> + Send>>,
+        Box::pin(Counter::increment(&rt, "doomed")),
+        Box::pin(Counter::get(&rt, "doomed")),
+    ])
+    .await;
+    for (i, result) in calls.iter().enumerate() {
+        assert!(
+            matches!(result, Err(Error::Storage { .. })),
+            "call {i} should have failed with the write: {result:?}"
+        );
+    }
+    // The object reloaded its last committed state.
+    assert_eq!(Counter::get(&rt, "doomed").await.unwrap(), 1);
+    assert_eq!(Counter::increment(&rt, "doomed").await.unwrap(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_conflicting_write_does_not_fail_its_batch_neighbours() {
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let rt1 = Runtime::new(store.clone());
+    let rt2 = Runtime::new(store.clone());
+    for id in ["a", "b", "c", "stale", "slow"] {
+        Counter::increment(&rt1, id).await.unwrap();
+    }
+    // Another runtime moves `stale` on: rt1's activation of it is now behind.
+    Counter::increment(&rt2, "stale").await.unwrap();
+
+    store.delay_commits(COMMIT_DELAY);
+    // A slow commit holds the committer; the next five writes queue into one batch.
+    let slow = tokio::spawn({
+        let rt1 = rt1.clone();
+        async move { Counter::increment(&rt1, "slow").await }
+    });
+    sleep(Duration::from_millis(1)).await;
+    let commits = store.commits();
+    let results = join_all(["a", "b", "stale", "c"].map(|id| Counter::increment(&rt1, id))).await;
+    assert!(slow.await.unwrap().is_ok());
+    assert_eq!(results[0].as_ref().unwrap(), &2);
+    assert_eq!(results[1].as_ref().unwrap(), &2);
+    assert!(
+        matches!(results[2], Err(Error::Conflict { .. })),
+        "{:?}",
+        results[2]
+    );
+    assert_eq!(results[3].as_ref().unwrap(), &2);
+    // The batch was retried without the conflicting write: one more commit, not four.
+    assert!(
+        store.commits() - commits <= 3,
+        "{}",
+        store.commits() - commits
+    );
+    assert_eq!(Counter::increment(&rt1, "stale").await.unwrap(), 3);
+}
