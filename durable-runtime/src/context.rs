@@ -119,6 +119,12 @@ impl Context {
         self.changes().push(AlarmChange::CancelAll);
     }
 
+    /// Removes the fired alarm `name` in the call's commit, if it is still claimed.
+    pub(crate) fn finish_alarm(&self, name: String, claimed_at: SystemTime) {
+        self.changes()
+            .push(AlarmChange::Finish { name, claimed_at });
+    }
+
     fn check_alarm<O: DurableObject>(&self) {
         self.check_writable();
         assert!(

@@ -7,7 +7,7 @@
 //! database fire each alarm once per claim.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -35,12 +35,15 @@ impl SchedulerSignal {
 
 /// Fires an alarm at an object of a type known only by name.
 pub(crate) trait AlarmTarget: Send + Sync {
+    /// Runs the alarm's handler through the object. With a claim, the alarm's removal is
+    /// committed with the handler's state.
     fn fire<'a>(
         &'a self,
         runtime: &'a Runtime,
         id: &'a str,
         name: &'a str,
         attempt: u32,
+        claimed_at: Option<SystemTime>,
     ) -> BoxFuture<'a, Result<(), Error<BoxError>>>;
 }
 
@@ -60,6 +63,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         id: &'a str,
         name: &'a str,
         attempt: u32,
+        claimed_at: Option<SystemTime>,
     ) -> BoxFuture<'a, Result<(), Error<BoxError>>> {
         let name = name.to_owned();
         Box::pin(call::<O, (), BoxError, _>(
@@ -68,7 +72,13 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
             Access::Write,
             "alarm",
             move |state: &mut O, ctx| match state.alarm(ctx, &name, attempt) {
-                Some(fired) => fired,
+                Some(fired) => Box::pin(async move {
+                    fired.await?;
+                    if let Some(claimed_at) = claimed_at {
+                        ctx.finish_alarm(name, claimed_at);
+                    }
+                    Ok(())
+                }),
                 None => {
                     let message = format!("`{}` has no alarm handler named `{name}`", O::TYPE_NAME);
                     Box::pin(std::future::ready(Err(message.into())))
@@ -77,6 +87,10 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         ))
     }
 }
+
+/// How far ahead of their due time alarms are claimed. Each claimed alarm then waits for its
+/// exact due time in process, so one claim round trip serves every alarm due in the window.
+const CLAIM_AHEAD: Duration = Duration::from_millis(20);
 
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
@@ -121,7 +135,7 @@ async fn claim_and_fire(runtime: &Runtime, settings: &AlarmSettings) -> Result<b
         .unwrap_or(std::time::UNIX_EPOCH);
     let claimed = runtime
         .storage()
-        .claim_due_alarms(now, expired_before, settings.claim_batch)
+        .claim_due_alarms(now + CLAIM_AHEAD, expired_before, settings.claim_batch)
         .await
         .map_err(|error| tracing::warn!(%error, "claiming due alarms failed"))?;
     let full = claimed.len() >= settings.claim_batch;
@@ -131,11 +145,12 @@ async fn claim_and_fire(runtime: &Runtime, settings: &AlarmSettings) -> Result<b
     Ok(full)
 }
 
-/// How long to sleep: until the earliest unclaimed alarm, at most the poll interval.
+/// How long to sleep: until the earliest unclaimed alarm enters the claim window, at most the
+/// poll interval.
 async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duration {
     match runtime.storage().next_alarm_due().await {
         Ok(Some(due)) => due
-            .duration_since(runtime.now())
+            .duration_since(runtime.now() + CLAIM_AHEAD)
             .unwrap_or(Duration::ZERO)
             .min(settings.poll_interval),
         Ok(None) => settings.poll_interval,
@@ -162,15 +177,26 @@ pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
         runtime.emit_unknown_alarm(&alarm);
         return;
     };
+    // Claimed up to `CLAIM_AHEAD` early: wait for the due time itself.
+    if let Ok(early) = alarm.due_at.duration_since(runtime.now()) {
+        tokio::time::sleep(early).await;
+    }
     let attempt = alarm.attempts + 1;
     let outcome = target
-        .fire(&runtime, &key.object_id, &alarm.name, attempt)
+        .fire(
+            &runtime,
+            &key.object_id,
+            &alarm.name,
+            attempt,
+            Some(claimed_at),
+        )
         .await;
     let storage = runtime.storage();
     let recorded = match outcome {
         Ok(()) => {
+            // Removed in the handler's own commit.
             metrics::alarm_fired(&key.object_type, "ok");
-            storage.finish_alarm(key, &alarm.name, claimed_at).await
+            return;
         }
         Err(Error::Overloaded { .. } | Error::ShuttingDown) => {
             metrics::alarm_fired(&key.object_type, "deferred");

@@ -749,6 +749,9 @@ fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
                         AlarmChange::Set { due_at, .. } => {
                             Ok((change, Some(PgTime::new(*due_at)?)))
                         }
+                        AlarmChange::Finish { claimed_at, .. } => {
+                            Ok((change, Some(PgTime::new(*claimed_at)?)))
+                        }
                         _ => Ok((change, None)),
                     })
                     .collect::<Result<_, StorageError>>()?,
@@ -837,6 +840,12 @@ impl Storage for PostgresStore {
                     AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
                         .bind(&key.object_type)
                         .bind(&key.object_id),
+                    // The time bound here is the claim time.
+                    AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
+                        .bind(&key.object_type)
+                        .bind(&key.object_id)
+                        .bind(name)
+                        .bind(*due_at),
                 };
                 query.execute(&mut *tx).await.map_err(db_err)?;
             }

@@ -694,6 +694,9 @@ fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
                     .iter()
                     .map(|change| match change {
                         AlarmChange::Set { due_at, .. } => Ok((change, to_micros(*due_at)?)),
+                        AlarmChange::Finish { claimed_at, .. } => {
+                            Ok((change, to_micros(*claimed_at)?))
+                        }
                         _ => Ok((change, 0)),
                     })
                     .collect::<Result<_, StorageError>>()?,
@@ -789,6 +792,12 @@ impl Storage for SqliteStore {
                     AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
                         .bind(&key.object_type)
                         .bind(&key.object_id),
+                    // The time bound here is the claim time.
+                    AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
+                        .bind(&key.object_type)
+                        .bind(&key.object_id)
+                        .bind(name)
+                        .bind(*due_at),
                 };
                 query.execute(&mut *tx).await.map_err(db_err)?;
             }

@@ -81,6 +81,11 @@ impl Tables {
                 self.alarms.remove(&(key.clone(), name.clone()));
             }
             AlarmChange::CancelAll => self.alarms.retain(|(k, _), _| k != key),
+            AlarmChange::Finish { name, claimed_at } => {
+                if self.claimed_alarm(key, name, *claimed_at).is_some() {
+                    self.alarms.remove(&(key.clone(), name.clone()));
+                }
+            }
         }
     }
 

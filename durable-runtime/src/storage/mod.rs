@@ -150,6 +150,15 @@ pub enum AlarmChange {
     },
     /// Cancels every alarm of the object.
     CancelAll,
+    /// Deletes the fired alarm `name` if it is still claimed with `claimed_at`: committed
+    /// with its handler's state, so a fired alarm's effects and its removal are one
+    /// transaction. An alarm the handler scheduled again has no claim any more and survives.
+    Finish {
+        /// The alarm's name.
+        name: String,
+        /// The claim it was fired under.
+        claimed_at: SystemTime,
+    },
 }
 
 /// A stored alarm.

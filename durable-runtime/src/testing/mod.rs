@@ -134,7 +134,8 @@ impl TestRuntime {
         let key = ObjectKey::new(O::TYPE_NAME, id);
         let before = self.due_at(&key, alarm.name()).await;
         let target = crate::scheduler::TypedTarget::<O>::new();
-        crate::scheduler::AlarmTarget::fire(&target, &self.runtime, id, alarm.name(), 1).await?;
+        crate::scheduler::AlarmTarget::fire(&target, &self.runtime, id, alarm.name(), 1, None)
+            .await?;
         if before.is_some() && self.due_at(&key, alarm.name()).await == before {
             self.runtime
                 .cancel_alarm(id, alarm)
