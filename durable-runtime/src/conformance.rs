@@ -176,6 +176,7 @@ macro_rules! __conformance_cases {
             concurrent_claimers_disjoint
             finish_alarm_requires_same_claim
             rescheduled_alarm_survives_finish
+            finish_in_commit_applies_with_state
             fail_alarm_retry
             fail_alarm_dead
             time_round_trip_micros
@@ -1299,6 +1300,35 @@ pub async fn rescheduled_alarm_survives_finish<S: Storage + ?Sized>(store: &S) {
         }]
     );
     assert_eq!(next_due(store).await, Some(at(61)));
+}
+
+/// `AlarmChange::Finish` in a commit removes a fired alarm atomically with its handler's
+/// state, only under the same claim, and never an alarm the same write scheduled again.
+pub async fn finish_in_commit_applies_with_state<S: Storage + ?Sized>(store: &S) {
+    let k = key("finish_in_commit_applies_with_state", "a");
+    let mut write = insert(&k, b"{\"runs\":0}");
+    write.alarms = vec![set("once", at(1)), set("again", at(1)), set("other", at(1))];
+    commit_ok(store, &[write]).await;
+    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    assert_eq!(claimed.len(), 3);
+    let claimed_at = claimed[0].claimed_at.expect("claimed");
+    let finish = |name: &str, claimed_at| AlarmChange::Finish {
+        name: name.into(),
+        claimed_at,
+    };
+    let mut write = update(&k, 1, b"{\"runs\":1}");
+    write.alarms = vec![
+        finish("once", claimed_at),
+        set("again", at(61)),
+        finish("again", claimed_at),
+        finish("other", at(7)),
+    ];
+    commit_ok(store, &[write]).await;
+    assert_eq!(load(store, &k).await.map(|o| o.version), Some(2));
+    let left = alarms(store, &k).await;
+    assert_eq!(names(&left), ["other", "again"], "{left:?}");
+    assert_eq!(left[1].claimed_at, None, "rescheduled in the same write");
+    assert!(left[0].claimed_at.is_some(), "a finish under another claim changes nothing");
 }
 
 /// A failed attempt with a retry time records the attempt and error, releases the claim and
