@@ -20,6 +20,19 @@ use crate::{BackendKind, GLOBAL, Settings};
 struct Opened {
     store: Arc<dyn Storage>,
     _dir: Option<tempfile::TempDir>,
+    /// A Postgres schema to drop when done.
+    schema: Option<(sqlx::PgPool, String)>,
+}
+
+impl Opened {
+    /// Removes what the run created in a shared database.
+    async fn close(self) {
+        if let Some((pool, schema)) = self.schema {
+            let _ = sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .execute(&pool)
+                .await;
+        }
+    }
 }
 
 async fn open(kind: BackendKind) -> Result<Opened, String> {
@@ -27,6 +40,7 @@ async fn open(kind: BackendKind) -> Result<Opened, String> {
         BackendKind::Memory => Opened {
             store: Arc::new(MemoryStorage::new()),
             _dir: None,
+            schema: None,
         },
         BackendKind::Sqlite | BackendKind::SqliteNormal => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -43,18 +57,29 @@ async fn open(kind: BackendKind) -> Result<Opened, String> {
             Opened {
                 store: Arc::new(store),
                 _dir: Some(dir),
+                schema: None,
             }
         }
         BackendKind::Postgres => {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static NEXT: AtomicU32 = AtomicU32::new(0);
             let url = database_url()?;
+            let schema = format!(
+                "bench_{}_{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
             let store = durable_sqlx::PostgresStore::builder(&url)
-                .table_prefix(format!("bench{}_", std::process::id()))
+                .schema(&schema)
+                .max_connections(16)
                 .connect()
                 .await
                 .map_err(|e| e.to_string())?;
+            let pool = store.pool().clone();
             Opened {
                 store: Arc::new(store),
                 _dir: None,
+                schema: Some((pool, schema)),
             }
         }
     })
@@ -158,6 +183,7 @@ async fn calls(
         }
         let (rate, histogram) = drive(&rt, op, callers, &ids, settings.secs).await?;
         rt.shutdown().await;
+        opened.close().await;
         figure.runs.push(rate);
         // Keep the latency of the run closest to the median so far.
         let keep = best
@@ -444,6 +470,7 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
         let span = last.duration_since(start).unwrap_or(Duration::from_secs(1));
         figure.runs.push(count as f64 / span.as_secs_f64().max(1.0));
         rt.shutdown().await;
+        opened.close().await;
     }
     figure.set_latency(&lateness);
     figure.extra.push(("alarms due within 1 s", count as f64));

@@ -1328,7 +1328,10 @@ pub async fn finish_in_commit_applies_with_state<S: Storage + ?Sized>(store: &S)
     let left = alarms(store, &k).await;
     assert_eq!(names(&left), ["other", "again"], "{left:?}");
     assert_eq!(left[1].claimed_at, None, "rescheduled in the same write");
-    assert!(left[0].claimed_at.is_some(), "a finish under another claim changes nothing");
+    assert!(
+        left[0].claimed_at.is_some(),
+        "a finish under another claim changes nothing"
+    );
 }
 
 /// A failed attempt with a retry time records the attempt and error, releases the claim and

@@ -125,6 +125,12 @@ impl Context {
             .push(AlarmChange::Finish { name, claimed_at });
     }
 
+    /// Removes the alarm `name` in the call's commit (a schedule made later in the same call
+    /// still applies).
+    pub(crate) fn remove_alarm(&self, name: String) {
+        self.changes().push(AlarmChange::Cancel { name });
+    }
+
     fn check_alarm<O: DurableObject>(&self) {
         self.check_writable();
         assert!(

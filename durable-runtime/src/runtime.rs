@@ -599,6 +599,14 @@ impl Runtime {
     /// ```
     pub async fn delete<O: DurableObject>(&self, id: &str) -> Result<bool, Error> {
         crate::id::validate_id(id)?;
+        // From inside the object's own handler (or a call it is waiting on), the deletion
+        // would wait for that handler: refuse at once, as calls do.
+        if let Some(chain) = crate::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
+            return Err(Error::CallCycle {
+                key: ObjectKey::new(O::TYPE_NAME, id),
+                chain,
+            });
+        }
         let (reply, receive) = oneshot::channel();
         self.dispatch::<O>(id, Envelope::Delete(reply));
         receive.await.unwrap_or(Err(Error::ShuttingDown))

@@ -35,7 +35,7 @@ impl SchedulerSignal {
 
 /// Fires an alarm at an object of a type known only by name.
 pub(crate) trait AlarmTarget: Send + Sync {
-    /// Runs the alarm's handler through the object. With a claim, the alarm's removal is
+    /// Runs the alarm's handler through the object; the alarm's removal (see [`Removal`]) is
     /// committed with the handler's state.
     fn fire<'a>(
         &'a self,
@@ -43,8 +43,19 @@ pub(crate) trait AlarmTarget: Send + Sync {
         id: &'a str,
         name: &'a str,
         attempt: u32,
-        claimed_at: Option<SystemTime>,
+        removal: Removal,
     ) -> BoxFuture<'a, Result<(), Error<BoxError>>>;
+}
+
+/// How a fired alarm is removed, in the same commit as its handler's state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Removal {
+    /// If the handler succeeds and the alarm is still claimed with this claim time (a handler
+    /// that schedules it again clears the claim).
+    Claimed(SystemTime),
+    /// Before the handler runs, so that only a schedule made by the handler survives (alarms
+    /// fired by hand in tests, which hold no claim).
+    Unconditional,
 }
 
 /// The [`AlarmTarget`] of object type `O`.
@@ -63,7 +74,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         id: &'a str,
         name: &'a str,
         attempt: u32,
-        claimed_at: Option<SystemTime>,
+        removal: Removal,
     ) -> BoxFuture<'a, Result<(), Error<BoxError>>> {
         let name = name.to_owned();
         Box::pin(call::<O, (), BoxError, _>(
@@ -71,17 +82,23 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
             id,
             Access::Write,
             "alarm",
-            move |state: &mut O, ctx| match state.alarm(ctx, &name, attempt) {
-                Some(fired) => Box::pin(async move {
-                    fired.await?;
-                    if let Some(claimed_at) = claimed_at {
-                        ctx.finish_alarm(name, claimed_at);
+            move |state: &mut O, ctx| {
+                if let Removal::Unconditional = removal {
+                    ctx.remove_alarm(name.clone());
+                }
+                match state.alarm(ctx, &name, attempt) {
+                    Some(fired) => Box::pin(async move {
+                        fired.await?;
+                        if let Removal::Claimed(claimed_at) = removal {
+                            ctx.finish_alarm(name, claimed_at);
+                        }
+                        Ok(())
+                    }),
+                    None => {
+                        let message =
+                            format!("`{}` has no alarm handler named `{name}`", O::TYPE_NAME);
+                        Box::pin(std::future::ready(Err(message.into())))
                     }
-                    Ok(())
-                }),
-                None => {
-                    let message = format!("`{}` has no alarm handler named `{name}`", O::TYPE_NAME);
-                    Box::pin(std::future::ready(Err(message.into())))
                 }
             },
         ))
@@ -188,7 +205,7 @@ pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
             &key.object_id,
             &alarm.name,
             attempt,
-            Some(claimed_at),
+            Removal::Claimed(claimed_at),
         )
         .await;
     let storage = runtime.storage();

@@ -770,6 +770,11 @@ fn attempts_param(attempts: u32) -> Result<i32, StorageError> {
 
 #[async_trait]
 impl Storage for PostgresStore {
+    /// Batches overlap on a server: up to half the pool's connections (at most 8).
+    fn max_concurrent_commits(&self) -> usize {
+        (self.pool.options().get_max_connections() as usize / 2).clamp(1, 8)
+    }
+
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
         let row: Option<(String, i64)> = sqlx::query_as(&self.sql.load)
             .bind(&key.object_type)

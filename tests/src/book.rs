@@ -22,6 +22,12 @@ pub mod alarms {}
 #[doc = include_str!("../../book/src/storage.md")]
 pub mod storage {}
 
+#[doc = include_str!("../../book/src/testing.md")]
+pub mod testing {}
+
+#[doc = include_str!("../../book/src/patterns.md")]
+pub mod patterns {}
+
 #[doc = include_str!("../../book/src/errors.md")]
 pub mod errors {}
 
@@ -36,6 +42,9 @@ pub mod internals {}
 
 #[doc = include_str!("../../book/src/coming-from-cloudflare.md")]
 pub mod coming_from_cloudflare {}
+
+#[doc = include_str!("../../book/src/coming-from-elixir.md")]
+pub mod coming_from_elixir {}
 
 #[doc = include_str!("../../README.md")]
 pub mod readme {}

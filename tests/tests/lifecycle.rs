@@ -244,6 +244,15 @@ impl Caller {
     fn handle_count(&self) -> u32 {
         self.calls
     }
+
+    /// Deleting its own object from inside a handler would wait for that handler.
+    #[handler]
+    async fn handle_delete_self(&mut self, ctx: &Context) -> Result<bool, String> {
+        ctx.runtime()
+            .delete::<Caller>(ctx.id())
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 #[durable_object]
@@ -280,6 +289,10 @@ async fn self_calls_and_cycles_fail_at_once_instead_of_deadlocking() {
     }
     // The ping-pong call failed, so its increment was rolled back.
     assert_eq!(Caller::count(&rt, "a").await.unwrap(), 0);
+    match Caller::delete_self(&rt, "a").await {
+        Err(Error::Handler(message)) => assert!(message.contains("call cycle"), "{message}"),
+        other => panic!("expected a cycle, got {other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -69,8 +69,11 @@ impl SchemaGuard {
 impl Drop for SchemaGuard {
     fn drop(&mut self) {
         let url = self.url.clone();
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        // Drop runs outside of any async context we could borrow: use a thread of our own.
+        let schema = self.name.clone();
+        // Drop may run while the test's runtime is blocked (a panicking test): use a thread
+        // and runtime of our own. Connections of the test still inside a transaction on the
+        // schema's tables (which could not finish while we block) are terminated first, so
+        // that the drop never waits for them.
         let done = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -78,7 +81,20 @@ impl Drop for SchemaGuard {
                 .unwrap();
             runtime.block_on(async move {
                 let mut conn = PgConnection::connect(&url).await?;
-                sqlx::raw_sql(&sql).execute(&mut conn).await?;
+                sqlx::query(
+                    "SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+                     JOIN pg_class c ON c.oid = l.relation
+                     JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()",
+                )
+                .bind(&schema)
+                .execute(&mut conn)
+                .await?;
+                sqlx::raw_sql(&format!(
+                    "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
+                ))
+                .execute(&mut conn)
+                .await?;
                 conn.close().await
             })
         })
@@ -581,6 +597,8 @@ async fn connection_loss_is_retryable_and_recovers() {
         .await
         .unwrap();
     let mut admin = PgConnection::connect(&url).await.unwrap();
+    // A second admin connection: activity statistics read inside a transaction are frozen.
+    let mut monitor = PgConnection::connect(&url).await.unwrap();
     let key = ObjectKey::new("Counter", "a");
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
 
@@ -629,17 +647,31 @@ async fn connection_loss_is_retryable_and_recovers() {
              WHERE application_name = $1 AND wait_event_type = 'Lock'",
         )
         .bind(&app)
-        .fetch_one(&mut *blocker)
+        .fetch_one(&mut monitor)
         .await
         .unwrap();
         if waiting > 0 {
             break;
         }
         waited += 1;
-        assert!(waited < 500, "the commit never blocked");
+        if waited >= 1000 || in_flight.is_finished() {
+            let activity: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT state, wait_event_type, query FROM pg_stat_activity WHERE application_name = $1",
+            )
+            .bind(&app)
+            .fetch_all(&mut monitor)
+            .await
+            .unwrap();
+            let result = if in_flight.is_finished() {
+                format!("{:?}", in_flight.await.unwrap())
+            } else {
+                "still running".to_owned()
+            };
+            panic!("the commit never blocked on the row lock: {result}; activity: {activity:?}");
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(terminate(&mut blocker, &app).await >= 1);
+    assert!(terminate(&mut monitor, &app).await >= 1);
     match in_flight.await.unwrap() {
         Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
         other => panic!("expected a retryable storage error, got {other:?}"),
@@ -699,4 +731,5 @@ async fn connection_loss_is_retryable_and_recovers() {
     let version = store.load(&key).await.unwrap().unwrap().version;
     assert!(version >= 102, "version {version}");
     admin.close().await.ok();
+    monitor.close().await.ok();
 }

@@ -11,7 +11,6 @@
 mod faulty;
 
 use std::ops::Deref;
-use std::time::SystemTime;
 
 pub use faulty::FaultyStorage;
 
@@ -125,34 +124,38 @@ impl TestRuntime {
     }
 
     /// Fires `alarm` of `(O, id)` now, whether or not it is due, as the scheduler would
-    /// (attempt 1). On success the alarm is removed unless its handler scheduled it again.
+    /// (attempt 1). The alarm is removed in the same commit as its handler's state, unless
+    /// the handler schedules it again. Firing an alarm that is not scheduled is an error.
     pub async fn fire_alarm<O: DurableObject>(
         &self,
         id: &str,
         alarm: Alarm<O>,
     ) -> Result<(), Error<BoxError>> {
         let key = ObjectKey::new(O::TYPE_NAME, id);
-        let before = self.due_at(&key, alarm.name()).await;
-        let target = crate::scheduler::TypedTarget::<O>::new();
-        crate::scheduler::AlarmTarget::fire(&target, &self.runtime, id, alarm.name(), 1, None)
-            .await?;
-        if before.is_some() && self.due_at(&key, alarm.name()).await == before {
-            self.runtime
-                .cancel_alarm(id, alarm)
-                .await
-                .map_err(Error::widen)?;
-        }
-        Ok(())
-    }
-
-    async fn due_at(&self, key: &ObjectKey, name: &str) -> Option<SystemTime> {
-        self.storage
-            .list_alarms(key)
+        let scheduled = self
+            .storage
+            .list_alarms(&key)
             .await
-            .ok()?
-            .into_iter()
-            .find(|a| a.name == name)
-            .map(|a| a.due_at)
+            .map_err(|source| Error::Storage {
+                key: key.clone(),
+                source,
+            })?
+            .iter()
+            .any(|a| a.name == alarm.name() && !a.dead);
+        if !scheduled {
+            let message = format!("alarm `{}` of {key} is not scheduled", alarm.name());
+            return Err(Error::Handler(message.into()));
+        }
+        let target = crate::scheduler::TypedTarget::<O>::new();
+        crate::scheduler::AlarmTarget::fire(
+            &target,
+            &self.runtime,
+            id,
+            alarm.name(),
+            1,
+            crate::scheduler::Removal::Unconditional,
+        )
+        .await
     }
 
     /// Fires every alarm due now, earliest first, one at a time, with the scheduler's
@@ -161,6 +164,19 @@ impl TestRuntime {
         let mut fired = 0;
         loop {
             let now = self.runtime.now();
+            if fired >= max {
+                // Stop before claiming, so that what is left stays fireable.
+                let more_due = self
+                    .storage
+                    .next_alarm_due()
+                    .await?
+                    .is_some_and(|due| due <= now);
+                return if more_due {
+                    Err(DrainError::IterationCap { fired })
+                } else {
+                    Ok(fired)
+                };
+            }
             let claimed = self
                 .storage
                 .claim_due_alarms(now, std::time::UNIX_EPOCH, 1)
@@ -168,9 +184,6 @@ impl TestRuntime {
             let Some(alarm) = claimed.into_iter().next() else {
                 return Ok(fired);
             };
-            if fired >= max {
-                return Err(DrainError::IterationCap { fired });
-            }
             crate::scheduler::fire(self.runtime.clone(), alarm).await;
             fired += 1;
         }
