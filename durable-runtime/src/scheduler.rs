@@ -55,6 +55,7 @@ pub(crate) enum Removal {
     Claimed(SystemTime),
     /// Before the handler runs, so that only a schedule made by the handler survives (alarms
     /// fired by hand in tests, which hold no claim).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     Unconditional,
 }
 

@@ -159,6 +159,7 @@ pub(crate) fn rejected(message: impl Into<String>) -> StorageError {
 mod tests {
     use super::*;
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[test]
     fn pool_errors_are_retryable() {
         #[cfg(feature = "sqlite")]

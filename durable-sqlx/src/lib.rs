@@ -63,6 +63,11 @@
 //!
 //! The [`sqlx`] version this crate uses is re-exported, for building your own pools.
 #![deny(missing_docs)]
+// Without a backend feature the crate only holds its shared plumbing.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_imports, unused_variables)
+)]
 
 mod error;
 #[cfg(feature = "postgres")]

@@ -58,6 +58,7 @@ pub(crate) struct Names {
     /// Prepended to index names: the table prefix only.
     pub(crate) index_prefix: String,
     /// The Postgres schema, if any.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) schema: Option<String>,
     pub(crate) objects: String,
     pub(crate) alarms: String,

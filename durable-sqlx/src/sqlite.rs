@@ -548,6 +548,10 @@ impl SqliteStore {
 /// The store's statements, with its table names filled in.
 #[derive(Debug)]
 struct Sql {
+    /// The objects table, for statements built per batch.
+    objects: String,
+    /// The alarms table, for statements built per batch.
+    alarms: String,
     load: String,
     version: String,
     insert: String,
@@ -575,6 +579,8 @@ impl Sql {
         let objects = &names.objects;
         let alarms = &names.alarms;
         Self {
+            objects: objects.clone(),
+            alarms: alarms.clone(),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
             ),
@@ -709,6 +715,231 @@ fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
     Ok(prepared)
 }
 
+/// Writes per multi-row statement: at most 4 parameters each, far under SQLite's limit.
+const BULK_ROWS: usize = 500;
+
+/// Applies one write: its object row, then its alarm changes in order. `Err(0)` if its
+/// version did not match.
+async fn apply_one(
+    conn: &mut SqliteConnection,
+    sql: &Sql,
+    p: &Prepared<'_>,
+    now: i64,
+) -> Result<Result<(), usize>, StorageError> {
+    if !apply_object_row(conn, sql, p, now).await? {
+        return Ok(Err(0));
+    }
+    apply_alarm_changes(conn, sql, p, now).await?;
+    Ok(Ok(()))
+}
+
+/// Writes one object row with its version check. Returns whether it matched.
+async fn apply_object_row(
+    conn: &mut SqliteConnection,
+    sql: &Sql,
+    p: &Prepared<'_>,
+    now: i64,
+) -> Result<bool, StorageError> {
+    let key = &p.write.key;
+    let query = match (p.state, p.expected) {
+        (Some(state), 0) => sqlx::query(&sql.insert)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(state)
+            .bind(now),
+        (Some(state), expected) => sqlx::query(&sql.update)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(state)
+            .bind(now)
+            .bind(expected),
+        (None, expected) => sqlx::query(&sql.touch)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(now)
+            .bind(expected),
+    };
+    Ok(query
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?
+        .rows_affected()
+        == 1)
+}
+
+/// Applies one write's alarm changes, in order.
+async fn apply_alarm_changes(
+    conn: &mut SqliteConnection,
+    sql: &Sql,
+    p: &Prepared<'_>,
+    now: i64,
+) -> Result<(), StorageError> {
+    let key = &p.write.key;
+    for (change, time) in &p.alarms {
+        let query = match change {
+            AlarmChange::Set { name, .. } => sqlx::query(&sql.alarm_set)
+                .bind(&key.object_type)
+                .bind(&key.object_id)
+                .bind(name)
+                .bind(*time)
+                .bind(now),
+            AlarmChange::Cancel { name } => sqlx::query(&sql.alarm_cancel)
+                .bind(&key.object_type)
+                .bind(&key.object_id)
+                .bind(name),
+            AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
+                .bind(&key.object_type)
+                .bind(&key.object_id),
+            // The time bound here is the claim time.
+            AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
+                .bind(&key.object_type)
+                .bind(&key.object_id)
+                .bind(name)
+                .bind(*time),
+        };
+        query.execute(&mut *conn).await.map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// Applies a batch with multi-row statements: new objects in one `INSERT`, updated ones in one
+/// `UPDATE ... FROM (VALUES ..)`, the removal of fired alarms in one `DELETE`. Version checks
+/// come from `RETURNING`: a row missing from it did not match. Writes that only touch the
+/// version, and alarm changes other than removals of fired alarms, keep one statement each (in
+/// order per object). `Err(position)` names the first write, in `prepared`, whose version did
+/// not match.
+async fn apply_bulk(
+    conn: &mut SqliteConnection,
+    sql: &Sql,
+    prepared: &[Prepared<'_>],
+    now: i64,
+) -> Result<Result<(), usize>, StorageError> {
+    let positions = |keep: &dyn Fn(&Prepared<'_>) -> bool| -> Vec<usize> {
+        (0..prepared.len())
+            .filter(|&i| keep(&prepared[i]))
+            .collect()
+    };
+    let inserts = positions(&|p| p.state.is_some() && p.expected == 0);
+    let updates = positions(&|p| p.state.is_some() && p.expected != 0);
+    for chunk in inserts.chunks(BULK_ROWS) {
+        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "INSERT INTO {} (object_type, object_id, state, version, created_at, updated_at) ",
+            sql.objects
+        ));
+        query.push_values(chunk, |mut row, &i| {
+            let p = &prepared[i];
+            row.push_bind(&p.write.key.object_type)
+                .push_bind(&p.write.key.object_id)
+                .push_bind(p.state)
+                .push("1")
+                .push_bind(now)
+                .push_bind(now);
+        });
+        query.push(
+            " ON CONFLICT (object_type, object_id) DO NOTHING RETURNING object_type, object_id",
+        );
+        let written: Vec<(String, String)> = query
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        if let Some(missing) = first_missing(prepared, chunk, &written) {
+            return Ok(Err(missing));
+        }
+    }
+    for chunk in updates.chunks(BULK_ROWS) {
+        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "UPDATE {} SET state = v.s, version = version + 1, updated_at = ",
+            sql.objects
+        ));
+        query.push_bind(now);
+        query.push(" FROM (SELECT column1 AS t, column2 AS i, column3 AS s, column4 AS e FROM (");
+        query.push_values(chunk, |mut row, &i| {
+            let p = &prepared[i];
+            row.push_bind(&p.write.key.object_type)
+                .push_bind(&p.write.key.object_id)
+                .push_bind(p.state)
+                .push_bind(p.expected);
+        });
+        query.push(
+            ")) AS v WHERE object_type = v.t AND object_id = v.i AND version = v.e \
+             RETURNING object_type, object_id",
+        );
+        let written: Vec<(String, String)> = query
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        if let Some(missing) = first_missing(prepared, chunk, &written) {
+            return Ok(Err(missing));
+        }
+    }
+    for (position, p) in prepared.iter().enumerate() {
+        if p.state.is_none() && !apply_object_row(conn, sql, p, now).await? {
+            return Ok(Err(position));
+        }
+    }
+    // Fired alarms removed under their claim: one statement for every write whose alarm
+    // changes are only that (their order cannot matter); any other write keeps its order.
+    let only_finishes = |p: &Prepared<'_>| {
+        !p.alarms.is_empty()
+            && p.alarms
+                .iter()
+                .all(|(change, _)| matches!(change, AlarmChange::Finish { .. }))
+    };
+    let finishes: Vec<(&ObjectKey, &str, i64)> = prepared
+        .iter()
+        .filter(|p| only_finishes(p))
+        .flat_map(|p| {
+            p.alarms
+                .iter()
+                .filter_map(|(change, claimed_at)| match change {
+                    AlarmChange::Finish { name, .. } => {
+                        Some((&p.write.key, name.as_str(), *claimed_at))
+                    }
+                    _ => None,
+                })
+        })
+        .collect();
+    for chunk in finishes.chunks(BULK_ROWS) {
+        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "DELETE FROM {} WHERE (object_type, object_id, name, claimed_at) IN (",
+            sql.alarms
+        ));
+        query.push_values(chunk, |mut row, (key, name, claimed_at)| {
+            row.push_bind(&key.object_type)
+                .push_bind(&key.object_id)
+                .push_bind(*name)
+                .push_bind(*claimed_at);
+        });
+        query.push(")");
+        query.build().execute(&mut *conn).await.map_err(db_err)?;
+    }
+    for p in prepared.iter().filter(|p| !only_finishes(p)) {
+        apply_alarm_changes(conn, sql, p, now).await?;
+    }
+    Ok(Ok(()))
+}
+
+/// The first position of `chunk` whose key is not among the `written` rows.
+fn first_missing(
+    prepared: &[Prepared<'_>],
+    chunk: &[usize],
+    written: &[(String, String)],
+) -> Option<usize> {
+    if written.len() == chunk.len() {
+        return None;
+    }
+    let written: std::collections::HashSet<(&str, &str)> = written
+        .iter()
+        .map(|(t, i)| (t.as_str(), i.as_str()))
+        .collect();
+    chunk.iter().copied().find(|&i| {
+        let key = &prepared[i].write.key;
+        !written.contains(&(key.object_type.as_str(), key.object_id.as_str()))
+    })
+}
+
 #[async_trait]
 impl Storage for SqliteStore {
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
@@ -739,68 +970,25 @@ impl Storage for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
-        for p in &prepared {
-            let key = &p.write.key;
-            let query = match (p.state, p.expected) {
-                (Some(state), 0) => sqlx::query(&sql.insert)
-                    .bind(&key.object_type)
-                    .bind(&key.object_id)
-                    .bind(state)
-                    .bind(now),
-                (Some(state), expected) => sqlx::query(&sql.update)
-                    .bind(&key.object_type)
-                    .bind(&key.object_id)
-                    .bind(state)
-                    .bind(now)
-                    .bind(expected),
-                (None, expected) => sqlx::query(&sql.touch)
-                    .bind(&key.object_type)
-                    .bind(&key.object_id)
-                    .bind(now)
-                    .bind(expected),
-            };
-            let applied = query
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?
-                .rows_affected()
-                == 1;
-            if !applied {
-                let found = Self::found_version(&mut tx, sql, key).await?;
-                // Dropping the transaction would roll it back too; an explicit rollback
-                // returns the connection to the pool clean.
-                tx.rollback().await.map_err(db_err)?;
-                return Err(CommitError::Conflict {
-                    index: p.index,
-                    key: key.clone(),
-                    expected: p.write.expected_version,
-                    found,
-                });
-            }
-            for (change, due_at) in &p.alarms {
-                let query = match change {
-                    AlarmChange::Set { name, .. } => sqlx::query(&sql.alarm_set)
-                        .bind(&key.object_type)
-                        .bind(&key.object_id)
-                        .bind(name)
-                        .bind(*due_at)
-                        .bind(now),
-                    AlarmChange::Cancel { name } => sqlx::query(&sql.alarm_cancel)
-                        .bind(&key.object_type)
-                        .bind(&key.object_id)
-                        .bind(name),
-                    AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
-                        .bind(&key.object_type)
-                        .bind(&key.object_id),
-                    // The time bound here is the claim time.
-                    AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
-                        .bind(&key.object_type)
-                        .bind(&key.object_id)
-                        .bind(name)
-                        .bind(*due_at),
-                };
-                query.execute(&mut *tx).await.map_err(db_err)?;
-            }
+        // A batch of several writes goes through a few multi-row statements: one round trip
+        // to SQLite per statement is what a commit costs besides its flush.
+        let applied = if prepared.len() == 1 {
+            apply_one(&mut tx, sql, &prepared[0], now).await?
+        } else {
+            apply_bulk(&mut tx, sql, &prepared, now).await?
+        };
+        if let Err(position) = applied {
+            let p = &prepared[position];
+            let found = Self::found_version(&mut tx, sql, &p.write.key).await?;
+            // Dropping the transaction would roll it back too; an explicit rollback returns
+            // the connection to the pool clean.
+            tx.rollback().await.map_err(db_err)?;
+            return Err(CommitError::Conflict {
+                index: p.index,
+                key: p.write.key.clone(),
+                expected: p.write.expected_version,
+                found,
+            });
         }
         tx.commit().await.map_err(db_err)?;
         Ok(())
