@@ -226,7 +226,7 @@ async fn drive(
         let ids = Arc::clone(ids);
         tasks.spawn(async move {
             let mut histogram = crate::report::histogram();
-            let mut seed = caller as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
+            let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
             let mut done = 0u64;
             while Instant::now() < deadline {
                 // xorshift: a cheap spread of callers over objects.
