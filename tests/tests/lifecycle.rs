@@ -396,3 +396,35 @@ async fn past_the_live_cap_with_no_idle_object_new_activations_are_refused() {
     // Once the busy object is idle it can make room.
     assert_eq!(Slow::work(&rt, "other", 1).await.unwrap(), 1);
 }
+
+/// The same lifecycle in real time on SQLite: hibernation wakes without a read, idle
+/// shutdown reloads from the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_objects_hibernate_shut_down_and_come_back() {
+    let backend = durable_tests::sqlite().await;
+    let store = FaultyStorage::new(backend.store.clone());
+    let rt = Runtime::builder(store.clone())
+        .register_with::<Plain>(
+            ObjectOptions::new()
+                .with_hibernate_after(Duration::from_millis(30))
+                .with_shutdown_after(Duration::from_millis(150)),
+        )
+        .build();
+    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 1);
+    let loads = store.loads();
+    sleep(Duration::from_millis(80)).await;
+    assert_eq!(
+        rt.status::<Plain>("p").await.unwrap(),
+        ObjectStatus::Hibernated
+    );
+    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 2);
+    assert_eq!(store.loads(), loads, "waking reads no storage");
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(rt.live_objects::<Plain>(), 0);
+    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 3);
+    assert_eq!(
+        store.loads(),
+        loads + 1,
+        "a shut-down object reloads from the file"
+    );
+}
