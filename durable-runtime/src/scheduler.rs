@@ -108,7 +108,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
 
 /// How far ahead of their due time alarms are claimed. Each claimed alarm then waits for its
 /// exact due time in process, so one claim round trip serves every alarm due in the window.
-const CLAIM_AHEAD: Duration = Duration::from_millis(20);
+const CLAIM_AHEAD: Duration = Duration::from_millis(100);
 
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
