@@ -106,10 +106,6 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
     }
 }
 
-/// How far ahead of their due time alarms are claimed. Each claimed alarm then waits for its
-/// exact due time in process, so one claim round trip serves every alarm due in the window.
-const CLAIM_AHEAD: Duration = Duration::from_millis(100);
-
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
@@ -153,7 +149,7 @@ async fn claim_and_fire(runtime: &Runtime, settings: &AlarmSettings) -> Result<b
         .unwrap_or(std::time::UNIX_EPOCH);
     let claimed = runtime
         .storage()
-        .claim_due_alarms(now + CLAIM_AHEAD, expired_before, settings.claim_batch)
+        .claim_due_alarms(now, expired_before, settings.claim_batch)
         .await
         .map_err(|error| tracing::warn!(%error, "claiming due alarms failed"))?;
     let full = claimed.len() >= settings.claim_batch;
@@ -163,12 +159,11 @@ async fn claim_and_fire(runtime: &Runtime, settings: &AlarmSettings) -> Result<b
     Ok(full)
 }
 
-/// How long to sleep: until the earliest unclaimed alarm enters the claim window, at most the
-/// poll interval.
+/// How long to sleep: until the earliest unclaimed alarm is due, at most the poll interval.
 async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duration {
     match runtime.storage().next_alarm_due().await {
         Ok(Some(due)) => due
-            .duration_since(runtime.now() + CLAIM_AHEAD)
+            .duration_since(runtime.now())
             .unwrap_or(Duration::ZERO)
             .min(settings.poll_interval),
         Ok(None) => settings.poll_interval,
@@ -195,10 +190,6 @@ pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
         runtime.emit_unknown_alarm(&alarm);
         return;
     };
-    // Claimed up to `CLAIM_AHEAD` early: wait for the due time itself.
-    if let Ok(early) = alarm.due_at.duration_since(runtime.now()) {
-        tokio::time::sleep(early).await;
-    }
     let attempt = alarm.attempts + 1;
     let outcome = target
         .fire(
