@@ -24,7 +24,7 @@ use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, InstanceCell, Residency, TypeEntry};
 use crate::runtime::Runtime;
-use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
+use crate::storage::{CommitError, ObjectKey, ObjectWrite};
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -211,13 +211,7 @@ impl<O: DurableObject> Instance<O> {
     fn committed(&mut self, outcome: Result<ObjectWrite, CommitError>) {
         match outcome {
             Ok(write) => {
-                if write
-                    .alarms
-                    .iter()
-                    .any(|change| matches!(change, AlarmChange::Set { .. }))
-                {
-                    self.runtime().signal_alarm_scheduled();
-                }
+                self.runtime().alarms_committed(&write.alarms);
                 if let Slot::Active { version, .. } = &mut self.slot {
                     *version = write.new_version();
                 }
@@ -560,13 +554,7 @@ impl<O: DurableObject> Instance<O> {
     async fn commit(&mut self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
         match self.runtime().committer().commit(write).await {
             Ok(write) => {
-                if write
-                    .alarms
-                    .iter()
-                    .any(|change| matches!(change, AlarmChange::Set { .. }))
-                {
-                    self.runtime().signal_alarm_scheduled();
-                }
+                self.runtime().alarms_committed(&write.alarms);
                 Ok(write)
             }
             Err(CommitError::Conflict { key, found, .. }) => Err(Error::Conflict { key, found }),

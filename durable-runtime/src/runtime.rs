@@ -227,6 +227,16 @@ impl Runtime {
             .get_or_init(|| Committer::start(Arc::clone(&self.inner.storage)))
     }
 
+    /// A write with these alarm changes committed: wakes the scheduler if it scheduled one.
+    pub(crate) fn alarms_committed(&self, changes: &[crate::storage::AlarmChange]) {
+        if changes
+            .iter()
+            .any(|change| matches!(change, crate::storage::AlarmChange::Set { .. }))
+        {
+            self.signal_alarm_scheduled();
+        }
+    }
+
     /// Wakes the scheduler: an alarm was committed and may be due earlier than it thought.
     pub(crate) fn signal_alarm_scheduled(&self) {
         self.inner.scheduler.alarm_scheduled();
