@@ -362,6 +362,14 @@ impl Storage for NullStorage {
     ) -> Result<bool, StorageError> {
         Ok(false)
     }
+    async fn release_alarm(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+        _: SystemTime,
+    ) -> Result<bool, StorageError> {
+        Ok(false)
+    }
 }
 
 /// Heap bytes per live and per hibernated object.

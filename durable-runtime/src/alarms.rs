@@ -192,6 +192,10 @@ impl RetryPolicy {
 /// let settings = AlarmSettings::default();
 /// assert_eq!(settings.poll_interval, Duration::from_secs(30));
 /// assert_eq!(settings.claim_ttl, Duration::from_secs(60));
+/// assert_eq!(settings.claim_ahead, Duration::from_millis(50));
+///
+/// let eager = AlarmSettings::default().with_claim_ahead(Duration::from_millis(200));
+/// assert_eq!(eager.claim_ahead, Duration::from_millis(200));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -205,6 +209,10 @@ pub struct AlarmSettings {
     pub retry: RetryPolicy,
     /// How many alarms are claimed in one storage round trip.
     pub claim_batch: usize,
+    /// How long before its due time an alarm is claimed, and its object started, so that it
+    /// fires on time. An alarm cancelled or rescheduled through this runtime in that window
+    /// does not fire under the old claim.
+    pub claim_ahead: Duration,
 }
 
 impl Default for AlarmSettings {
@@ -214,6 +222,7 @@ impl Default for AlarmSettings {
             claim_ttl: Duration::from_secs(60),
             retry: RetryPolicy::default(),
             claim_batch: 512,
+            claim_ahead: Duration::from_millis(50),
         }
     }
 }
@@ -234,6 +243,12 @@ impl AlarmSettings {
     /// Sets the retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Sets how long before its due time an alarm is claimed (zero claims only due alarms).
+    pub fn with_claim_ahead(mut self, ahead: Duration) -> Self {
+        self.claim_ahead = ahead;
         self
     }
 }

@@ -179,6 +179,7 @@ macro_rules! __conformance_cases {
             finish_in_commit_applies_with_state
             fail_alarm_retry
             fail_alarm_dead
+            release_alarm_keeps_it_due
             time_round_trip_micros
         }
     };
@@ -1465,6 +1466,53 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
     );
     assert_eq!(next_due(store).await, Some(at(2)));
     assert_eq!(names(&claim(store, at(2), at(-60_000), 10).await), ["x"]);
+}
+
+/// Releasing a claim leaves the alarm due as before, with its attempts and last error, and
+/// claimable again at once; only the holder of the claim can release it.
+pub async fn release_alarm_keeps_it_due<S: Storage + ?Sized>(store: &S) {
+    let k = key("release_alarm_keeps_it_due", "a");
+    let mut write = insert(&k, b"{}");
+    write.alarms = vec![set("x", at(5))];
+    commit_ok(store, &[write]).await;
+    assert!(
+        !store.release_alarm(&k, "x", at(5)).await.unwrap(),
+        "an unclaimed alarm cannot be released"
+    );
+    claim(store, at(5), at(-60_000), 10).await;
+    assert!(
+        store
+            .fail_alarm(&k, "x", at(5), 2, "boom", Some(at(8)))
+            .await
+            .unwrap()
+    );
+    let claimed = claim(store, at(9), at(-60_000), 10).await;
+    assert_eq!(claimed[0].claimed_at, Some(at(9)));
+    assert_eq!(next_due(store).await, None, "claimed alarms are not next");
+    assert!(
+        !store.release_alarm(&k, "x", at(5)).await.unwrap(),
+        "wrong claim time"
+    );
+    assert!(store.release_alarm(&k, "x", at(9)).await.unwrap());
+    assert_eq!(
+        alarms(store, &k).await,
+        vec![AlarmRecord {
+            key: k.clone(),
+            name: "x".into(),
+            due_at: at(8),
+            attempts: 2,
+            claimed_at: None,
+            last_error: Some("boom".into()),
+            dead: false,
+        }],
+        "released, due as before"
+    );
+    assert_eq!(next_due(store).await, Some(at(8)));
+    assert_eq!(
+        names(&claim(store, at(10), at(-60_000), 10).await),
+        ["x"],
+        "claimable again without waiting for the claim to expire"
+    );
 }
 
 /// Times round-trip exactly at microsecond precision, from 1970 to far in the future, and

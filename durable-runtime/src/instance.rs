@@ -319,6 +319,7 @@ impl<O: DurableObject> Instance<O> {
     async fn delete(&mut self, reply: oneshot::Sender<Result<bool, Error>>) {
         self.flush().await;
         let key = self.key().clone();
+        self.runtime().scheduler().revoke_all(&key);
         let result = self.runtime().storage().delete(&key).await;
         // Whatever happened, storage is the truth from now on.
         self.set_slot_unloaded();
@@ -481,6 +482,9 @@ impl<O: DurableObject> Instance<O> {
         let hook = std::panic::AssertUnwindSafe(state.after_load(&self.ctx));
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
         let alarms = self.ctx.take_alarm_changes();
+        if hook_result.as_ref().is_ok_and(|result| result.is_ok()) && !alarms.is_empty() {
+            self.runtime().scheduler().revoke(&key, &alarms);
+        }
         let message = match hook_result {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(error.to_string()),
@@ -541,6 +545,14 @@ impl<O: DurableObject> Instance<O> {
         }
         if changed {
             *committed = encoded;
+        }
+        if !alarms.is_empty() {
+            // Before the write commits: a later call of this object (or a held alarm about to
+            // fire in it) must already see the claim gone.
+            self.ctx
+                .runtime()
+                .scheduler()
+                .revoke(self.ctx.key(), &alarms);
         }
         self.gate.next.state_changed |= changed;
         self.gate.next.alarms.extend(alarms);

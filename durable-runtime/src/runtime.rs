@@ -22,7 +22,7 @@ use crate::events::Event;
 use crate::instance::Settings;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, Evict, Residency, TypeEntry};
-use crate::scheduler::{self, AlarmTarget, SchedulerSignal, TypedTarget};
+use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
 
 /// How many lifecycle events a subscriber may fall behind before it loses the oldest.
@@ -79,7 +79,7 @@ pub(crate) struct Shared {
     /// Type name → how to fire its alarms.
     alarm_targets: DashMap<&'static str, Arc<dyn AlarmTarget>>,
     alarm_settings: AlarmSettings,
-    scheduler: Arc<SchedulerSignal>,
+    scheduler: Arc<SchedulerHandle>,
     scheduler_started: AtomicBool,
     committer: std::sync::OnceLock<Committer>,
     clock: Clock,
@@ -240,6 +240,11 @@ impl Runtime {
     /// Wakes the scheduler: an alarm was committed and may be due earlier than it thought.
     pub(crate) fn signal_alarm_scheduled(&self) {
         self.inner.scheduler.alarm_scheduled();
+    }
+
+    /// The scheduler's claims held in memory.
+    pub(crate) fn scheduler(&self) -> &SchedulerHandle {
+        &self.inner.scheduler
     }
 
     /// Starts the alarm scheduler once, when a tokio runtime is available.

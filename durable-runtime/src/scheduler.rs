@@ -1,12 +1,23 @@
-//! The alarm scheduler: claims due alarms from storage and fires them at their objects.
+//! The alarm scheduler: claims alarms from storage shortly before they are due and fires each
+//! at its object on time.
 //!
-//! It sleeps until the earliest known due time, and is woken early whenever this runtime
-//! commits an alarm (which may be earlier). The storage poll every `poll_interval` is only
-//! the recovery path: it picks up claims left by a crashed process (after `claim_ttl`) and
-//! alarms written by another process. Firing is claim based, so several schedulers on one
-//! database fire each alarm once per claim.
+//! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
+//! whenever this runtime commits an alarm (which may be earlier). It then claims the alarms due
+//! within `claim_ahead` in one storage round trip and gives each a timer task that activates
+//! the object and fires the alarm when it is due, so that neither the claim nor the object's
+//! load is paid at the due time.
+//!
+//! A claim taken ahead is *held* in memory until it fires. A call of this runtime that
+//! schedules or cancels the alarm before then *revokes* it (in the same step that stages the
+//! change), so an alarm cancelled or moved before its due time never fires under the old claim.
+//! Claims still held at shutdown are released in storage, so a restart fires them at once.
+//!
+//! The storage poll every `poll_interval` is only the recovery path: it picks up claims left
+//! by a crashed process (after `claim_ttl`) and alarms written by another process. Firing is
+//! claim based, so several schedulers on one database fire each alarm once per claim.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
@@ -18,23 +29,104 @@ use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::runtime::{Runtime, Shared};
-use crate::storage::AlarmRecord;
+use crate::storage::{AlarmChange, AlarmRecord, ObjectKey};
 
-/// Wakes the scheduler when an alarm is committed.
+/// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
+/// took that have not fired yet.
 #[derive(Debug, Default)]
-pub(crate) struct SchedulerSignal {
+pub(crate) struct SchedulerHandle {
     notify: Notify,
+    /// Claimed alarms not fired yet: object → (alarm name, claim time).
+    held: Mutex<HashMap<ObjectKey, Vec<(String, SystemTime)>>>,
 }
 
-impl SchedulerSignal {
+impl SchedulerHandle {
     /// An alarm was scheduled: look again at the earliest due time.
     pub(crate) fn alarm_scheduled(&self) {
         self.notify.notify_one();
     }
+
+    fn held(&self) -> MutexGuard<'_, HashMap<ObjectKey, Vec<(String, SystemTime)>>> {
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Holds a claimed alarm until it fires or is revoked.
+    pub(crate) fn hold(&self, alarm: &AlarmRecord) {
+        if let Some(claimed_at) = alarm.claimed_at {
+            let mut held = self.held();
+            let names = held.entry(alarm.key.clone()).or_default();
+            names.retain(|(name, _)| *name != alarm.name);
+            names.push((alarm.name.clone(), claimed_at));
+        }
+    }
+
+    /// Whether this claim is still held.
+    fn is_held(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
+        self.held().get(key).is_some_and(|names| {
+            names
+                .iter()
+                .any(|held| held.0 == name && held.1 == claimed_at)
+        })
+    }
+
+    /// Takes this claim to fire it. Returns `false` if it was revoked.
+    pub(crate) fn take(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
+        let mut held = self.held();
+        let Some(names) = held.get_mut(key) else {
+            return false;
+        };
+        let before = names.len();
+        names.retain(|held| !(held.0 == name && held.1 == claimed_at));
+        let taken = names.len() < before;
+        if names.is_empty() {
+            held.remove(key);
+        }
+        taken
+    }
+
+    /// A call of `key` staged these alarm changes: the claims they replace or cancel must not
+    /// fire.
+    pub(crate) fn revoke(&self, key: &ObjectKey, changes: &[AlarmChange]) {
+        let mut held = self.held();
+        let Some(names) = held.get_mut(key) else {
+            return;
+        };
+        for change in changes {
+            match change {
+                AlarmChange::Set { name, .. } | AlarmChange::Cancel { name } => {
+                    names.retain(|held| held.0 != *name);
+                }
+                AlarmChange::CancelAll => names.clear(),
+                AlarmChange::Finish { .. } => {}
+            }
+        }
+        if names.is_empty() {
+            held.remove(key);
+        }
+    }
+
+    /// The object was deleted with all its alarms.
+    pub(crate) fn revoke_all(&self, key: &ObjectKey) {
+        self.held().remove(key);
+    }
+}
+
+/// How a fired alarm ended in its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// The handler ran (and its outcome is the call's result).
+    Ran,
+    /// The claim was revoked before the handler could run: the alarm was cancelled or moved.
+    Revoked,
 }
 
 /// Fires an alarm at an object of a type known only by name.
 pub(crate) trait AlarmTarget: Send + Sync {
+    /// Starts the object (loading its state) ahead of an alarm, without changing anything.
+    fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
+
     /// Runs the alarm's handler through the object; the alarm's removal (see [`Removal`]) is
     /// committed with the handler's state.
     fn fire<'a>(
@@ -44,7 +136,7 @@ pub(crate) trait AlarmTarget: Send + Sync {
         name: &'a str,
         attempt: u32,
         removal: Removal,
-    ) -> BoxFuture<'a, Result<(), Error<BoxError>>>;
+    ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>>;
 }
 
 /// How a fired alarm is removed, in the same commit as its handler's state.
@@ -69,6 +161,21 @@ impl<O> TypedTarget<O> {
 }
 
 impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
+    fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let started = call::<O, (), std::convert::Infallible, _>(
+                runtime,
+                id,
+                Access::Read,
+                "activate",
+                |_: &mut O, _| Box::pin(std::future::ready(Ok(()))),
+            )
+            .await;
+            // The alarm's own call reports any failure.
+            drop(started);
+        })
+    }
+
     fn fire<'a>(
         &'a self,
         runtime: &'a Runtime,
@@ -76,16 +183,24 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         name: &'a str,
         attempt: u32,
         removal: Removal,
-    ) -> BoxFuture<'a, Result<(), Error<BoxError>>> {
+    ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>> {
         let name = name.to_owned();
-        Box::pin(call::<O, (), BoxError, _>(
+        Box::pin(call::<O, Fired, BoxError, _>(
             runtime,
             id,
             Access::Write,
             "alarm",
             move |state: &mut O, ctx| {
-                if let Removal::Unconditional = removal {
-                    ctx.remove_alarm(name.clone());
+                match removal {
+                    Removal::Unconditional => ctx.remove_alarm(name.clone()),
+                    Removal::Claimed(claimed_at) => {
+                        // Taken inside the object's task, so a call that cancels the alarm is
+                        // either before this (revoked) or after it (the alarm has fired).
+                        let scheduler = ctx.runtime().scheduler();
+                        if !scheduler.take(ctx.key(), &name, claimed_at) {
+                            return Box::pin(std::future::ready(Ok(Fired::Revoked)));
+                        }
+                    }
                 }
                 match state.alarm(ctx, &name, attempt) {
                     Some(fired) => Box::pin(async move {
@@ -93,7 +208,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
                         if let Removal::Claimed(claimed_at) = removal {
                             ctx.finish_alarm(name, claimed_at);
                         }
-                        Ok(())
+                        Ok(Fired::Ran)
                     }),
                     None => {
                         let message =
@@ -115,7 +230,7 @@ const OVERLOAD_RETRY: Duration = Duration::from_millis(100);
 /// The scheduler task. It holds the runtime weakly and ends when the runtime is gone.
 pub(crate) async fn run(
     shared: Weak<Shared>,
-    signal: Arc<SchedulerSignal>,
+    handle: Arc<SchedulerHandle>,
     shutdown: CancellationToken,
 ) {
     loop {
@@ -126,7 +241,7 @@ pub(crate) async fn run(
             return;
         };
         let settings = *runtime.alarm_settings();
-        let wait = match claim_and_fire(&runtime, &settings).await {
+        let wait = match claim_and_arm(&runtime, &settings).await {
             Ok(true) => continue,
             Ok(false) => time_until_next(&runtime, &settings).await,
             Err(()) => STORAGE_RETRY,
@@ -134,36 +249,40 @@ pub(crate) async fn run(
         drop(runtime);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = signal.notify.notified() => {}
+            () = handle.notify.notified() => {}
             () = shutdown.cancelled() => return,
         }
     }
 }
 
-/// Claims one batch of due alarms and fires each in its own task. Returns whether the batch
-/// was full (more may be due).
-async fn claim_and_fire(runtime: &Runtime, settings: &AlarmSettings) -> Result<bool, ()> {
+/// Claims one batch of alarms due within `claim_ahead` and gives each its timer task.
+/// Returns whether the batch was full (more may be due).
+async fn claim_and_arm(runtime: &Runtime, settings: &AlarmSettings) -> Result<bool, ()> {
     let now = runtime.now();
+    let horizon = now + settings.claim_ahead;
     let expired_before = now
         .checked_sub(settings.claim_ttl)
         .unwrap_or(std::time::UNIX_EPOCH);
     let claimed = runtime
         .storage()
-        .claim_due_alarms(now, expired_before, settings.claim_batch)
+        .claim_due_alarms(horizon, expired_before, settings.claim_batch)
         .await
         .map_err(|error| tracing::warn!(%error, "claiming due alarms failed"))?;
     let full = claimed.len() >= settings.claim_batch;
+    let scheduler = runtime.scheduler();
     for alarm in claimed {
-        runtime.spawn_task(fire(runtime.clone(), alarm));
+        scheduler.hold(&alarm);
+        runtime.spawn_task(fire_when_due(runtime.clone(), alarm));
     }
     Ok(full)
 }
 
-/// How long to sleep: until the earliest unclaimed alarm is due, at most the poll interval.
+/// How long to sleep: until `claim_ahead` before the earliest unclaimed alarm is due, at most
+/// the poll interval.
 async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duration {
     match runtime.storage().next_alarm_due().await {
         Ok(Some(due)) => due
-            .duration_since(runtime.now())
+            .duration_since(runtime.now() + settings.claim_ahead)
             .unwrap_or(Duration::ZERO)
             .min(settings.poll_interval),
         Ok(None) => settings.poll_interval,
@@ -174,13 +293,67 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duratio
     }
 }
 
-/// Fires one claimed alarm and records the outcome.
+/// The timer task of one held alarm: starts its object, waits until the alarm is due and fires
+/// it, unless it is revoked first. At shutdown an unfired claim is released in storage.
+async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
+    let Some(claimed_at) = alarm.claimed_at else {
+        return;
+    };
+    let scheduler = runtime.scheduler();
+    if alarm.due_at > runtime.now() {
+        if let Some(target) = runtime.alarm_target(&alarm.key.object_type) {
+            target.activate(&runtime, &alarm.key.object_id).await;
+        }
+        // Re-read the clock: a jump while activating moves the wait, capped by the claim
+        // horizon either way.
+        let wait = alarm
+            .due_at
+            .duration_since(runtime.now())
+            .unwrap_or(Duration::ZERO);
+        let shutdown = runtime.shutdown_token();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled() => {
+                if scheduler.take(&alarm.key, &alarm.name, claimed_at) {
+                    release(&runtime, &alarm, claimed_at).await;
+                }
+                return;
+            }
+        }
+    }
+    if !scheduler.is_held(&alarm.key, &alarm.name, claimed_at) {
+        metrics::alarm_fired(&alarm.key.object_type, "revoked");
+        return;
+    }
+    fire_held(runtime, alarm).await;
+}
+
+/// Gives a claim this runtime will not fire back to storage, due as before.
+async fn release(runtime: &Runtime, alarm: &AlarmRecord, claimed_at: SystemTime) {
+    if let Err(error) = runtime
+        .storage()
+        .release_alarm(&alarm.key, &alarm.name, claimed_at)
+        .await
+    {
+        tracing::warn!(%error, object = %alarm.key, alarm = %alarm.name, "releasing an alarm claim failed; it fires again after the claim expires");
+    }
+}
+
+/// Fires one claimed alarm now and records the outcome.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
+    runtime.scheduler().hold(&alarm);
+    fire_held(runtime, alarm).await;
+}
+
+/// Fires one held alarm and records the outcome.
+async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
     let key = &alarm.key;
     let Some(claimed_at) = alarm.claimed_at else {
         return;
     };
     let Some(target) = runtime.alarm_target(&key.object_type) else {
+        runtime.scheduler().take(key, &alarm.name, claimed_at);
         // Kept claimed: it is offered again after `claim_ttl`, and reported each time.
         tracing::warn!(
             object_type = %key.object_type,
@@ -200,11 +373,17 @@ pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
             Removal::Claimed(claimed_at),
         )
         .await;
+    // A call that never reached the handler leaves the claim held.
+    runtime.scheduler().take(key, &alarm.name, claimed_at);
     let storage = runtime.storage();
     let recorded = match outcome {
-        Ok(()) => {
+        Ok(Fired::Ran) => {
             // Removed in the handler's own commit.
             metrics::alarm_fired(&key.object_type, "ok");
+            return;
+        }
+        Ok(Fired::Revoked) => {
+            metrics::alarm_fired(&key.object_type, "revoked");
             return;
         }
         Err(Error::Overloaded { .. } | Error::ShuttingDown) => {

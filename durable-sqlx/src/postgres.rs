@@ -609,6 +609,7 @@ struct Sql {
     finish: String,
     fail_retry: String,
     fail_dead: String,
+    release: String,
 }
 
 impl Sql {
@@ -699,6 +700,10 @@ impl Sql {
             ),
             fail_dead: format!(
                 "UPDATE {alarms} SET attempts = $5, last_error = $6, claimed_at = NULL, dead = true
+                 WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
+            ),
+            release: format!(
+                "UPDATE {alarms} SET claimed_at = NULL
                  WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
             ),
         }
@@ -984,6 +989,24 @@ impl Storage for PostgresStore {
             query = query.bind(PgTime::new(retry_at)?);
         }
         let updated = query
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(updated > 0)
+    }
+
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let updated = sqlx::query(&self.sql.release)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(PgTime::new(claimed_at)?)
             .execute(&self.pool)
             .await
             .map_err(db_err)?

@@ -304,6 +304,11 @@ pub struct SqliteStore {
     pool: SqlitePool,
     names: Arc<Names>,
     sql: Arc<Sql>,
+    /// Taken by every write of this store. SQLite admits one writer at a time, and a writer
+    /// that finds the lock taken backs off in sleeps of up to 100 ms; queueing here instead
+    /// hands the lock over as soon as it is free. (Writers in other processes still meet the
+    /// busy timeout.)
+    writer: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SqliteStore {
@@ -391,6 +396,7 @@ impl SqliteStore {
             pool,
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
+            writer: Arc::default(),
         };
         if migrate {
             store.migrate().await?;
@@ -569,6 +575,7 @@ struct Sql {
     finish: String,
     fail_retry: String,
     fail_dead: String,
+    release: String,
 }
 
 const ALARM_COLUMNS: &str =
@@ -653,6 +660,10 @@ impl Sql {
             ),
             fail_dead: format!(
                 "UPDATE {alarms} SET attempts = ?5, last_error = ?6, claimed_at = NULL, dead = 1
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            ),
+            release: format!(
+                "UPDATE {alarms} SET claimed_at = NULL
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
             ),
         }
@@ -963,8 +974,9 @@ impl Storage for SqliteStore {
             return Ok(());
         }
         let prepared = prepare(batch)?;
-        let now = now_micros();
         let sql = &*self.sql;
+        let _writer = self.writer.lock().await;
+        let now = now_micros();
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -995,6 +1007,7 @@ impl Storage for SqliteStore {
     }
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        let _writer = self.writer.lock().await;
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -1067,6 +1080,7 @@ impl Storage for SqliteStore {
         let expired = to_micros(claim_expired_before)?;
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
+        let _writer = self.writer.lock().await;
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -1095,6 +1109,7 @@ impl Storage for SqliteStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
+        let _writer = self.writer.lock().await;
         let deleted = sqlx::query(&self.sql.finish)
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -1131,7 +1146,27 @@ impl Storage for SqliteStore {
         if let Some(retry_at) = retry_at {
             query = query.bind(to_micros(retry_at)?);
         }
+        let _writer = self.writer.lock().await;
         let updated = query
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(updated > 0)
+    }
+
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let _writer = self.writer.lock().await;
+        let updated = sqlx::query(&self.sql.release)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(to_micros(claimed_at)?)
             .execute(&self.pool)
             .await
             .map_err(db_err)?

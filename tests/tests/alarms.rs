@@ -128,6 +128,30 @@ fn runtime(store: Arc<dyn Storage>) -> Runtime {
         .build()
 }
 
+/// A runtime that claims alarms `ahead` of their due time, so tests can act on held claims.
+fn claiming_early(store: Arc<dyn Storage>, ahead: Duration) -> Runtime {
+    Runtime::builder(store)
+        .alarm_settings(
+            settings()
+                .with_claim_ahead(ahead)
+                .with_claim_ttl(Duration::from_secs(60)),
+        )
+        .register::<Reminder>()
+        .build()
+}
+
+/// Waits until the alarm `name` of Reminder `id` is claimed in storage.
+async fn until_claimed(rt: &Runtime, id: &str, name: &str) {
+    eventually(|| async {
+        rt.list_alarms::<Reminder>(id)
+            .await
+            .unwrap()
+            .iter()
+            .any(|a| a.name == name && a.claimed_at.is_some())
+    })
+    .await;
+}
+
 async fn fired(rt: &Runtime, id: &str) -> Vec<String> {
     Reminder::fired(rt, id).await.unwrap()
 }
@@ -445,7 +469,69 @@ async fn deleting_an_object_removes_its_alarms(store: Arc<dyn Storage>) {
     assert!(rt.read_state::<Reminder>("doomed").await.unwrap().is_none());
 }
 
+async fn an_alarm_cancelled_while_claimed_ahead_never_fires(store: Arc<dyn Storage>) {
+    let rt = claiming_early(store, Duration::from_secs(5));
+    Reminder::schedule(&rt, "held", "first".into(), 400)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "held", "second".into(), 400)
+        .await
+        .unwrap();
+    until_claimed(&rt, "held", "first").await;
+    until_claimed(&rt, "held", "second").await;
+    Reminder::cancel_first(&rt, "held").await.unwrap();
+    eventually(|| async { !fired(&rt, "held").await.is_empty() }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fired(&rt, "held").await, ["second"]);
+    assert!(rt.list_alarms::<Reminder>("held").await.unwrap().is_empty());
+}
+
+async fn an_alarm_moved_while_claimed_ahead_fires_once_at_its_new_time(store: Arc<dyn Storage>) {
+    // The new time is beyond the claim horizon, so the scheduler does not claim it again
+    // before the old time.
+    let rt = claiming_early(store, Duration::from_millis(700));
+    Reminder::schedule(&rt, "moved", "first".into(), 200)
+        .await
+        .unwrap();
+    until_claimed(&rt, "moved", "first").await;
+    let new_due = SystemTime::now() + Duration::from_millis(1_500);
+    rt.schedule_alarm("moved", Reminder::FIRST, new_due)
+        .await
+        .unwrap();
+    // Past the old due time: the old claim was revoked, so nothing fired.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(fired(&rt, "moved").await.is_empty());
+    eventually(|| async { !fired(&rt, "moved").await.is_empty() }).await;
+    assert!(SystemTime::now() >= new_due);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fired(&rt, "moved").await, ["first"]);
+    assert!(
+        rt.list_alarms::<Reminder>("moved")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn shutdown_releases_claims_taken_ahead(store: Arc<dyn Storage>) {
+    let rt1 = claiming_early(Arc::clone(&store), Duration::from_secs(5));
+    Reminder::schedule(&rt1, "released", "first".into(), 1_000)
+        .await
+        .unwrap();
+    until_claimed(&rt1, "released", "first").await;
+    rt1.shutdown().await;
+    let alarms = rt1.list_alarms::<Reminder>("released").await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].claimed_at, None, "released at shutdown");
+    // A restart fires it when due, without waiting for a 60 s claim to expire.
+    let rt2 = claiming_early(store, Duration::from_secs(5));
+    eventually(|| async { fired(&rt2, "released").await == ["first"] }).await;
+}
+
 backend_tests!(
+    an_alarm_cancelled_while_claimed_ahead_never_fires,
+    an_alarm_moved_while_claimed_ahead_fires_once_at_its_new_time,
+    shutdown_releases_claims_taken_ahead,
     alarms_wake_hibernated_and_shut_down_objects,
     deleting_an_object_removes_its_alarms,
     several_names_coexist_and_fire,

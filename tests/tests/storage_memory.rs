@@ -116,5 +116,14 @@ mod broken {
                 .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
                 .await
         }
+
+        async fn release_alarm(
+            &self,
+            key: &ObjectKey,
+            name: &str,
+            claimed_at: SystemTime,
+        ) -> Result<bool, StorageError> {
+            self.0.release_alarm(key, name, claimed_at).await
+        }
     }
 }

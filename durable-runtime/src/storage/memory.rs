@@ -263,4 +263,18 @@ impl Storage for MemoryStorage {
         }
         Ok(true)
     }
+
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let mut tables = self.tables();
+        let Some(alarm) = tables.claimed_alarm(key, name, claimed_at) else {
+            return Ok(false);
+        };
+        alarm.claimed_at = None;
+        Ok(true)
+    }
 }

@@ -402,6 +402,16 @@ pub trait Storage: Send + Sync + 'static {
         error: &str,
         retry_at: Option<SystemTime>,
     ) -> Result<bool, StorageError>;
+
+    /// Releases the claim of an alarm that was not fired (if still claimed with `claimed_at`),
+    /// leaving its due time, attempt count and last error as they were, so that any scheduler
+    /// may claim it again at once. Returns whether the alarm was updated.
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError>;
 }
 
 /// A shared storage is a storage: lets one backend value serve several runtimes, and lets
@@ -473,5 +483,14 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
         (**self)
             .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
             .await
+    }
+
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        (**self).release_alarm(key, name, claimed_at).await
     }
 }

@@ -196,4 +196,13 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             .fail_alarm(key, name, claimed_at, attempts, error, retry_at)
             .await
     }
+
+    async fn release_alarm(
+        &self,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        self.inner.release_alarm(key, name, claimed_at).await
+    }
 }

@@ -156,6 +156,7 @@ impl TestRuntime {
             crate::scheduler::Removal::Unconditional,
         )
         .await
+        .map(drop)
     }
 
     /// Fires every alarm due now, earliest first, one at a time, with the scheduler's
