@@ -12,6 +12,7 @@
 
 mod baseline;
 mod objects;
+mod peer;
 mod report;
 mod scenarios;
 

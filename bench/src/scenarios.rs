@@ -71,7 +71,6 @@ async fn open(kind: BackendKind) -> Result<Opened, String> {
             );
             let store = durable_sqlx::PostgresStore::builder(&url)
                 .schema(&schema)
-                .max_connections(16)
                 .connect()
                 .await
                 .map_err(|e| e.to_string())?;
@@ -103,8 +102,21 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
                 backend: BackendKind::Memory,
                 ..settings.clone()
             };
-            let mut figures = calls(&settings, "read-1", Op::Get, 1, 1).await?;
-            figures.extend(calls(&settings, "read-64", Op::Get, 64, 1_000).await?);
+            let mut figures = Vec::new();
+            for (name, peer_name, callers, objects) in [
+                ("read-1", "kameo-read-1", 1, 1),
+                ("read-64", "kameo-read-64", 64, 1_000),
+            ] {
+                let peer = peer_reads(&settings, peer_name, callers, objects).await?;
+                let mut figure = calls(&settings, name, Op::Get, callers, objects)
+                    .await?
+                    .remove(0);
+                figure
+                    .extra
+                    .push(("× kameo", figure.median() / peer.median()));
+                figures.push(peer);
+                figures.push(figure);
+            }
             Ok(figures)
         }
         "cold" => cold(settings).await,
@@ -198,6 +210,34 @@ async fn calls(
     }
     figure.peak_rss_mib = peak_rss_mib();
     Ok(vec![figure])
+}
+
+/// The `read` calls as kameo asks to in-memory actors: the baseline `read` is compared with.
+async fn peer_reads(
+    settings: &Settings,
+    name: &str,
+    callers: usize,
+    objects: usize,
+) -> Result<Figure, String> {
+    let mut figure = Figure::new(name, "none", "calls/s");
+    let mut best: Option<(f64, Histogram<u64>)> = None;
+    for _ in 0..settings.runs {
+        let actors = crate::peer::spawn(objects);
+        let (rate, histogram) = crate::peer::drive(&actors, callers, settings.secs).await?;
+        crate::peer::stop(actors).await;
+        figure.runs.push(rate);
+        let keep = best
+            .as_ref()
+            .is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
+        if keep {
+            best = Some((rate, histogram));
+        }
+    }
+    if let Some((_, histogram)) = best {
+        figure.set_latency(&histogram);
+    }
+    figure.peak_rss_mib = peak_rss_mib();
+    Ok(figure)
 }
 
 async fn futures_join_all<F: std::future::Future>(
