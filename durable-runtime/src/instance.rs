@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
@@ -138,28 +138,42 @@ impl<O: DurableObject> Instance<O> {
     /// runtime shuts down.
     pub(crate) async fn run(mut self) {
         let shutdown = self.runtime().shutdown_token();
+        // One timer for idle transitions, armed lazily: calls only move `last_activity`, and
+        // when the timer fires early it is pushed to the current deadline. So a busy object
+        // registers no timer per call.
+        let idle_timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
+        let mut idle_timer = IdleTimer {
+            sleep: idle_timer,
+            armed_at: None,
+        };
         loop {
             // Idle transitions wait until every reply is out; new calls wait while the gate
             // already holds a queue's worth.
             let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
+            idle_timer.arm(deadline.map(|(at, _)| at));
             let accepting = self.gate.held() < self.entry.settings.queue_capacity;
             let wake = tokio::select! {
                 envelope = self.mailbox.recv(), if accepting => {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
                 outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
-                () = sleep_until_some(deadline) => match deadline {
-                    Some((_, idle)) => Wake::Idle(idle),
-                    None => continue,
-                },
+                () = idle_timer.sleep.as_mut(), if idle_timer.armed_at.is_some() => {
+                    idle_timer.armed_at = None;
+                    match deadline {
+                        Some((at, idle)) if Instant::now() >= at => Wake::Idle(idle),
+                        // Fired for an earlier deadline: re-armed at the top of the loop.
+                        _ => continue,
+                    }
+                }
                 () = shutdown.cancelled() => Wake::RuntimeShutdown,
             };
             match wake {
                 Wake::Envelope(envelope) => {
                     self.handle(envelope).await;
-                    self.last_activity = Instant::now();
+                    let now = Instant::now();
+                    self.last_activity = now;
                     self.cell.set_gate_busy(!self.gate.is_open());
-                    self.cell.finished(self.runtime().uptime_millis());
+                    self.cell.finished(self.runtime().uptime_millis_at(now));
                 }
                 Wake::Committed(outcome) => {
                     self.committed(outcome);
@@ -212,6 +226,7 @@ impl<O: DurableObject> Instance<O> {
         match outcome {
             Ok(write) => {
                 self.runtime().alarms_committed(&write.alarms);
+                self.settle_alarm_changes(Some(&write));
                 if let Slot::Active { version, .. } = &mut self.slot {
                     *version = write.new_version();
                 }
@@ -226,6 +241,8 @@ impl<O: DurableObject> Instance<O> {
                 metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                 let key = self.key().clone();
                 self.gate.failed(&key, &error);
+                // Neither this write nor the ones queued behind it will be committed.
+                self.settle_alarm_changes(None);
                 self.set_slot_unloaded();
             }
         }
@@ -319,8 +336,10 @@ impl<O: DurableObject> Instance<O> {
     async fn delete(&mut self, reply: oneshot::Sender<Result<bool, Error>>) {
         self.flush().await;
         let key = self.key().clone();
-        self.runtime().scheduler().revoke_all(&key);
+        let claims = self.runtime().scheduler().claims();
+        claims.revoke_all(&key);
         let result = self.runtime().storage().delete(&key).await;
+        claims.settle(&key, None);
         // Whatever happened, storage is the truth from now on.
         self.set_slot_unloaded();
         let result = match result {
@@ -359,10 +378,16 @@ impl<O: DurableObject> Instance<O> {
         let Slot::Active { state, .. } = &mut self.slot else {
             unreachable!("activate leaves the slot active");
         };
-        let run = chain.scope(call.run(state, &self.ctx));
-        let outcome = match self.entry.settings.call_timeout {
-            Some(limit) => tokio::time::timeout(limit, run).await,
-            None => Ok(run.await),
+        let outcome = {
+            let mut run = std::pin::pin!(chain.scope(call.run(state, &self.ctx)));
+            // Most handlers finish in their first poll: only one that waits needs a timer.
+            match futures_util::poll!(run.as_mut()) {
+                std::task::Poll::Ready(outcome) => Ok(outcome),
+                std::task::Poll::Pending => match self.entry.settings.call_timeout {
+                    Some(limit) => tokio::time::timeout(limit, run).await,
+                    None => Ok(run.await),
+                },
+            }
         };
         let Ok(outcome) = outcome else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
@@ -482,9 +507,6 @@ impl<O: DurableObject> Instance<O> {
         let hook = std::panic::AssertUnwindSafe(state.after_load(&self.ctx));
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
         let alarms = self.ctx.take_alarm_changes();
-        if hook_result.as_ref().is_ok_and(|result| result.is_ok()) && !alarms.is_empty() {
-            self.runtime().scheduler().revoke(&key, &alarms);
-        }
         let message = match hook_result {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(error.to_string()),
@@ -497,6 +519,8 @@ impl<O: DurableObject> Instance<O> {
         let changed = before.as_deref() != Some(after.as_slice());
         let mut committed_version = version;
         if changed || !alarms.is_empty() {
+            // Settled by `commit`, whatever its outcome.
+            self.runtime().scheduler().claims().revoke(&key, &alarms);
             let write = ObjectWrite {
                 key,
                 expected_version: version,
@@ -552,6 +576,7 @@ impl<O: DurableObject> Instance<O> {
             self.ctx
                 .runtime()
                 .scheduler()
+                .claims()
                 .revoke(self.ctx.key(), &alarms);
         }
         self.gate.next.state_changed |= changed;
@@ -562,9 +587,27 @@ impl<O: DurableObject> Instance<O> {
         Ok(())
     }
 
+    /// The write carrying staged alarm changes is settled (`None`: failed, with every write
+    /// after it): claim queries from now on see storage as it left it.
+    fn settle_alarm_changes(&self, committed: Option<&ObjectWrite>) {
+        let count = match committed {
+            Some(write) => match crate::claims::revoking(&write.alarms) {
+                0 => return,
+                count => Some(count),
+            },
+            None => None,
+        };
+        self.runtime()
+            .scheduler()
+            .claims()
+            .settle(self.key(), count);
+    }
+
     /// Commits one write, returning it on success.
     async fn commit(&mut self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
-        match self.runtime().committer().commit(write).await {
+        let outcome = self.runtime().committer().commit(write).await;
+        self.settle_alarm_changes(outcome.as_ref().ok());
+        match outcome {
             Ok(write) => {
                 self.runtime().alarms_committed(&write.alarms);
                 Ok(write)
@@ -619,10 +662,27 @@ async fn in_flight<O: 'static>(gate: &mut Gate<O>) -> Result<ObjectWrite, Commit
     }
 }
 
-/// Sleeps until the deadline, or forever when there is none.
-async fn sleep_until_some(deadline: Option<(Instant, Idle)>) {
-    match deadline {
-        Some((at, _)) => sleep_until(at).await,
-        None => std::future::pending().await,
+/// The instance's idle timer and the time it is set to, if armed.
+struct IdleTimer<'a> {
+    sleep: std::pin::Pin<&'a mut tokio::time::Sleep>,
+    armed_at: Option<Instant>,
+}
+
+impl IdleTimer<'_> {
+    /// Makes sure the timer fires no later than `deadline`. A later deadline keeps the timer
+    /// as it is (it fires early and is re-armed then), so calls cost no timer updates.
+    fn arm(&mut self, deadline: Option<Instant>) {
+        match (deadline, self.armed_at) {
+            (Some(at), None) => {
+                self.sleep.as_mut().reset(at);
+                self.armed_at = Some(at);
+            }
+            (Some(at), Some(armed)) if at < armed => {
+                self.sleep.as_mut().reset(at);
+                self.armed_at = Some(at);
+            }
+            (None, _) => self.armed_at = None,
+            _ => {}
+        }
     }
 }

@@ -44,6 +44,7 @@
 mod alarms;
 mod call;
 mod chain;
+mod claims;
 mod clock;
 mod codec;
 mod committer;

@@ -432,7 +432,13 @@ impl Runtime {
 
     /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
     pub(crate) fn uptime_millis(&self) -> u64 {
-        self.inner.started.elapsed().as_millis() as u64
+        self.uptime_millis_at(tokio::time::Instant::now())
+    }
+
+    /// The runtime's uptime at `now`, in milliseconds.
+    pub(crate) fn uptime_millis_at(&self, now: tokio::time::Instant) -> u64 {
+        now.saturating_duration_since(self.inner.started)
+            .as_millis() as u64
     }
 
     /// Counts a new live object, first evicting an idle one if the cap is reached. Returns

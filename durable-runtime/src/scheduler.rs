@@ -16,8 +16,7 @@
 //! by a crashed process (after `claim_ttl`) and alarms written by another process. Firing is
 //! claim based, so several schedulers on one database fire each alarm once per claim.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
@@ -25,19 +24,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarms::AlarmSettings;
 use crate::call::{Access, call};
+use crate::claims::{Claims, Hold};
 use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::runtime::{Runtime, Shared};
-use crate::storage::{AlarmChange, AlarmRecord, ObjectKey};
+use crate::storage::AlarmRecord;
 
 /// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
 /// took that have not fired yet.
 #[derive(Debug, Default)]
 pub(crate) struct SchedulerHandle {
     notify: Notify,
-    /// Claimed alarms not fired yet: object → (alarm name, claim time).
-    held: Mutex<HashMap<ObjectKey, Vec<(String, SystemTime)>>>,
+    claims: Claims,
 }
 
 impl SchedulerHandle {
@@ -46,70 +45,9 @@ impl SchedulerHandle {
         self.notify.notify_one();
     }
 
-    fn held(&self) -> MutexGuard<'_, HashMap<ObjectKey, Vec<(String, SystemTime)>>> {
-        self.held
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Holds a claimed alarm until it fires or is revoked.
-    pub(crate) fn hold(&self, alarm: &AlarmRecord) {
-        if let Some(claimed_at) = alarm.claimed_at {
-            let mut held = self.held();
-            let names = held.entry(alarm.key.clone()).or_default();
-            names.retain(|(name, _)| *name != alarm.name);
-            names.push((alarm.name.clone(), claimed_at));
-        }
-    }
-
-    /// Whether this claim is still held.
-    fn is_held(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
-        self.held().get(key).is_some_and(|names| {
-            names
-                .iter()
-                .any(|held| held.0 == name && held.1 == claimed_at)
-        })
-    }
-
-    /// Takes this claim to fire it. Returns `false` if it was revoked.
-    pub(crate) fn take(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
-        let mut held = self.held();
-        let Some(names) = held.get_mut(key) else {
-            return false;
-        };
-        let before = names.len();
-        names.retain(|held| !(held.0 == name && held.1 == claimed_at));
-        let taken = names.len() < before;
-        if names.is_empty() {
-            held.remove(key);
-        }
-        taken
-    }
-
-    /// A call of `key` staged these alarm changes: the claims they replace or cancel must not
-    /// fire.
-    pub(crate) fn revoke(&self, key: &ObjectKey, changes: &[AlarmChange]) {
-        let mut held = self.held();
-        let Some(names) = held.get_mut(key) else {
-            return;
-        };
-        for change in changes {
-            match change {
-                AlarmChange::Set { name, .. } | AlarmChange::Cancel { name } => {
-                    names.retain(|held| held.0 != *name);
-                }
-                AlarmChange::CancelAll => names.clear(),
-                AlarmChange::Finish { .. } => {}
-            }
-        }
-        if names.is_empty() {
-            held.remove(key);
-        }
-    }
-
-    /// The object was deleted with all its alarms.
-    pub(crate) fn revoke_all(&self, key: &ObjectKey) {
-        self.held().remove(key);
+    /// The claims held until they fire.
+    pub(crate) fn claims(&self) -> &Claims {
+        &self.claims
     }
 }
 
@@ -196,8 +134,8 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
                     Removal::Claimed(claimed_at) => {
                         // Taken inside the object's task, so a call that cancels the alarm is
                         // either before this (revoked) or after it (the alarm has fired).
-                        let scheduler = ctx.runtime().scheduler();
-                        if !scheduler.take(ctx.key(), &name, claimed_at) {
+                        let claims = ctx.runtime().scheduler().claims();
+                        if !claims.take(ctx.key(), &name, claimed_at) {
                             return Box::pin(std::future::ready(Ok(Fired::Revoked)));
                         }
                     }
@@ -263,17 +201,35 @@ async fn claim_and_arm(runtime: &Runtime, settings: &AlarmSettings) -> Result<bo
     let expired_before = now
         .checked_sub(settings.claim_ttl)
         .unwrap_or(std::time::UNIX_EPOCH);
-    let claimed = runtime
+    let query = runtime.scheduler().claims().begin_query();
+    let claimed = match runtime
         .storage()
         .claim_due_alarms(horizon, expired_before, settings.claim_batch)
         .await
-        .map_err(|error| tracing::warn!(%error, "claiming due alarms failed"))?;
+    {
+        Ok(claimed) => claimed,
+        Err(error) => {
+            runtime.scheduler().claims().end_query(query);
+            tracing::warn!(%error, "claiming due alarms failed");
+            return Err(());
+        }
+    };
     let full = claimed.len() >= settings.claim_batch;
-    let scheduler = runtime.scheduler();
+    let claims = runtime.scheduler().claims();
     for alarm in claimed {
-        scheduler.hold(&alarm);
-        runtime.spawn_task(fire_when_due(runtime.clone(), alarm));
+        match claims.hold(&query, &alarm) {
+            Hold::Held => runtime.spawn_task(fire_when_due(runtime.clone(), alarm)),
+            Hold::Release => {
+                let runtime = runtime.clone();
+                runtime.clone().spawn_task(async move {
+                    if let Some(claimed_at) = alarm.claimed_at {
+                        release(&runtime, &alarm, claimed_at).await;
+                    }
+                });
+            }
+        }
     }
+    claims.end_query(query);
     Ok(full)
 }
 
@@ -299,7 +255,7 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
     let Some(claimed_at) = alarm.claimed_at else {
         return;
     };
-    let scheduler = runtime.scheduler();
+    let claims = runtime.scheduler().claims();
     if alarm.due_at > runtime.now() {
         if let Some(target) = runtime.alarm_target(&alarm.key.object_type) {
             target.activate(&runtime, &alarm.key.object_id).await;
@@ -314,14 +270,14 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = shutdown.cancelled() => {
-                if scheduler.take(&alarm.key, &alarm.name, claimed_at) {
+                if claims.take(&alarm.key, &alarm.name, claimed_at) {
                     release(&runtime, &alarm, claimed_at).await;
                 }
                 return;
             }
         }
     }
-    if !scheduler.is_held(&alarm.key, &alarm.name, claimed_at) {
+    if !claims.is_held(&alarm.key, &alarm.name, claimed_at) {
         metrics::alarm_fired(&alarm.key.object_type, "revoked");
         return;
     }
@@ -342,7 +298,7 @@ async fn release(runtime: &Runtime, alarm: &AlarmRecord, claimed_at: SystemTime)
 /// Fires one claimed alarm now and records the outcome.
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
-    runtime.scheduler().hold(&alarm);
+    runtime.scheduler().claims().hold_unchecked(&alarm);
     fire_held(runtime, alarm).await;
 }
 
@@ -353,7 +309,10 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         return;
     };
     let Some(target) = runtime.alarm_target(&key.object_type) else {
-        runtime.scheduler().take(key, &alarm.name, claimed_at);
+        runtime
+            .scheduler()
+            .claims()
+            .take(key, &alarm.name, claimed_at);
         // Kept claimed: it is offered again after `claim_ttl`, and reported each time.
         tracing::warn!(
             object_type = %key.object_type,
@@ -374,7 +333,10 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         )
         .await;
     // A call that never reached the handler leaves the claim held.
-    runtime.scheduler().take(key, &alarm.name, claimed_at);
+    runtime
+        .scheduler()
+        .claims()
+        .take(key, &alarm.name, claimed_at);
     let storage = runtime.storage();
     let recorded = match outcome {
         Ok(Fired::Ran) => {
