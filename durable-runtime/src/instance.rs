@@ -173,12 +173,13 @@ impl<O: DurableObject> Instance<O> {
                 }
                 Wake::Closed => {
                     // Evicted to make room: the registry dropped the mailbox while idle.
-                    self.flush().await;
+                    // Cold paths are boxed so that every live task stays small.
+                    Box::pin(self.flush()).await;
                     metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
                     self.emit(|key| Event::ShutDown { key });
                     return;
                 }
-                Wake::RuntimeShutdown => return self.drain().await,
+                Wake::RuntimeShutdown => return Box::pin(self.drain()).await,
             }
         }
     }
@@ -312,7 +313,7 @@ impl<O: DurableObject> Instance<O> {
                 );
                 self.handle_call(call).instrument(span).await;
             }
-            Envelope::Delete(reply) => self.delete(reply).await,
+            Envelope::Delete(reply) => Box::pin(self.delete(reply)).await,
         }
     }
 
@@ -358,17 +359,13 @@ impl<O: DurableObject> Instance<O> {
         let Slot::Active { state, .. } = &mut self.slot else {
             unreachable!("activate leaves the slot active");
         };
-        let run = chain.scope(call.run(state, &self.ctx));
-        let outcome = match self.entry.settings.call_timeout {
-            Some(limit) => tokio::time::timeout(limit, run).await,
-            None => Ok(run.await),
-        };
-        let Ok(outcome) = outcome else {
+        let limit = self.entry.settings.call_timeout;
+        let Some(outcome) = call.run(state, &self.ctx, chain, limit).await else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
             // cannot be trusted, so the activation goes, once the writes of the calls before
             // it (which carry their own encoded state) are committed.
             self.ctx.take_alarm_changes();
-            self.flush().await;
+            Box::pin(self.flush()).await;
             self.set_slot_unloaded();
             metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
             let key = self.key().clone();
@@ -431,26 +428,30 @@ impl<O: DurableObject> Instance<O> {
                 self.emit(|key| Event::Woken { key });
                 Ok(())
             }
-            Slot::Unloaded => {
-                let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
-                let mut attempt = 1;
-                loop {
-                    match self.load().instrument(span.clone()).await {
-                        Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
-                            attempt += 1;
-                        }
-                        Err(error) => {
-                            if matches!(error, Error::Storage { .. }) {
-                                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
-                            }
-                            return Err(error);
-                        }
-                        Ok(()) => {
-                            self.cell.set_residency(Residency::Active);
-                            metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
-                            return Ok(());
-                        }
+            // Boxed: a cold path, kept out of every live task's size.
+            Slot::Unloaded => Box::pin(self.activate_from_storage()).await,
+        }
+    }
+
+    /// Loads the state from storage, retrying a lost creation race.
+    async fn activate_from_storage(&mut self) -> Result<(), Error> {
+        let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
+        let mut attempt = 1;
+        loop {
+            match self.load().instrument(span.clone()).await {
+                Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(error) => {
+                    if matches!(error, Error::Storage { .. }) {
+                        metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                     }
+                    return Err(error);
+                }
+                Ok(()) => {
+                    self.cell.set_residency(Residency::Active);
+                    metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
+                    return Ok(());
                 }
             }
         }
