@@ -8,12 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
-use crate::chain::Chain;
 use crate::codec;
 use crate::committer::Committer;
 use crate::context::Context;
@@ -22,7 +21,7 @@ use crate::events::Event;
 use crate::gate::{Gate, Held};
 use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, InstanceCell, Residency, TypeEntry};
+use crate::registry::{Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
 use crate::storage::{CommitError, ObjectKey, ObjectWrite};
 
@@ -69,20 +68,19 @@ enum Slot<O> {
 
 pub(crate) struct Instance<O: DurableObject> {
     entry: Arc<TypeEntry<O>>,
-    generation: u64,
-    mailbox: mpsc::Receiver<Envelope<O>>,
-    cell: Arc<InstanceCell>,
+    /// Shared with the registry entry while the object is registered.
+    inbox: Arc<Inbox<O>>,
     ctx: Context,
     slot: Slot<O>,
     last_activity: Instant,
-    /// The chain of a call that came from outside any handler: just this object.
-    own_chain: Chain,
     /// Calls whose replies wait for their writes.
     gate: Gate<O>,
 }
 
 impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
+        // Calls still queued (the task panicked or was aborted) fail at once.
+        self.inbox.abandon();
         self.runtime().release_live_slot();
         metrics::live_objects(O::TYPE_NAME, -1.0);
     }
@@ -94,7 +92,6 @@ enum Wake<O> {
     Committed(Result<ObjectWrite, CommitError>),
     Idle(Idle),
     Closed,
-    RuntimeShutdown,
 }
 
 /// An idle transition.
@@ -109,16 +106,11 @@ impl<O: DurableObject> Instance<O> {
         runtime: Runtime,
         entry: Arc<TypeEntry<O>>,
         key: ObjectKey,
-        generation: u64,
-        mailbox: mpsc::Receiver<Envelope<O>>,
-        cell: Arc<InstanceCell>,
+        inbox: Arc<Inbox<O>>,
     ) -> Self {
         Self {
             entry,
-            generation,
-            mailbox,
-            cell,
-            own_chain: Chain::default().push(key.clone()),
+            inbox,
             ctx: Context::new(key, runtime),
             slot: Slot::Unloaded,
             last_activity: Instant::now(),
@@ -135,35 +127,35 @@ impl<O: DurableObject> Instance<O> {
     }
 
     /// The task body: handle envelopes until idle long enough to shut down, or until the
-    /// runtime shuts down.
+    /// inbox closes (eviction, runtime shutdown) and what it queued is handled.
     pub(crate) async fn run(mut self) {
-        let shutdown = self.runtime().shutdown_token();
         loop {
             // Idle transitions wait until every reply is out; new calls wait while the gate
             // already holds a queue's worth.
             let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
             let accepting = self.gate.held() < self.entry.settings.queue_capacity;
             let wake = tokio::select! {
-                envelope = self.mailbox.recv(), if accepting => {
+                // Commits first (they release replies), then calls, then idle transitions.
+                biased;
+                outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
+                envelope = self.inbox.recv(), if accepting => {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
-                outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
                 () = sleep_until_some(deadline) => match deadline {
                     Some((_, idle)) => Wake::Idle(idle),
                     None => continue,
                 },
-                () = shutdown.cancelled() => Wake::RuntimeShutdown,
             };
             match wake {
                 Wake::Envelope(envelope) => {
                     self.handle(envelope).await;
                     self.last_activity = Instant::now();
-                    self.cell.set_gate_busy(!self.gate.is_open());
-                    self.cell.finished(self.runtime().uptime_millis());
+                    self.inbox.set_gate_busy(!self.gate.is_open());
+                    self.inbox.finished(self.runtime().uptime_millis());
                 }
                 Wake::Committed(outcome) => {
                     self.committed(outcome);
-                    self.cell.set_gate_busy(!self.gate.is_open());
+                    self.inbox.set_gate_busy(!self.gate.is_open());
                 }
                 Wake::Idle(Idle::Hibernate) => self.hibernate(),
                 Wake::Idle(Idle::Shutdown) => {
@@ -172,29 +164,22 @@ impl<O: DurableObject> Instance<O> {
                     }
                 }
                 Wake::Closed => {
-                    // Evicted to make room: the registry dropped the mailbox while idle.
                     // Cold paths are boxed so that every live task stays small.
-                    Box::pin(self.flush()).await;
-                    metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
-                    self.emit(|key| Event::ShutDown { key });
-                    return;
+                    return Box::pin(self.close()).await;
                 }
-                Wake::RuntimeShutdown => return Box::pin(self.drain()).await,
             }
         }
     }
 
-    /// Runtime shutdown: handle what is already queued (each committed before its reply),
-    /// then leave.
-    async fn drain(mut self) {
-        self.mailbox.close();
-        while let Some(envelope) = self.mailbox.recv().await {
-            self.handle(envelope).await;
-            self.cell.finished(self.runtime().uptime_millis());
-        }
+    /// The inbox closed and is empty: evicted to make room (the registry dropped the entry
+    /// while idle), or the runtime shuts down. Leaves once every write is committed.
+    async fn close(mut self) {
         self.flush().await;
         let id = self.key().object_id.clone();
-        self.entry.deregister(&id, self.generation, || true);
+        self.entry.deregister(&id, &self.inbox);
+        if !self.runtime().is_closing() {
+            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+        }
         self.emit(|key| Event::ShutDown { key });
     }
 
@@ -204,7 +189,7 @@ impl<O: DurableObject> Instance<O> {
             let outcome = in_flight(&mut self.gate).await;
             self.committed(outcome);
         }
-        self.cell.set_gate_busy(false);
+        self.inbox.set_gate_busy(false);
     }
 
     /// The in-flight write finished: release or fail the calls it gates, then write what
@@ -274,7 +259,7 @@ impl<O: DurableObject> Instance<O> {
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
-            self.cell.set_residency(Residency::Hibernated);
+            self.inbox.set_residency(Residency::Hibernated);
             metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
             self.emit(|key| Event::Hibernated { key });
         }
@@ -286,11 +271,8 @@ impl<O: DurableObject> Instance<O> {
 
     /// Leaves the registry if no call is waiting. Returns whether the instance may end.
     fn try_shutdown(&mut self) -> bool {
-        let mailbox = &self.mailbox;
         let id = &self.ctx.key().object_id;
-        let removed = self
-            .entry
-            .deregister(id, self.generation, || mailbox.is_empty());
+        let removed = self.entry.deregister(id, &self.inbox);
         if removed {
             metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
             self.emit(|key| Event::ShutDown { key });
@@ -300,7 +282,7 @@ impl<O: DurableObject> Instance<O> {
 
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
-        self.cell.set_residency(Residency::Unloaded);
+        self.inbox.set_residency(Residency::Unloaded);
     }
 
     async fn handle(&mut self, envelope: Envelope<O>) {
@@ -352,7 +334,7 @@ impl<O: DurableObject> Instance<O> {
         let access = call.access();
         self.ctx.set_writable(access == Access::Write);
         let chain = if call.chain().is_empty() {
-            self.own_chain.clone()
+            self.ctx.own_chain()
         } else {
             call.chain().push(self.key().clone())
         };
@@ -423,7 +405,7 @@ impl<O: DurableObject> Instance<O> {
                     committed,
                     version,
                 };
-                self.cell.set_residency(Residency::Active);
+                self.inbox.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
                 Ok(())
@@ -449,7 +431,7 @@ impl<O: DurableObject> Instance<O> {
                     return Err(error);
                 }
                 Ok(()) => {
-                    self.cell.set_residency(Residency::Active);
+                    self.inbox.set_residency(Residency::Active);
                     metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
                     return Ok(());
                 }

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::events::Event;
 use crate::instance::Settings;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Evict, Residency, TypeEntry};
+use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerSignal, TypedTarget};
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
 
@@ -91,7 +91,8 @@ pub(crate) struct Shared {
     live: AtomicUsize,
     max_live: Option<usize>,
     manual_alarms: bool,
-    evictors: DashMap<TypeId, Arc<dyn Evict>>,
+    /// Every type's live objects, erased over the type.
+    objects: DashMap<TypeId, Arc<dyn Objects>>,
     started: tokio::time::Instant,
 }
 
@@ -452,9 +453,9 @@ impl Runtime {
     /// Shuts down the least recently used idle object among a sample of each type's. Its
     /// slot is released when its task ends.
     fn evict_least_recently_used(&self) -> bool {
-        let evictors: Vec<Arc<dyn Evict>> = self
+        let evictors: Vec<Arc<dyn Objects>> = self
             .inner
-            .evictors
+            .objects
             .iter()
             .map(|entry| Arc::clone(entry.value()))
             .collect();
@@ -504,8 +505,18 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn shutdown(&self) {
-        self.inner.closing.store(true, Ordering::Release);
+        self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.shutdown.cancel();
+        // Each live object handles what it queued, then ends.
+        let types: Vec<Arc<dyn Objects>> = self
+            .inner
+            .objects
+            .iter()
+            .map(|entry| Arc::clone(entry.value()))
+            .collect();
+        for objects in types {
+            objects.close_all();
+        }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
     }
@@ -636,8 +647,8 @@ impl Runtime {
                             .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
                         let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
                         self.inner
-                            .evictors
-                            .insert(key, Arc::clone(&entry) as Arc<dyn Evict>);
+                            .objects
+                            .insert(key, Arc::clone(&entry) as Arc<dyn Objects>);
                         entry
                     })
                     .value(),
@@ -775,7 +786,7 @@ impl RuntimeBuilder {
                 live: AtomicUsize::new(0),
                 max_live: self.max_live,
                 manual_alarms: self.manual_alarms,
-                evictors: DashMap::new(),
+                objects: DashMap::new(),
                 started: tokio::time::Instant::now(),
             }),
         };
