@@ -5,9 +5,11 @@
 //! error or panic restores the last committed state; a failed or unknown commit throws the
 //! activation away so that the next call reloads what storage holds.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
@@ -89,7 +91,6 @@ impl<O: DurableObject> Drop for Instance<O> {
 /// Why the task loop woke up.
 enum Wake<O> {
     Envelope(Envelope<O>),
-    Committed(Result<ObjectWrite, CommitError>),
     Idle(Idle),
     Closed,
 }
@@ -128,16 +129,54 @@ impl<O: DurableObject> Instance<O> {
 
     /// The task body: handle envelopes until idle long enough to shut down, or until the
     /// inbox closes (eviction, runtime shutdown) and what it queued is handled.
-    pub(crate) async fn run(mut self) {
+    ///
+    /// A block capturing `self` rather than an `async fn`: an `async fn` keeps its arguments
+    /// twice in its future (as captured and as moved into the body), and this future is
+    /// allocated once per live object.
+    pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
+        async move {
+            loop {
+                match self.next_wake().await {
+                    Wake::Envelope(envelope) => {
+                        self.handle(envelope).await;
+                        self.last_activity = Instant::now();
+                        self.inbox.set_gate_busy(!self.gate.is_open());
+                        self.inbox.finished(self.runtime().uptime_millis());
+                    }
+                    Wake::Idle(Idle::Hibernate) => self.hibernate(),
+                    Wake::Idle(Idle::Shutdown) => {
+                        if self.try_shutdown() {
+                            return;
+                        }
+                    }
+                    Wake::Closed => {
+                        // Cold paths are boxed so that every live task stays small. (Boxed
+                        // in a statement of its own: a temporary would keep the unboxed
+                        // future's space in this one.)
+                        let close = Box::pin(self.close());
+                        return close.await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for what the task does next. A future of its own, so that the task's future
+    /// holds either this wait or a running envelope, never both.
+    async fn next_wake(&mut self) -> Wake<O> {
         loop {
             // Idle transitions wait until every reply is out; new calls wait while the gate
             // already holds a queue's worth.
             let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
             let accepting = self.gate.held() < self.entry.settings.queue_capacity;
-            let wake = tokio::select! {
+            return tokio::select! {
                 // Commits first (they release replies), then calls, then idle transitions.
                 biased;
-                outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
+                outcome = in_flight(&mut self.gate) => {
+                    self.committed(outcome);
+                    self.inbox.set_gate_busy(!self.gate.is_open());
+                    continue;
+                }
                 envelope = self.inbox.recv(), if accepting => {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
@@ -146,28 +185,6 @@ impl<O: DurableObject> Instance<O> {
                     None => continue,
                 },
             };
-            match wake {
-                Wake::Envelope(envelope) => {
-                    self.handle(envelope).await;
-                    self.last_activity = Instant::now();
-                    self.inbox.set_gate_busy(!self.gate.is_open());
-                    self.inbox.finished(self.runtime().uptime_millis());
-                }
-                Wake::Committed(outcome) => {
-                    self.committed(outcome);
-                    self.inbox.set_gate_busy(!self.gate.is_open());
-                }
-                Wake::Idle(Idle::Hibernate) => self.hibernate(),
-                Wake::Idle(Idle::Shutdown) => {
-                    if self.try_shutdown() {
-                        return;
-                    }
-                }
-                Wake::Closed => {
-                    // Cold paths are boxed so that every live task stays small.
-                    return Box::pin(self.close()).await;
-                }
-            }
         }
     }
 
@@ -295,7 +312,10 @@ impl<O: DurableObject> Instance<O> {
                 );
                 self.handle_call(call).instrument(span).await;
             }
-            Envelope::Delete(reply) => Box::pin(self.delete(reply)).await,
+            Envelope::Delete(reply) => {
+                let delete = Box::pin(self.delete(reply));
+                delete.await;
+            }
         }
     }
 
@@ -347,7 +367,8 @@ impl<O: DurableObject> Instance<O> {
             // cannot be trusted, so the activation goes, once the writes of the calls before
             // it (which carry their own encoded state) are committed.
             self.ctx.take_alarm_changes();
-            Box::pin(self.flush()).await;
+            let flush = Box::pin(self.flush());
+            flush.await;
             self.set_slot_unloaded();
             metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
             let key = self.key().clone();
@@ -411,7 +432,10 @@ impl<O: DurableObject> Instance<O> {
                 Ok(())
             }
             // Boxed: a cold path, kept out of every live task's size.
-            Slot::Unloaded => Box::pin(self.activate_from_storage()).await,
+            Slot::Unloaded => {
+                let load = Box::pin(self.activate_from_storage());
+                load.await
+            }
         }
     }
 
@@ -485,6 +509,8 @@ impl<O: DurableObject> Instance<O> {
             self.commit(write).await?;
             committed_version += 1;
         }
+        let mut after = after;
+        after.shrink_to_fit();
         self.slot = Slot::Active {
             state,
             committed: after,
@@ -523,6 +549,9 @@ impl<O: DurableObject> Instance<O> {
             return Ok(());
         }
         if changed {
+            // Kept until the next change: without the encoder's spare capacity.
+            let mut encoded = encoded;
+            encoded.shrink_to_fit();
             *committed = encoded;
         }
         self.gate.next.state_changed |= changed;
@@ -590,10 +619,13 @@ async fn in_flight<O: 'static>(gate: &mut Gate<O>) -> Result<ObjectWrite, Commit
     }
 }
 
-/// Sleeps until the deadline, or forever when there is none.
-async fn sleep_until_some(deadline: Option<(Instant, Idle)>) {
+/// Sleeps until the deadline, or forever when there is none. (Not an `async fn`, which would
+/// keep its argument next to the timer.)
+fn sleep_until_some(
+    deadline: Option<(Instant, Idle)>,
+) -> Either<tokio::time::Sleep, std::future::Pending<()>> {
     match deadline {
-        Some((at, _)) => sleep_until(at).await,
-        None => std::future::pending().await,
+        Some((at, _)) => Either::Left(sleep_until(at)),
+        None => Either::Right(std::future::pending()),
     }
 }
