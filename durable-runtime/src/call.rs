@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
@@ -45,11 +46,22 @@ pub(crate) trait Invocation<O>: Send + 'static {
     /// The objects the call came through (empty for a call from outside any handler).
     fn chain(&self) -> &Chain;
 
-    /// Runs the handler once. Its result is kept in the invocation until [`reply`] sends it, so
-    /// that the reply can wait for the commit. A panic is caught and reported as an outcome.
+    /// Runs the handler once, with `chain` as the task-local call chain and cut off after
+    /// `limit`; `None` if it was cut off. Its result is kept in the invocation until [`reply`]
+    /// sends it, so that the reply can wait for the commit. A panic is caught and reported as
+    /// an outcome.
+    ///
+    /// Everything the run needs lives in the one returned box, so that the object's task does
+    /// not carry the space of a running handler (and its timer) while idle.
     ///
     /// [`reply`]: Invocation::reply
-    fn run<'a>(&'a mut self, state: &'a mut O, ctx: &'a Context) -> BoxFuture<'a, Outcome>;
+    fn run<'a>(
+        &'a mut self,
+        state: &'a mut O,
+        ctx: &'a Context,
+        chain: Chain,
+        limit: Option<Duration>,
+    ) -> BoxFuture<'a, Option<Outcome>>;
 
     /// Sends the handler's result to the caller.
     fn reply(self: Box<Self>);
@@ -87,18 +99,32 @@ where
         &self.chain
     }
 
-    fn run<'a>(&'a mut self, state: &'a mut O, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+    fn run<'a>(
+        &'a mut self,
+        state: &'a mut O,
+        ctx: &'a Context,
+        chain: Chain,
+        limit: Option<Duration>,
+    ) -> BoxFuture<'a, Option<Outcome>> {
         let run = self.run.take();
         Box::pin(async move {
             let Some(run) = run else {
-                return Outcome::Panicked("invocation ran twice".to_owned());
+                return Some(Outcome::Panicked("invocation ran twice".to_owned()));
             };
             // Calling `run` happens inside the guarded future so that a panic in a synchronous
             // handler body is caught too.
-            match AssertUnwindSafe(async move { run(state, ctx).await })
-                .catch_unwind()
-                .await
-            {
+            let mut guarded = std::pin::pin!(
+                chain.scope(AssertUnwindSafe(async move { run(state, ctx).await }).catch_unwind())
+            );
+            // Most handlers finish in their first poll: only one that waits needs a timer.
+            let result = match futures_util::poll!(guarded.as_mut()) {
+                std::task::Poll::Ready(result) => result,
+                std::task::Poll::Pending => match limit {
+                    Some(limit) => tokio::time::timeout(limit, guarded).await.ok()?,
+                    None => guarded.await,
+                },
+            };
+            Some(match result {
                 Ok(Ok(value)) => {
                     self.result = Some(Ok(value));
                     Outcome::Returned
@@ -108,7 +134,7 @@ where
                     Outcome::HandlerError
                 }
                 Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
-            }
+            })
         })
     }
 

@@ -20,6 +20,30 @@ tokio::task_local! {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Chain(Option<Arc<Link>>);
 
+/// The chain of just one object: where its calls from outside any handler start. It also
+/// holds the object's key for the object's context, so the key is kept once per object.
+#[derive(Debug)]
+pub(crate) struct Root(Arc<Link>);
+
+impl Root {
+    pub(crate) fn new(key: ObjectKey) -> Self {
+        Self(Arc::new(Link {
+            key,
+            parent: Chain::default(),
+        }))
+    }
+
+    /// The object's key.
+    pub(crate) fn key(&self) -> &ObjectKey {
+        &self.0.key
+    }
+
+    /// The chain holding only this object.
+    pub(crate) fn chain(&self) -> Chain {
+        Chain(Some(Arc::clone(&self.0)))
+    }
+}
+
 #[derive(Debug)]
 struct Link {
     key: ObjectKey,

@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::alarms::{Alarm, AlarmTime};
+use crate::chain::{Chain, Root};
 use crate::object::DurableObject;
 use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};
@@ -41,7 +42,7 @@ use crate::storage::{AlarmChange, ObjectKey};
 /// ```
 #[derive(Debug)]
 pub struct Context {
-    key: ObjectKey,
+    root: Root,
     runtime: Runtime,
     alarm_changes: Mutex<Vec<AlarmChange>>,
     writable: AtomicBool,
@@ -50,7 +51,7 @@ pub struct Context {
 impl Context {
     pub(crate) fn new(key: ObjectKey, runtime: Runtime) -> Self {
         Self {
-            key,
+            root: Root::new(key),
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
             writable: AtomicBool::new(true),
@@ -59,17 +60,22 @@ impl Context {
 
     /// The id of the object handling the call.
     pub fn id(&self) -> &str {
-        &self.key.object_id
+        &self.key().object_id
     }
 
     /// The type name of the object handling the call.
     pub fn object_type(&self) -> &str {
-        &self.key.object_type
+        &self.key().object_type
     }
 
     /// The full key of the object handling the call.
     pub fn key(&self) -> &ObjectKey {
-        &self.key
+        self.root.key()
+    }
+
+    /// The chain of a call that came from outside any handler: just this object.
+    pub(crate) fn own_chain(&self) -> Chain {
+        self.root.chain()
     }
 
     /// The runtime, for calling other objects.
@@ -134,10 +140,10 @@ impl Context {
     fn check_alarm<O: DurableObject>(&self) {
         self.check_writable();
         assert!(
-            O::TYPE_NAME == self.key.object_type,
+            O::TYPE_NAME == self.key().object_type,
             "alarm of `{}` used by an object of type `{}`",
             O::TYPE_NAME,
-            self.key.object_type
+            self.key().object_type
         );
     }
 

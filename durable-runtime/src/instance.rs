@@ -5,15 +5,16 @@
 //! error or panic restores the last committed state; a failed or unknown commit throws the
 //! activation away so that the next call reloads what storage holds.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use futures_util::future::Either;
+use tokio::sync::oneshot;
+use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
-use crate::chain::Chain;
 use crate::codec;
 use crate::committer::Committer;
 use crate::context::Context;
@@ -22,7 +23,7 @@ use crate::events::Event;
 use crate::gate::{Gate, Held};
 use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, InstanceCell, Residency, TypeEntry};
+use crate::registry::{Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
 use crate::storage::{CommitError, ObjectKey, ObjectWrite};
 
@@ -69,20 +70,19 @@ enum Slot<O> {
 
 pub(crate) struct Instance<O: DurableObject> {
     entry: Arc<TypeEntry<O>>,
-    generation: u64,
-    mailbox: mpsc::Receiver<Envelope<O>>,
-    cell: Arc<InstanceCell>,
+    /// Shared with the registry entry while the object is registered.
+    inbox: Arc<Inbox<O>>,
     ctx: Context,
     slot: Slot<O>,
     last_activity: Instant,
-    /// The chain of a call that came from outside any handler: just this object.
-    own_chain: Chain,
     /// Calls whose replies wait for their writes.
     gate: Gate<O>,
 }
 
 impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
+        // Calls still queued (the task panicked or was aborted) fail at once.
+        self.inbox.abandon();
         self.runtime().release_live_slot();
         metrics::live_objects(O::TYPE_NAME, -1.0);
     }
@@ -91,10 +91,8 @@ impl<O: DurableObject> Drop for Instance<O> {
 /// Why the task loop woke up.
 enum Wake<O> {
     Envelope(Envelope<O>),
-    Committed(Result<ObjectWrite, CommitError>),
     Idle(Idle),
     Closed,
-    RuntimeShutdown,
 }
 
 /// An idle transition.
@@ -109,16 +107,11 @@ impl<O: DurableObject> Instance<O> {
         runtime: Runtime,
         entry: Arc<TypeEntry<O>>,
         key: ObjectKey,
-        generation: u64,
-        mailbox: mpsc::Receiver<Envelope<O>>,
-        cell: Arc<InstanceCell>,
+        inbox: Arc<Inbox<O>>,
     ) -> Self {
         Self {
             entry,
-            generation,
-            mailbox,
-            cell,
-            own_chain: Chain::default().push(key.clone()),
+            inbox,
             ctx: Context::new(key, runtime),
             slot: Slot::Unloaded,
             last_activity: Instant::now(),
@@ -135,79 +128,77 @@ impl<O: DurableObject> Instance<O> {
     }
 
     /// The task body: handle envelopes until idle long enough to shut down, or until the
-    /// runtime shuts down.
-    pub(crate) async fn run(mut self) {
-        let shutdown = self.runtime().shutdown_token();
-        // One timer for idle transitions, armed lazily: calls only move `last_activity`, and
-        // when the timer fires early it is pushed to the current deadline. So a busy object
-        // registers no timer per call.
-        let idle_timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
-        let mut idle_timer = IdleTimer {
-            sleep: idle_timer,
-            armed_at: None,
-        };
-        loop {
-            // Idle transitions wait until every reply is out; new calls wait while the gate
-            // already holds a queue's worth.
-            let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
-            idle_timer.arm(deadline.map(|(at, _)| at));
-            let accepting = self.gate.held() < self.entry.settings.queue_capacity;
-            let wake = tokio::select! {
-                envelope = self.mailbox.recv(), if accepting => {
-                    envelope.map_or(Wake::Closed, Wake::Envelope)
-                }
-                outcome = in_flight(&mut self.gate) => Wake::Committed(outcome),
-                () = idle_timer.sleep.as_mut(), if idle_timer.armed_at.is_some() => {
-                    idle_timer.armed_at = None;
-                    match deadline {
-                        Some((at, idle)) if Instant::now() >= at => Wake::Idle(idle),
-                        // Fired for an earlier deadline: re-armed at the top of the loop.
-                        _ => continue,
+    /// inbox closes (eviction, runtime shutdown) and what it queued is handled.
+    ///
+    /// A block capturing `self` rather than an `async fn`: an `async fn` keeps its arguments
+    /// twice in its future (as captured and as moved into the body), and this future is
+    /// allocated once per live object.
+    #[allow(clippy::manual_async_fn, reason = "an `async fn` would hold `self` twice")]
+    pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
+        async move {
+            loop {
+                match self.next_wake().await {
+                    Wake::Envelope(envelope) => {
+                        self.handle(envelope).await;
+                        let now = Instant::now();
+                        self.last_activity = now;
+                        self.inbox.set_gate_busy(!self.gate.is_open());
+                        self.inbox.finished(self.runtime().uptime_millis_at(now));
+                    }
+                    Wake::Idle(Idle::Hibernate) => self.hibernate(),
+                    Wake::Idle(Idle::Shutdown) => {
+                        if self.try_shutdown() {
+                            return;
+                        }
+                    }
+                    Wake::Closed => {
+                        // Cold paths are boxed so that every live task stays small. (Boxed
+                        // in a statement of its own: a temporary would keep the unboxed
+                        // future's space in this one.)
+                        let close = Box::pin(self.close());
+                        return close.await;
                     }
                 }
-                () = shutdown.cancelled() => Wake::RuntimeShutdown,
-            };
-            match wake {
-                Wake::Envelope(envelope) => {
-                    self.handle(envelope).await;
-                    let now = Instant::now();
-                    self.last_activity = now;
-                    self.cell.set_gate_busy(!self.gate.is_open());
-                    self.cell.finished(self.runtime().uptime_millis_at(now));
-                }
-                Wake::Committed(outcome) => {
-                    self.committed(outcome);
-                    self.cell.set_gate_busy(!self.gate.is_open());
-                }
-                Wake::Idle(Idle::Hibernate) => self.hibernate(),
-                Wake::Idle(Idle::Shutdown) => {
-                    if self.try_shutdown() {
-                        return;
-                    }
-                }
-                Wake::Closed => {
-                    // Evicted to make room: the registry dropped the mailbox while idle.
-                    self.flush().await;
-                    metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
-                    self.emit(|key| Event::ShutDown { key });
-                    return;
-                }
-                Wake::RuntimeShutdown => return self.drain().await,
             }
         }
     }
 
-    /// Runtime shutdown: handle what is already queued (each committed before its reply),
-    /// then leave.
-    async fn drain(mut self) {
-        self.mailbox.close();
-        while let Some(envelope) = self.mailbox.recv().await {
-            self.handle(envelope).await;
-            self.cell.finished(self.runtime().uptime_millis());
+    /// Waits for what the task does next. A future of its own, so that the task's future
+    /// holds either this wait or a running envelope, never both.
+    async fn next_wake(&mut self) -> Wake<O> {
+        loop {
+            // Idle transitions wait until every reply is out; new calls wait while the gate
+            // already holds a queue's worth.
+            let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
+            let accepting = self.gate.held() < self.entry.settings.queue_capacity;
+            return tokio::select! {
+                // Commits first (they release replies), then calls, then idle transitions.
+                biased;
+                outcome = in_flight(&mut self.gate) => {
+                    self.committed(outcome);
+                    self.inbox.set_gate_busy(!self.gate.is_open());
+                    continue;
+                }
+                envelope = self.inbox.recv(), if accepting => {
+                    envelope.map_or(Wake::Closed, Wake::Envelope)
+                }
+                () = sleep_until_some(deadline) => match deadline {
+                    Some((_, idle)) => Wake::Idle(idle),
+                    None => continue,
+                },
+            };
         }
+    }
+
+    /// The inbox closed and is empty: evicted to make room (the registry dropped the entry
+    /// while idle), or the runtime shuts down. Leaves once every write is committed.
+    async fn close(mut self) {
         self.flush().await;
         let id = self.key().object_id.clone();
-        self.entry.deregister(&id, self.generation, || true);
+        self.entry.deregister(&id, &self.inbox);
+        if !self.runtime().is_closing() {
+            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+        }
         self.emit(|key| Event::ShutDown { key });
     }
 
@@ -217,7 +208,7 @@ impl<O: DurableObject> Instance<O> {
             let outcome = in_flight(&mut self.gate).await;
             self.committed(outcome);
         }
-        self.cell.set_gate_busy(false);
+        self.inbox.set_gate_busy(false);
     }
 
     /// The in-flight write finished: release or fail the calls it gates, then write what
@@ -290,7 +281,7 @@ impl<O: DurableObject> Instance<O> {
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
-            self.cell.set_residency(Residency::Hibernated);
+            self.inbox.set_residency(Residency::Hibernated);
             metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
             self.emit(|key| Event::Hibernated { key });
         }
@@ -302,11 +293,8 @@ impl<O: DurableObject> Instance<O> {
 
     /// Leaves the registry if no call is waiting. Returns whether the instance may end.
     fn try_shutdown(&mut self) -> bool {
-        let mailbox = &self.mailbox;
         let id = &self.ctx.key().object_id;
-        let removed = self
-            .entry
-            .deregister(id, self.generation, || mailbox.is_empty());
+        let removed = self.entry.deregister(id, &self.inbox);
         if removed {
             metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
             self.emit(|key| Event::ShutDown { key });
@@ -316,7 +304,7 @@ impl<O: DurableObject> Instance<O> {
 
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
-        self.cell.set_residency(Residency::Unloaded);
+        self.inbox.set_residency(Residency::Unloaded);
     }
 
     async fn handle(&mut self, envelope: Envelope<O>) {
@@ -329,7 +317,10 @@ impl<O: DurableObject> Instance<O> {
                 );
                 self.handle_call(call).instrument(span).await;
             }
-            Envelope::Delete(reply) => self.delete(reply).await,
+            Envelope::Delete(reply) => {
+                let delete = Box::pin(self.delete(reply));
+                delete.await;
+            }
         }
     }
 
@@ -371,30 +362,21 @@ impl<O: DurableObject> Instance<O> {
         let access = call.access();
         self.ctx.set_writable(access == Access::Write);
         let chain = if call.chain().is_empty() {
-            self.own_chain.clone()
+            self.ctx.own_chain()
         } else {
             call.chain().push(self.key().clone())
         };
         let Slot::Active { state, .. } = &mut self.slot else {
             unreachable!("activate leaves the slot active");
         };
-        let outcome = {
-            let mut run = std::pin::pin!(chain.scope(call.run(state, &self.ctx)));
-            // Most handlers finish in their first poll: only one that waits needs a timer.
-            match futures_util::poll!(run.as_mut()) {
-                std::task::Poll::Ready(outcome) => Ok(outcome),
-                std::task::Poll::Pending => match self.entry.settings.call_timeout {
-                    Some(limit) => tokio::time::timeout(limit, run).await,
-                    None => Ok(run.await),
-                },
-            }
-        };
-        let Ok(outcome) = outcome else {
+        let limit = self.entry.settings.call_timeout;
+        let Some(outcome) = call.run(state, &self.ctx, chain, limit).await else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
             // cannot be trusted, so the activation goes, once the writes of the calls before
             // it (which carry their own encoded state) are committed.
             self.ctx.take_alarm_changes();
-            self.flush().await;
+            let flush = Box::pin(self.flush());
+            flush.await;
             self.set_slot_unloaded();
             metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
             let key = self.key().clone();
@@ -452,31 +434,38 @@ impl<O: DurableObject> Instance<O> {
                     committed,
                     version,
                 };
-                self.cell.set_residency(Residency::Active);
+                self.inbox.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
                 Ok(())
             }
+            // Boxed: a cold path, kept out of every live task's size.
             Slot::Unloaded => {
-                let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
-                let mut attempt = 1;
-                loop {
-                    match self.load().instrument(span.clone()).await {
-                        Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
-                            attempt += 1;
-                        }
-                        Err(error) => {
-                            if matches!(error, Error::Storage { .. }) {
-                                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
-                            }
-                            return Err(error);
-                        }
-                        Ok(()) => {
-                            self.cell.set_residency(Residency::Active);
-                            metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
-                            return Ok(());
-                        }
+                let load = Box::pin(self.activate_from_storage());
+                load.await
+            }
+        }
+    }
+
+    /// Loads the state from storage, retrying a lost creation race.
+    async fn activate_from_storage(&mut self) -> Result<(), Error> {
+        let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
+        let mut attempt = 1;
+        loop {
+            match self.load().instrument(span.clone()).await {
+                Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(error) => {
+                    if matches!(error, Error::Storage { .. }) {
+                        metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                     }
+                    return Err(error);
+                }
+                Ok(()) => {
+                    self.inbox.set_residency(Residency::Active);
+                    metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
+                    return Ok(());
                 }
             }
         }
@@ -530,6 +519,8 @@ impl<O: DurableObject> Instance<O> {
             self.commit(write).await?;
             committed_version += 1;
         }
+        let mut after = after;
+        after.shrink_to_fit();
         self.slot = Slot::Active {
             state,
             committed: after,
@@ -568,6 +559,9 @@ impl<O: DurableObject> Instance<O> {
             return Ok(());
         }
         if changed {
+            // Kept until the next change: without the encoder's spare capacity.
+            let mut encoded = encoded;
+            encoded.shrink_to_fit();
             *committed = encoded;
         }
         if !alarms.is_empty() {
@@ -662,27 +656,13 @@ async fn in_flight<O: 'static>(gate: &mut Gate<O>) -> Result<ObjectWrite, Commit
     }
 }
 
-/// The instance's idle timer and the time it is set to, if armed.
-struct IdleTimer<'a> {
-    sleep: std::pin::Pin<&'a mut tokio::time::Sleep>,
-    armed_at: Option<Instant>,
-}
-
-impl IdleTimer<'_> {
-    /// Makes sure the timer fires no later than `deadline`. A later deadline keeps the timer
-    /// as it is (it fires early and is re-armed then), so calls cost no timer updates.
-    fn arm(&mut self, deadline: Option<Instant>) {
-        match (deadline, self.armed_at) {
-            (Some(at), None) => {
-                self.sleep.as_mut().reset(at);
-                self.armed_at = Some(at);
-            }
-            (Some(at), Some(armed)) if at < armed => {
-                self.sleep.as_mut().reset(at);
-                self.armed_at = Some(at);
-            }
-            (None, _) => self.armed_at = None,
-            _ => {}
-        }
+/// Sleeps until the deadline, or forever when there is none. (Not an `async fn`, which would
+/// keep its argument next to the timer.)
+fn sleep_until_some(
+    deadline: Option<(Instant, Idle)>,
+) -> Either<tokio::time::Sleep, std::future::Pending<()>> {
+    match deadline {
+        Some((at, _)) => Either::Left(sleep_until(at)),
+        None => Either::Right(std::future::pending()),
     }
 }

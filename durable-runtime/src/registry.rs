@@ -1,16 +1,18 @@
-//! The live objects of one type: id → mailbox, with exactly one instance per id.
+//! The live objects of one type: id → inbox, with exactly one instance per id.
 //!
-//! Callers enqueue into a mailbox only while holding a read guard on its map entry, and an
-//! instance removes its own entry (under the write guard) only when its mailbox is empty. So
+//! Callers enqueue into an inbox only while holding a read guard on its map entry, and an
+//! instance removes its own entry (under the write guard) only when its inbox is empty. So
 //! once an entry is gone nothing can reach the old instance any more, and the next call starts
 //! a fresh one: there is never a moment with two instances of one object, and no call is lost
 //! to an instance that is stopping.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 
 use dashmap::DashMap;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::call::Invocation;
 use crate::error::Error;
@@ -51,9 +53,19 @@ pub(crate) enum Residency {
     Hibernated = 2,
 }
 
-/// What the registry knows of a live object's activity, shared with its task.
-#[derive(Debug, Default)]
-pub(crate) struct InstanceCell {
+/// Why an envelope was not enqueued.
+pub(crate) enum SendError<O> {
+    /// The inbox holds its capacity.
+    Full(Envelope<O>),
+    /// The inbox takes nothing more: its instance is ending.
+    Closed(Envelope<O>),
+}
+
+/// One live object's queue of envelopes and what the registry knows of its activity, shared
+/// by its registry entry and its task. (A plain queue under a lock: far smaller than a
+/// channel, which preallocates a block of slots and pads its fields to cache lines.)
+pub(crate) struct Inbox<O> {
+    queue: Mutex<Queue<O>>,
     residency: AtomicU8,
     /// Envelopes enqueued and not yet fully handled. Incremented under the entry's read
     /// guard, so a zero seen under its write guard means the object is idle.
@@ -61,10 +73,108 @@ pub(crate) struct InstanceCell {
     /// When the object last finished an envelope, in milliseconds of the runtime's uptime.
     last_used: AtomicU64,
     /// Whether replies wait in the object's output gate (writes not yet committed).
-    gate_busy: std::sync::atomic::AtomicBool,
+    gate_busy: AtomicBool,
 }
 
-impl InstanceCell {
+struct Queue<O> {
+    envelopes: VecDeque<Envelope<O>>,
+    /// The task waiting for the next envelope.
+    waker: Option<Waker>,
+    /// Nothing more is accepted; the task ends once the queue is empty.
+    closed: bool,
+}
+
+impl<O> Inbox<O> {
+    pub(crate) fn new(residency: Residency) -> Self {
+        Self {
+            queue: Mutex::new(Queue {
+                envelopes: VecDeque::new(),
+                waker: None,
+                closed: false,
+            }),
+            residency: AtomicU8::new(residency as u8),
+            outstanding: AtomicUsize::new(0),
+            last_used: AtomicU64::new(0),
+            gate_busy: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue<O>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Enqueues without waiting, counting the envelope as outstanding.
+    fn try_send(&self, envelope: Envelope<O>, capacity: usize) -> Result<(), SendError<O>> {
+        let mut queue = self.lock();
+        if queue.closed {
+            return Err(SendError::Closed(envelope));
+        }
+        if queue.envelopes.len() >= capacity {
+            return Err(SendError::Full(envelope));
+        }
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        queue.envelopes.push_back(envelope);
+        let waker = queue.waker.take();
+        drop(queue);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// The next envelope; `None` once the inbox is closed and empty.
+    pub(crate) async fn recv(&self) -> Option<Envelope<O>> {
+        std::future::poll_fn(|cx| {
+            let mut queue = self.lock();
+            if let Some(envelope) = queue.envelopes.pop_front() {
+                return Poll::Ready(Some(envelope));
+            }
+            if queue.closed {
+                return Poll::Ready(None);
+            }
+            match &queue.waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => queue.waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Accepts nothing more; what is queued is still handled.
+    pub(crate) fn close(&self) {
+        let waker = {
+            let mut queue = self.lock();
+            queue.closed = true;
+            queue.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Closes and drops what is queued (its callers see the runtime shutting down): the task
+    /// is gone.
+    pub(crate) fn abandon(&self) {
+        let envelopes = {
+            let mut queue = self.lock();
+            queue.closed = true;
+            queue.waker = None;
+            std::mem::take(&mut queue.envelopes)
+        };
+        drop(envelopes);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().envelopes.is_empty()
+    }
+
     pub(crate) fn set_residency(&self, residency: Residency) {
         self.residency.store(residency as u8, Ordering::Relaxed);
     }
@@ -93,42 +203,36 @@ impl InstanceCell {
     }
 }
 
-/// Evicts idle objects of one type, for the runtime's cap on live objects.
-pub(crate) trait Evict: Send + Sync {
+/// The registry's side of the live objects of one type, erased over the type.
+pub(crate) trait Objects: Send + Sync {
     /// The least recently used idle object among a sample: its last use and id.
     fn idle_candidate(&self) -> Option<(u64, Box<str>)>;
 
-    /// Removes `id` if it is still idle. Its task then ends: its mailbox has closed.
+    /// Removes `id` if it is still idle. Its task then ends: its inbox has closed.
     fn evict(&self, id: &str) -> bool;
+
+    /// Runtime shutdown: closes every inbox, so that each task handles what it queued and
+    /// ends.
+    fn close_all(&self);
 }
 
 /// How many live objects of a type are looked at to find an eviction candidate.
 const EVICTION_SAMPLE: usize = 64;
 
-/// The registry entry of one live object.
+/// The registry entry of one live object. Dropping it closes the inbox.
 pub(crate) struct Mailbox<O> {
-    generation: u64,
-    sender: mpsc::Sender<Envelope<O>>,
-    cell: Arc<InstanceCell>,
+    inbox: Arc<Inbox<O>>,
 }
 
-impl<O> Mailbox<O> {
-    /// Enqueues without waiting, counting the envelope as outstanding.
-    fn try_send(
-        &self,
-        envelope: Envelope<O>,
-    ) -> Result<(), mpsc::error::TrySendError<Envelope<O>>> {
-        self.cell.outstanding.fetch_add(1, Ordering::AcqRel);
-        self.sender.try_send(envelope).inspect_err(|_| {
-            self.cell.outstanding.fetch_sub(1, Ordering::AcqRel);
-        })
+impl<O> Drop for Mailbox<O> {
+    fn drop(&mut self) {
+        self.inbox.close();
     }
 }
 
 /// Live objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
     objects: DashMap<Box<str>, Mailbox<O>>,
-    next_generation: AtomicU64,
     pub(crate) settings: Settings,
 }
 
@@ -136,21 +240,19 @@ impl<O: DurableObject> TypeEntry<O> {
     pub(crate) fn new(settings: Settings) -> Self {
         Self {
             objects: DashMap::new(),
-            next_generation: AtomicU64::new(0),
             settings,
         }
     }
 
-    /// Enqueues `envelope` for the object `id`, starting it if it is not live. A full mailbox
+    /// Enqueues `envelope` for the object `id`, starting it if it is not live. A full inbox
     /// refuses the call at once.
     pub(crate) fn dispatch(self: &Arc<Self>, runtime: &Runtime, id: &str, envelope: Envelope<O>) {
-        use mpsc::error::TrySendError::{Closed, Full};
-
+        let capacity = self.settings.queue_capacity;
         let envelope = match self.objects.get(id) {
-            Some(mailbox) => match mailbox.try_send(envelope) {
+            Some(mailbox) => match mailbox.inbox.try_send(envelope, capacity) {
                 Ok(()) => return,
-                Err(Full(envelope)) => return self.refuse(id, envelope),
-                Err(Closed(envelope)) => envelope,
+                Err(SendError::Full(envelope)) => return self.refuse(id, envelope),
+                Err(SendError::Closed(envelope)) => envelope,
             },
             None => envelope,
         };
@@ -171,7 +273,7 @@ impl<O: DurableObject> TypeEntry<O> {
             started = true;
             self.start(runtime, id)
         });
-        if entry.sender.is_closed() {
+        if !started && entry.inbox.is_closed() {
             // The instance ended without deregistering (its task panicked or was aborted);
             // replace it.
             *entry = self.start(runtime, id);
@@ -181,9 +283,19 @@ impl<O: DurableObject> TypeEntry<O> {
             // Another caller started it first.
             runtime.release_live_slot();
         }
-        if let Err(Full(envelope) | Closed(envelope)) = entry.try_send(envelope) {
+        if runtime.is_closing() {
+            // Checked under the entry's lock: a runtime shutdown that did not see this entry
+            // set the flag before it passed here, so an instance started now is closed at once.
+            entry.inbox.close();
+        }
+        if let Err(SendError::Full(envelope) | SendError::Closed(envelope)) =
+            entry.inbox.try_send(envelope, capacity)
+        {
             drop(entry);
-            self.refuse(id, envelope);
+            match runtime.is_closing() {
+                true => envelope.fail(Error::ShuttingDown),
+                false => self.refuse(id, envelope),
+            }
         }
     }
 
@@ -196,42 +308,31 @@ impl<O: DurableObject> TypeEntry<O> {
     }
 
     fn start(self: &Arc<Self>, runtime: &Runtime, id: &str) -> Mailbox<O> {
-        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = mpsc::channel(self.settings.queue_capacity.max(1));
-        let cell = Arc::new(InstanceCell::default());
+        let inbox = Arc::new(Inbox::new(Residency::Unloaded));
         let instance = Instance::new(
             runtime.clone(),
             Arc::clone(self),
             ObjectKey::new(O::TYPE_NAME, id),
-            generation,
-            receiver,
-            Arc::clone(&cell),
+            Arc::clone(&inbox),
         );
         runtime.spawn_task(instance.run());
         crate::metrics::live_objects(O::TYPE_NAME, 1.0);
-        Mailbox {
-            generation,
-            sender,
-            cell,
-        }
+        Mailbox { inbox }
     }
 
     /// What the live object `id` holds in memory, or `None` if it is not live.
     pub(crate) fn residency(&self, id: &str) -> Option<Residency> {
-        self.objects.get(id).map(|mailbox| mailbox.cell.residency())
+        self.objects
+            .get(id)
+            .map(|mailbox| mailbox.inbox.residency())
     }
 
-    /// Removes the object's entry if it still belongs to `generation` and `mailbox_is_empty`
-    /// holds while the entry is locked. Returns whether it was removed.
-    pub(crate) fn deregister(
-        &self,
-        id: &str,
-        generation: u64,
-        mailbox_is_empty: impl FnOnce() -> bool,
-    ) -> bool {
+    /// Removes the object's entry if it still holds `inbox` and that inbox is empty while the
+    /// entry is locked. Returns whether it was removed.
+    pub(crate) fn deregister(&self, id: &str, inbox: &Arc<Inbox<O>>) -> bool {
         self.objects
             .remove_if(id, |_, mailbox| {
-                mailbox.generation == generation && mailbox_is_empty()
+                Arc::ptr_eq(&mailbox.inbox, inbox) && inbox.is_empty()
             })
             .is_some()
     }
@@ -242,15 +343,15 @@ impl<O: DurableObject> TypeEntry<O> {
     }
 }
 
-impl<O: DurableObject> Evict for TypeEntry<O> {
+impl<O: DurableObject> Objects for TypeEntry<O> {
     fn idle_candidate(&self) -> Option<(u64, Box<str>)> {
         self.objects
             .iter()
-            .filter(|entry| entry.cell.is_idle())
+            .filter(|entry| entry.inbox.is_idle())
             .take(EVICTION_SAMPLE)
             .map(|entry| {
                 (
-                    entry.cell.last_used.load(Ordering::Relaxed),
+                    entry.inbox.last_used.load(Ordering::Relaxed),
                     entry.key().clone(),
                 )
             })
@@ -259,7 +360,11 @@ impl<O: DurableObject> Evict for TypeEntry<O> {
 
     fn evict(&self, id: &str) -> bool {
         self.objects
-            .remove_if(id, |_, mailbox| mailbox.cell.is_idle())
+            .remove_if(id, |_, mailbox| mailbox.inbox.is_idle())
             .is_some()
+    }
+
+    fn close_all(&self) {
+        self.objects.iter().for_each(|entry| entry.inbox.close());
     }
 }

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::events::Event;
 use crate::instance::Settings;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Evict, Residency, TypeEntry};
+use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
 
@@ -91,7 +91,8 @@ pub(crate) struct Shared {
     live: AtomicUsize,
     max_live: Option<usize>,
     manual_alarms: bool,
-    evictors: DashMap<TypeId, Arc<dyn Evict>>,
+    /// Every type's live objects, erased over the type.
+    objects: DashMap<TypeId, Arc<dyn Objects>>,
     started: tokio::time::Instant,
 }
 
@@ -430,12 +431,8 @@ impl Runtime {
         self.inner.tasks.spawn(task);
     }
 
-    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
-    pub(crate) fn uptime_millis(&self) -> u64 {
-        self.uptime_millis_at(tokio::time::Instant::now())
-    }
-
-    /// The runtime's uptime at `now`, in milliseconds.
+    /// The runtime's uptime at `now` (tokio's clock) in milliseconds, for least-recently-used
+    /// order.
     pub(crate) fn uptime_millis_at(&self, now: tokio::time::Instant) -> u64 {
         now.saturating_duration_since(self.inner.started)
             .as_millis() as u64
@@ -463,9 +460,9 @@ impl Runtime {
     /// Shuts down the least recently used idle object among a sample of each type's. Its
     /// slot is released when its task ends.
     fn evict_least_recently_used(&self) -> bool {
-        let evictors: Vec<Arc<dyn Evict>> = self
+        let evictors: Vec<Arc<dyn Objects>> = self
             .inner
-            .evictors
+            .objects
             .iter()
             .map(|entry| Arc::clone(entry.value()))
             .collect();
@@ -515,8 +512,18 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn shutdown(&self) {
-        self.inner.closing.store(true, Ordering::Release);
+        self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.shutdown.cancel();
+        // Each live object handles what it queued, then ends.
+        let types: Vec<Arc<dyn Objects>> = self
+            .inner
+            .objects
+            .iter()
+            .map(|entry| Arc::clone(entry.value()))
+            .collect();
+        for objects in types {
+            objects.close_all();
+        }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
     }
@@ -647,8 +654,8 @@ impl Runtime {
                             .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
                         let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
                         self.inner
-                            .evictors
-                            .insert(key, Arc::clone(&entry) as Arc<dyn Evict>);
+                            .objects
+                            .insert(key, Arc::clone(&entry) as Arc<dyn Objects>);
                         entry
                     })
                     .value(),
@@ -786,7 +793,7 @@ impl RuntimeBuilder {
                 live: AtomicUsize::new(0),
                 max_live: self.max_live,
                 manual_alarms: self.manual_alarms,
-                evictors: DashMap::new(),
+                objects: DashMap::new(),
                 started: tokio::time::Instant::now(),
             }),
         };
