@@ -239,8 +239,10 @@ impl SqliteStoreBuilder {
         } else {
             SqlitePoolOptions::new().max_connections(self.max_connections)
         };
+        // A connection to a file cannot be dropped by a server: checking it on every acquire
+        // would only add a round trip to the connection's thread.
         Ok(pool_options
-            .test_before_acquire(true)
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(db_err)?)
@@ -736,9 +738,9 @@ async fn apply_one(
     sql: &Sql,
     p: &Prepared<'_>,
     now: i64,
-) -> Result<Result<(), usize>, StorageError> {
+) -> Result<Result<(), Mismatch>, StorageError> {
     if !apply_object_row(conn, sql, p, now).await? {
-        return Ok(Err(0));
+        return Ok(Err(Mismatch::At(0)));
     }
     apply_alarm_changes(conn, sql, p, now).await?;
     Ok(Ok(()))
@@ -815,16 +817,17 @@ async fn apply_alarm_changes(
 
 /// Applies a batch with multi-row statements: new objects in one `INSERT`, updated ones in one
 /// `UPDATE ... FROM (VALUES ..)`, the removal of fired alarms in one `DELETE`. Version checks
-/// come from `RETURNING`: a row missing from it did not match. Writes that only touch the
+/// count the changed rows (with `locate`, they come from `RETURNING`: a row missing from it did
+/// not match). Writes that only touch the
 /// version, and alarm changes other than removals of fired alarms, keep one statement each (in
-/// order per object). `Err(position)` names the first write, in `prepared`, whose version did
-/// not match.
+/// order per object).
 async fn apply_bulk(
     conn: &mut SqliteConnection,
     sql: &Sql,
     prepared: &[Prepared<'_>],
     now: i64,
-) -> Result<Result<(), usize>, StorageError> {
+    locate: bool,
+) -> Result<Result<(), Mismatch>, StorageError> {
     let positions = |keep: &dyn Fn(&Prepared<'_>) -> bool| -> Vec<usize> {
         (0..prepared.len())
             .filter(|&i| keep(&prepared[i]))
@@ -846,16 +849,9 @@ async fn apply_bulk(
                 .push_bind(now)
                 .push_bind(now);
         });
-        query.push(
-            " ON CONFLICT (object_type, object_id) DO NOTHING RETURNING object_type, object_id",
-        );
-        let written: Vec<(String, String)> = query
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        if let Some(missing) = first_missing(prepared, chunk, &written) {
-            return Ok(Err(missing));
+        query.push(" ON CONFLICT (object_type, object_id) DO NOTHING");
+        if let Err(mismatch) = run_checked(conn, query, prepared, chunk, locate).await? {
+            return Ok(Err(mismatch));
         }
     }
     for chunk in updates.chunks(BULK_ROWS) {
@@ -872,22 +868,14 @@ async fn apply_bulk(
                 .push_bind(p.state)
                 .push_bind(p.expected);
         });
-        query.push(
-            ")) AS v WHERE object_type = v.t AND object_id = v.i AND version = v.e \
-             RETURNING object_type, object_id",
-        );
-        let written: Vec<(String, String)> = query
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        if let Some(missing) = first_missing(prepared, chunk, &written) {
-            return Ok(Err(missing));
+        query.push(")) AS v WHERE object_type = v.t AND object_id = v.i AND version = v.e");
+        if let Err(mismatch) = run_checked(conn, query, prepared, chunk, locate).await? {
+            return Ok(Err(mismatch));
         }
     }
     for (position, p) in prepared.iter().enumerate() {
         if p.state.is_none() && !apply_object_row(conn, sql, p, now).await? {
-            return Ok(Err(position));
+            return Ok(Err(Mismatch::At(position)));
         }
     }
     // Fired alarms removed under their claim: one statement for every write whose alarm
@@ -930,6 +918,48 @@ async fn apply_bulk(
         apply_alarm_changes(conn, sql, p, now).await?;
     }
     Ok(Ok(()))
+}
+
+/// A write of a batch whose version did not match.
+enum Mismatch {
+    /// At this position of the prepared batch.
+    At(usize),
+    /// Somewhere in a multi-row statement, which counted its rows but did not return them.
+    Unlocated,
+}
+
+/// Runs a multi-row write of the writes at `chunk` and checks that each matched: by the count
+/// of changed rows, or, with `locate`, by the rows it returns, naming the first that did not.
+async fn run_checked(
+    conn: &mut SqliteConnection,
+    mut query: sqlx::QueryBuilder<'_, sqlx::Sqlite>,
+    prepared: &[Prepared<'_>],
+    chunk: &[usize],
+    locate: bool,
+) -> Result<Result<(), Mismatch>, StorageError> {
+    if !locate {
+        let changed = query
+            .build()
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        return Ok(if changed == chunk.len() as u64 {
+            Ok(())
+        } else {
+            Err(Mismatch::Unlocated)
+        });
+    }
+    query.push(" RETURNING object_type, object_id");
+    let written: Vec<(String, String)> = query
+        .build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    Ok(match first_missing(prepared, chunk, &written) {
+        Some(position) => Err(Mismatch::At(position)),
+        None => Ok(()),
+    })
 }
 
 /// The first position of `chunk` whose key is not among the `written` rows.
@@ -976,20 +1006,35 @@ impl Storage for SqliteStore {
         let prepared = prepare(batch)?;
         let sql = &*self.sql;
         let _writer = self.writer.lock().await;
-        let now = now_micros();
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)?;
-        // A batch of several writes goes through a few multi-row statements: one round trip
-        // to SQLite per statement is what a commit costs besides its flush.
-        let applied = if prepared.len() == 1 {
-            apply_one(&mut tx, sql, &prepared[0], now).await?
-        } else {
-            apply_bulk(&mut tx, sql, &prepared, now).await?
-        };
-        if let Err(position) = applied {
+        // Version checks count the rows each statement changed; only when a count falls short
+        // is the batch run again, returning rows, to find the write that did not match.
+        let mut locate = false;
+        loop {
+            let now = now_micros();
+            let mut tx = self
+                .pool
+                .begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(db_err)?;
+            // A batch of several writes goes through a few multi-row statements: one round
+            // trip to SQLite per statement is what a commit costs besides its flush.
+            let applied = if prepared.len() == 1 {
+                apply_one(&mut tx, sql, &prepared[0], now).await?
+            } else {
+                apply_bulk(&mut tx, sql, &prepared, now, locate).await?
+            };
+            let position = match applied {
+                Ok(()) => {
+                    tx.commit().await.map_err(db_err)?;
+                    return Ok(());
+                }
+                Err(Mismatch::Unlocated) => {
+                    tx.rollback().await.map_err(db_err)?;
+                    locate = true;
+                    continue;
+                }
+                Err(Mismatch::At(position)) => position,
+            };
             let p = &prepared[position];
             let found = Self::found_version(&mut tx, sql, &p.write.key).await?;
             // Dropping the transaction would roll it back too; an explicit rollback returns
@@ -1002,8 +1047,6 @@ impl Storage for SqliteStore {
                 found,
             });
         }
-        tx.commit().await.map_err(db_err)?;
-        Ok(())
     }
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
