@@ -23,7 +23,7 @@ use crate::events::Event;
 use crate::gate::{Gate, Held};
 use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Inbox, Residency, TypeEntry};
+use crate::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
 use crate::storage::{CommitError, ObjectKey, ObjectWrite};
 
@@ -63,8 +63,8 @@ enum Slot<O> {
         committed: Vec<u8>,
         version: u64,
     },
-    /// The decoded state was dropped to save memory; the committed bytes wake it without a
-    /// storage read.
+    /// Woken from dormancy (or hibernated while the object could not go dormant): the
+    /// committed bytes wake it without a storage read.
     Hibernated { committed: Vec<u8>, version: u64 },
 }
 
@@ -77,14 +77,18 @@ pub(crate) struct Instance<O: DurableObject> {
     last_activity: Instant,
     /// Calls whose replies wait for their writes.
     gate: Gate<O>,
+    /// The object went dormant: it stays live (holding its slot) without this task.
+    dormant: bool,
 }
 
 impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
         // Calls still queued (the task panicked or was aborted) fail at once.
         self.inbox.abandon();
-        self.runtime().release_live_slot();
-        metrics::live_objects(O::TYPE_NAME, -1.0);
+        if !self.dormant {
+            self.runtime().release_live_slot();
+            metrics::live_objects(O::TYPE_NAME, -1.0);
+        }
     }
 }
 
@@ -108,14 +112,23 @@ impl<O: DurableObject> Instance<O> {
         entry: Arc<TypeEntry<O>>,
         key: ObjectKey,
         inbox: Arc<Inbox<O>>,
+        woken: Option<Dormant>,
     ) -> Self {
+        let slot = match woken {
+            Some(dormant) => Slot::Hibernated {
+                committed: dormant.committed.into_vec(),
+                version: dormant.version,
+            },
+            None => Slot::Unloaded,
+        };
         Self {
             entry,
             inbox,
             ctx: Context::new(key, runtime),
-            slot: Slot::Unloaded,
+            slot,
             last_activity: Instant::now(),
             gate: Gate::new(),
+            dormant: false,
         }
     }
 
@@ -148,7 +161,11 @@ impl<O: DurableObject> Instance<O> {
                         self.inbox.set_gate_busy(!self.gate.is_open());
                         self.inbox.finished(self.runtime().uptime_millis_at(now));
                     }
-                    Wake::Idle(Idle::Hibernate) => self.hibernate(),
+                    Wake::Idle(Idle::Hibernate) => {
+                        if self.hibernate() {
+                            return;
+                        }
+                    }
                     Wake::Idle(Idle::Shutdown) => {
                         if self.try_shutdown() {
                             return;
@@ -278,16 +295,40 @@ impl<O: DurableObject> Instance<O> {
         }
     }
 
-    fn hibernate(&mut self) {
-        if let Slot::Active {
+    /// Drops the decoded state. The object goes dormant: the registry keeps only the encoded
+    /// state and this task ends (returns true). If that cannot be done at this moment (a call
+    /// is already waiting, the runtime shuts down), the task keeps the encoded state instead.
+    fn hibernate(&mut self) -> bool {
+        let Slot::Active {
+            committed, version, ..
+        } = &mut self.slot
+        else {
+            return false;
+        };
+        let runtime = self.ctx.runtime();
+        let idle_since = runtime.uptime_millis_at(self.last_activity);
+        let dormant =
+            self.entry
+                .make_dormant(runtime, &self.ctx.key().object_id, &self.inbox, || {
+                    Dormant {
+                        committed: std::mem::take(committed).into_boxed_slice(),
+                        version: *version,
+                        idle_since,
+                    }
+                });
+        if dormant {
+            self.slot = Slot::Unloaded;
+            self.dormant = true;
+        } else if let Slot::Active {
             committed, version, ..
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
             self.inbox.set_residency(Residency::Hibernated);
-            metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
-            self.emit(|key| Event::Hibernated { key });
         }
+        metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
+        self.emit(|key| Event::Hibernated { key });
+        dormant
     }
 
     fn emit(&self, event: impl FnOnce(ObjectKey) -> Event) {

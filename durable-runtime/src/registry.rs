@@ -1,24 +1,34 @@
-//! The live objects of one type: id → inbox, with exactly one instance per id.
+//! The objects of one type in this runtime: id → entry, with exactly one instance per id.
+//!
+//! An entry is *live* (a task runs the object; the entry holds its inbox) or *dormant* (the
+//! object hibernated and its task ended; the entry holds only its encoded state, and the next
+//! envelope starts a task from those bytes without a storage read).
 //!
 //! Callers enqueue into an inbox only while holding a read guard on its map entry, and an
-//! instance removes its own entry (under the write guard) only when its inbox is empty. So
-//! once an entry is gone nothing can reach the old instance any more, and the next call starts
-//! a fresh one: there is never a moment with two instances of one object, and no call is lost
-//! to an instance that is stopping.
+//! instance removes or replaces its own entry (under the write guard) only when its inbox is
+//! empty. So once an entry is gone nothing can reach the old instance any more, and the next
+//! call starts (or wakes) a fresh one: there is never a moment with two instances of one
+//! object, and no call is lost to an instance that is stopping.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use dashmap::DashMap;
-use tokio::sync::oneshot;
+use dashmap::mapref::entry::Entry as MapEntry;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::call::Invocation;
 use crate::error::Error;
+use crate::events::Event;
 use crate::instance::{Instance, Settings};
+use crate::metrics;
 use crate::object::DurableObject;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, Shared};
 use crate::storage::ObjectKey;
 
 /// What travels through an object's mailbox.
@@ -203,17 +213,18 @@ impl<O> Inbox<O> {
     }
 }
 
-/// The registry's side of the live objects of one type, erased over the type.
+/// The registry's side of the objects of one type, erased over the type.
 pub(crate) trait Objects: Send + Sync {
     /// The least recently used idle object among a sample: its last use and id.
     fn idle_candidate(&self) -> Option<(u64, Box<str>)>;
 
-    /// Removes `id` if it is still idle. Its task then ends: its inbox has closed.
-    fn evict(&self, id: &str) -> bool;
+    /// Removes `id` if it is still idle. A live object's task then ends (its inbox has
+    /// closed); a dormant object leaves at once.
+    fn evict(&self, runtime: &Runtime, id: &str) -> bool;
 
     /// Runtime shutdown: closes every inbox, so that each task handles what it queued and
-    /// ends.
-    fn close_all(&self);
+    /// ends, and forgets every dormant object.
+    fn close_all(&self, runtime: &Runtime);
 }
 
 /// How many live objects of a type are looked at to find an eviction candidate.
@@ -230,9 +241,34 @@ impl<O> Drop for Mailbox<O> {
     }
 }
 
-/// Live objects of type `O` and the settings they run with.
+/// The registry entry of one object.
+enum Entry<O> {
+    /// A task runs the object.
+    Live(Mailbox<O>),
+    /// The object hibernated and its task ended.
+    Dormant(Dormant),
+}
+
+/// A hibernated object without a task: what the next envelope wakes it from, without a
+/// storage read.
+pub(crate) struct Dormant {
+    /// The encoding of the last committed state.
+    pub(crate) committed: Box<[u8]>,
+    /// The last committed version.
+    pub(crate) version: u64,
+    /// When it was last used, in milliseconds of the runtime's uptime.
+    pub(crate) idle_since: u64,
+}
+
+/// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
-    objects: DashMap<Box<str>, Mailbox<O>>,
+    objects: DashMap<Box<str>, Entry<O>>,
+    /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
+    /// `shutdown_after`. A stale item (the object woke since) is skipped when it comes due.
+    expiries: Mutex<BinaryHeap<Reverse<(u64, Box<str>)>>>,
+    /// Wakes the sweeper when an earlier expiry is queued.
+    expiries_changed: Notify,
+    sweeper_started: AtomicBool,
     pub(crate) settings: Settings,
 }
 
@@ -240,106 +276,319 @@ impl<O: DurableObject> TypeEntry<O> {
     pub(crate) fn new(settings: Settings) -> Self {
         Self {
             objects: DashMap::new(),
+            expiries: Mutex::new(BinaryHeap::new()),
+            expiries_changed: Notify::new(),
+            sweeper_started: AtomicBool::new(false),
             settings,
         }
     }
 
-    /// Enqueues `envelope` for the object `id`, starting it if it is not live. A full inbox
-    /// refuses the call at once.
+    /// Enqueues `envelope` for the object `id`, starting (or waking) it if it has no task. A
+    /// full inbox refuses the call at once.
     pub(crate) fn dispatch(self: &Arc<Self>, runtime: &Runtime, id: &str, envelope: Envelope<O>) {
         let capacity = self.settings.queue_capacity;
-        let envelope = match self.objects.get(id) {
-            Some(mailbox) => match mailbox.inbox.try_send(envelope, capacity) {
+        let envelope = match self.objects.get(id).as_deref() {
+            Some(Entry::Live(mailbox)) => match mailbox.inbox.try_send(envelope, capacity) {
                 Ok(()) => return,
                 Err(SendError::Full(envelope)) => return self.refuse(id, envelope),
                 Err(SendError::Closed(envelope)) => envelope,
             },
-            None => envelope,
+            _ => envelope,
         };
         if runtime.is_closing() {
             // Shutting down: live objects drain what they queued, nothing new starts.
             envelope.fail(Error::ShuttingDown);
             return;
         }
-        // Room for a new instance is reserved before the entry is locked: making room may
-        // evict objects of this very type.
-        if !runtime.reserve_live_slot() {
-            let key = ObjectKey::new(O::TYPE_NAME, id);
-            envelope.fail(Error::TooManyObjects { key });
-            return;
-        }
-        let mut started = false;
-        let mut entry = self.objects.entry(id.into()).or_insert_with(|| {
-            started = true;
-            self.start(runtime, id)
-        });
-        if !started && entry.inbox.is_closed() {
-            // The instance ended without deregistering (its task panicked or was aborted);
-            // replace it.
-            *entry = self.start(runtime, id);
-            started = true;
-        }
-        if !started {
-            // Another caller started it first.
-            runtime.release_live_slot();
-        }
-        if runtime.is_closing() {
-            // Checked under the entry's lock: a runtime shutdown that did not see this entry
-            // set the flag before it passed here, so an instance started now is closed at once.
-            entry.inbox.close();
-        }
-        if let Err(SendError::Full(envelope) | SendError::Closed(envelope)) =
-            entry.inbox.try_send(envelope, capacity)
-        {
-            drop(entry);
-            match runtime.is_closing() {
-                true => envelope.fail(Error::ShuttingDown),
-                false => self.refuse(id, envelope),
+        // Room for a new instance is reserved without holding the entry's lock (making room
+        // may evict objects of this very type), so the entry is looked at again afterwards.
+        let mut reserved = false;
+        loop {
+            let mut occupied = match self.objects.entry(id.into()) {
+                MapEntry::Occupied(occupied) => occupied,
+                MapEntry::Vacant(vacant) if reserved && !runtime.is_closing() => {
+                    // The closing flag is read under the entry's lock: a runtime shutdown
+                    // that did not see this entry set it before, so none is missed.
+                    let entry = vacant.insert(Entry::Live(self.start(runtime, id)));
+                    let Entry::Live(mailbox) = &*entry else {
+                        unreachable!("just inserted");
+                    };
+                    let result = mailbox.inbox.try_send(envelope, capacity);
+                    drop(entry);
+                    return self.sent(runtime, id, result);
+                }
+                MapEntry::Vacant(vacant) if reserved => {
+                    drop(vacant);
+                    runtime.release_live_slot();
+                    envelope.fail(Error::ShuttingDown);
+                    return;
+                }
+                MapEntry::Vacant(vacant) => {
+                    // Unlocked first: making room may evict objects of this very type.
+                    drop(vacant);
+                    if !runtime.reserve_live_slot() {
+                        let key = ObjectKey::new(O::TYPE_NAME, id);
+                        envelope.fail(Error::TooManyObjects { key });
+                        return;
+                    }
+                    reserved = true;
+                    continue;
+                }
+            };
+            // The instance ended without deregistering (its task panicked or was aborted,
+            // releasing its slot): it is replaced, in a slot of its own.
+            let ended = matches!(occupied.get(), Entry::Live(mailbox) if mailbox.inbox.is_closed());
+            if ended && !reserved {
+                drop(occupied);
+                if !runtime.reserve_live_slot() {
+                    let key = ObjectKey::new(O::TYPE_NAME, id);
+                    envelope.fail(Error::TooManyObjects { key });
+                    return;
+                }
+                reserved = true;
+                continue;
             }
+            let starts = ended || matches!(occupied.get(), Entry::Dormant(_));
+            if starts && runtime.is_closing() {
+                drop(occupied);
+                if reserved {
+                    runtime.release_live_slot();
+                }
+                envelope.fail(Error::ShuttingDown);
+                return;
+            }
+            let entry = occupied.get_mut();
+            if ended {
+                *entry = Entry::Live(self.start(runtime, id));
+                reserved = false;
+            } else if let Entry::Dormant(_) = entry {
+                // A dormant object keeps the slot it holds.
+                self.wake(runtime, id, entry);
+            }
+            if reserved {
+                // Another caller started it first.
+                runtime.release_live_slot();
+            }
+            let Entry::Live(mailbox) = &*entry else {
+                unreachable!("started or woken above");
+            };
+            let result = mailbox.inbox.try_send(envelope, capacity);
+            drop(occupied);
+            return self.sent(runtime, id, result);
+        }
+    }
+
+    /// Answers an envelope the inbox refused (after the entry's lock is released).
+    fn sent(&self, runtime: &Runtime, id: &str, result: Result<(), SendError<O>>) {
+        match result {
+            Ok(()) => {}
+            Err(SendError::Full(envelope)) => self.refuse(id, envelope),
+            Err(SendError::Closed(envelope)) if runtime.is_closing() => {
+                envelope.fail(Error::ShuttingDown);
+            }
+            Err(SendError::Closed(envelope)) => self.refuse(id, envelope),
         }
     }
 
     fn refuse(&self, id: &str, envelope: Envelope<O>) {
-        crate::metrics::count(crate::metrics::QUEUE_REJECTIONS, O::TYPE_NAME);
+        metrics::count(metrics::QUEUE_REJECTIONS, O::TYPE_NAME);
         envelope.fail(Error::Overloaded {
             key: ObjectKey::new(O::TYPE_NAME, id),
             capacity: self.settings.queue_capacity,
         });
     }
 
+    /// Starts an instance that loads the object from storage.
     fn start(self: &Arc<Self>, runtime: &Runtime, id: &str) -> Mailbox<O> {
         let inbox = Arc::new(Inbox::new(Residency::Unloaded));
+        self.spawn(runtime, id, Arc::clone(&inbox), None);
+        metrics::live_objects(O::TYPE_NAME, 1.0);
+        Mailbox { inbox }
+    }
+
+    /// Turns the dormant `entry` live: a task starts from its encoded state.
+    fn wake(self: &Arc<Self>, runtime: &Runtime, id: &str, entry: &mut Entry<O>) {
+        let inbox = Arc::new(Inbox::new(Residency::Hibernated));
+        let mailbox = Mailbox {
+            inbox: Arc::clone(&inbox),
+        };
+        if let Entry::Dormant(dormant) = std::mem::replace(entry, Entry::Live(mailbox)) {
+            self.spawn(runtime, id, inbox, Some(dormant));
+        }
+    }
+
+    fn spawn(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        id: &str,
+        inbox: Arc<Inbox<O>>,
+        dormant: Option<Dormant>,
+    ) {
         let instance = Instance::new(
             runtime.clone(),
             Arc::clone(self),
             ObjectKey::new(O::TYPE_NAME, id),
-            Arc::clone(&inbox),
+            inbox,
+            dormant,
         );
         runtime.spawn_task(instance.run());
-        crate::metrics::live_objects(O::TYPE_NAME, 1.0);
-        Mailbox { inbox }
     }
 
-    /// What the live object `id` holds in memory, or `None` if it is not live.
+    /// What the object `id` holds in memory, or `None` if it is not live.
     pub(crate) fn residency(&self, id: &str) -> Option<Residency> {
-        self.objects
-            .get(id)
-            .map(|mailbox| mailbox.inbox.residency())
+        self.objects.get(id).map(|entry| match &*entry {
+            Entry::Live(mailbox) => mailbox.inbox.residency(),
+            Entry::Dormant(_) => Residency::Hibernated,
+        })
     }
 
     /// Removes the object's entry if it still holds `inbox` and that inbox is empty while the
     /// entry is locked. Returns whether it was removed.
     pub(crate) fn deregister(&self, id: &str, inbox: &Arc<Inbox<O>>) -> bool {
         self.objects
-            .remove_if(id, |_, mailbox| {
-                Arc::ptr_eq(&mailbox.inbox, inbox) && inbox.is_empty()
-            })
+            .remove_if(id, |_, entry| holds(entry, inbox) && inbox.is_empty())
             .is_some()
     }
 
-    /// How many objects of this type are live.
+    /// Replaces the object's entry by the dormant record `dormant()` if it still holds `inbox`,
+    /// that inbox is empty and the runtime is not shutting down, all while the entry is
+    /// locked. Returns whether it did; the instance's task then ends, and the object keeps its
+    /// slot among the live ones.
+    pub(crate) fn make_dormant(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        id: &str,
+        inbox: &Arc<Inbox<O>>,
+        dormant: impl FnOnce() -> Dormant,
+    ) -> bool {
+        let Some(mut entry) = self.objects.get_mut(id) else {
+            return false;
+        };
+        if !holds(&entry, inbox) || !inbox.is_empty() || runtime.is_closing() {
+            return false;
+        }
+        let dormant = dormant();
+        let idle_since = dormant.idle_since;
+        *entry = Entry::Dormant(dormant);
+        drop(entry);
+        if let Some(after) = self.settings.shutdown_after {
+            self.expire_at(runtime, idle_since.saturating_add(ceil_millis(after)), id);
+        }
+        true
+    }
+
+    /// Queues the dormant object `id` to shut down at `at`, starting the sweeper on first use.
+    fn expire_at(self: &Arc<Self>, runtime: &Runtime, at: u64, id: &str) {
+        let earliest = {
+            let mut expiries = lock(&self.expiries);
+            let earliest = expiries
+                .peek()
+                .is_none_or(|Reverse((first, _))| at < *first);
+            expiries.push(Reverse((at, id.into())));
+            earliest
+        };
+        if !self.sweeper_started.swap(true, Ordering::AcqRel) {
+            runtime.spawn_task(sweep(
+                Arc::clone(self),
+                runtime.downgrade(),
+                runtime.shutdown_token(),
+            ));
+        } else if earliest {
+            self.expiries_changed.notify_one();
+        }
+    }
+
+    /// Shuts down the dormant object `id` if its expiry is `at` or earlier (if it woke since,
+    /// it is live or has a later expiry).
+    fn expire(&self, runtime: &Runtime, id: &str, at: u64) {
+        let Some(after) = self.settings.shutdown_after else {
+            return;
+        };
+        let after = ceil_millis(after);
+        let removed = self.objects.remove_if(id, |_, entry| {
+            matches!(entry, Entry::Dormant(dormant) if dormant.idle_since.saturating_add(after) <= at)
+        });
+        if removed.is_some() {
+            self.forget(runtime, id, true);
+        }
+    }
+
+    /// A dormant object left: its slot and its place in the live count go with it.
+    fn forget(&self, runtime: &Runtime, id: &str, counted: bool) {
+        if counted {
+            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+        }
+        metrics::live_objects(O::TYPE_NAME, -1.0);
+        runtime.release_live_slot();
+        runtime.emit(|| Event::ShutDown {
+            key: ObjectKey::new(O::TYPE_NAME, id),
+        });
+    }
+
+    /// How many objects of this type are live (dormant ones included).
     pub(crate) fn live_count(&self) -> usize {
         self.objects.len()
+    }
+}
+
+/// Whether `entry` is the live entry of the instance owning `inbox`.
+fn holds<O>(entry: &Entry<O>, inbox: &Arc<Inbox<O>>) -> bool {
+    matches!(entry, Entry::Live(mailbox) if Arc::ptr_eq(&mailbox.inbox, inbox))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A duration in whole milliseconds, rounded up (an expiry is never early).
+pub(crate) fn ceil_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// Shuts down the dormant objects of one type as their `shutdown_after` passes: one task per
+/// type, sleeping until the earliest expiry.
+async fn sweep<O: DurableObject>(
+    entry: Arc<TypeEntry<O>>,
+    runtime: Weak<Shared>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let next = lock(&entry.expiries).peek().map(|Reverse((at, _))| *at);
+        let due = match (next, Runtime::upgrade(&runtime)) {
+            (Some(at), Some(runtime)) => Some(runtime.instant_at_uptime(at)),
+            (None, Some(_)) => None,
+            (_, None) => return,
+        };
+        let sleep = async {
+            match due {
+                Some(due) => tokio::time::sleep_until(due).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = entry.expiries_changed.notified() => continue,
+            () = sleep => {}
+        }
+        let Some(runtime) = Runtime::upgrade(&runtime) else {
+            return;
+        };
+        let now = runtime.uptime_millis();
+        loop {
+            let item = {
+                let mut expiries = lock(&entry.expiries);
+                match expiries.peek() {
+                    Some(Reverse((at, _))) if *at <= now => expiries.pop(),
+                    _ => None,
+                }
+            };
+            let Some(Reverse((at, id))) = item else {
+                break;
+            };
+            entry.expire(&runtime, &id, at);
+        }
     }
 }
 
@@ -347,24 +596,45 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
     fn idle_candidate(&self) -> Option<(u64, Box<str>)> {
         self.objects
             .iter()
-            .filter(|entry| entry.inbox.is_idle())
-            .take(EVICTION_SAMPLE)
-            .map(|entry| {
-                (
-                    entry.inbox.last_used.load(Ordering::Relaxed),
-                    entry.key().clone(),
-                )
+            .filter_map(|entry| {
+                let last_used = match entry.value() {
+                    Entry::Live(mailbox) if mailbox.inbox.is_idle() => {
+                        mailbox.inbox.last_used.load(Ordering::Relaxed)
+                    }
+                    Entry::Live(_) => return None,
+                    Entry::Dormant(dormant) => dormant.idle_since,
+                };
+                Some((last_used, entry.key().clone()))
             })
+            .take(EVICTION_SAMPLE)
             .min()
     }
 
-    fn evict(&self, id: &str) -> bool {
-        self.objects
-            .remove_if(id, |_, mailbox| mailbox.inbox.is_idle())
-            .is_some()
+    fn evict(&self, runtime: &Runtime, id: &str) -> bool {
+        let removed = self.objects.remove_if(id, |_, entry| match entry {
+            Entry::Live(mailbox) => mailbox.inbox.is_idle(),
+            Entry::Dormant(_) => true,
+        });
+        match removed {
+            Some((_, Entry::Dormant(_))) => {
+                self.forget(runtime, id, true);
+                true
+            }
+            Some((_, Entry::Live(_))) => true,
+            None => false,
+        }
     }
 
-    fn close_all(&self) {
-        self.objects.iter().for_each(|entry| entry.inbox.close());
+    fn close_all(&self, runtime: &Runtime) {
+        self.objects.retain(|id, entry| match entry {
+            Entry::Live(mailbox) => {
+                mailbox.inbox.close();
+                true
+            }
+            Entry::Dormant(_) => {
+                self.forget(runtime, id, false);
+                false
+            }
+        });
     }
 }

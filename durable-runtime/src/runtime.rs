@@ -102,8 +102,8 @@ pub(crate) struct Shared {
 pub enum ObjectStatus {
     /// Live in this runtime with its state decoded in memory.
     Active,
-    /// Live in this runtime, its decoded state dropped after `hibernate_after`; the next call
-    /// wakes it without a storage read.
+    /// Live in this runtime, its decoded state dropped after `hibernate_after` (only its
+    /// encoded state is kept, without a task); the next call wakes it without a storage read.
     Hibernated,
     /// Not live in this runtime (or live without loaded state), but stored.
     Stored,
@@ -438,6 +438,21 @@ impl Runtime {
             .as_millis() as u64
     }
 
+    /// The uptime at `at` in milliseconds, rounded up.
+    pub(crate) fn uptime_millis_at(&self, at: tokio::time::Instant) -> u64 {
+        crate::registry::ceil_millis(at.saturating_duration_since(self.inner.started))
+    }
+
+    /// The instant at `millis` of uptime.
+    pub(crate) fn instant_at_uptime(&self, millis: u64) -> tokio::time::Instant {
+        self.inner.started + Duration::from_millis(millis)
+    }
+
+    /// A handle that does not keep the runtime alive.
+    pub(crate) fn downgrade(&self) -> Weak<Shared> {
+        Arc::downgrade(&self.inner)
+    }
+
     /// Counts a new live object, first evicting an idle one if the cap is reached. Returns
     /// false if there is no room.
     pub(crate) fn reserve_live_slot(&self) -> bool {
@@ -474,7 +489,7 @@ impl Runtime {
             let Some(((_, id), evictor)) = candidate else {
                 return false;
             };
-            if evictor.evict(&id) {
+            if evictor.evict(self, &id) {
                 return true;
             }
         }
@@ -522,7 +537,7 @@ impl Runtime {
             .map(|entry| Arc::clone(entry.value()))
             .collect();
         for objects in types {
-            objects.close_all();
+            objects.close_all(self);
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
