@@ -156,10 +156,9 @@ impl<O: DurableObject> Instance<O> {
                 match self.next_wake().await {
                     Wake::Envelope(envelope) => {
                         self.handle(envelope).await;
-                        let now = Instant::now();
-                        self.last_activity = now;
+                        self.last_activity = Instant::now();
                         self.inbox.set_gate_busy(!self.gate.is_open());
-                        self.inbox.finished(self.runtime().uptime_millis_at(now));
+                        self.inbox.finished(self.runtime().uptime_millis());
                     }
                     Wake::Idle(Idle::Hibernate) => {
                         if self.hibernate() {

@@ -260,12 +260,15 @@ pub(crate) struct Dormant {
     pub(crate) idle_since: u64,
 }
 
+/// Dormant objects' shutdown times (uptime milliseconds) and ids, earliest first.
+type Expiries = BinaryHeap<Reverse<(u64, Box<str>)>>;
+
 /// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
     objects: DashMap<Box<str>, Entry<O>>,
     /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
     /// `shutdown_after`. A stale item (the object woke since) is skipped when it comes due.
-    expiries: Mutex<BinaryHeap<Reverse<(u64, Box<str>)>>>,
+    expiries: Mutex<Expiries>,
     /// Wakes the sweeper when an earlier expiry is queued.
     expiries_changed: Notify,
     sweeper_started: AtomicBool,

@@ -431,11 +431,9 @@ impl Runtime {
         self.inner.tasks.spawn(task);
     }
 
-    /// The runtime's uptime at `now` (tokio's clock) in milliseconds, for least-recently-used
-    /// order.
-    pub(crate) fn uptime_millis_at(&self, now: tokio::time::Instant) -> u64 {
-        now.saturating_duration_since(self.inner.started)
-            .as_millis() as u64
+    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
+    pub(crate) fn uptime_millis(&self) -> u64 {
+        self.inner.started.elapsed().as_millis() as u64
     }
 
     /// The uptime at `at` in milliseconds, rounded up.
