@@ -415,18 +415,46 @@ impl Storage for NullStorage {
 /// Heap bytes per live and per hibernated object.
 async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
     let count = if settings.smoke { 10_000 } else { 1_000_000 };
+    let ids: Arc<Vec<String>> = Arc::new((0..count).map(|i| format!("obj-{i:07}")).collect());
+    // Live: nothing hibernates while the objects are created and measured.
+    let live_bytes = {
+        let rt = Runtime::builder(NullStorage)
+            .default_options(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)))
+            .build();
+        let region = Region::new(GLOBAL);
+        touch_all(&rt, &ids).await?;
+        let live = region.change();
+        rt.shutdown().await;
+        (live.bytes_allocated as f64 - live.bytes_deallocated as f64) / count as f64
+    };
+    // Hibernated: the same objects, idle past `hibernate_after`.
     let hibernate_after = Duration::from_millis(500);
     let rt = Runtime::builder(NullStorage)
         .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
         .build();
     let region = Region::new(GLOBAL);
-    let ids: Vec<String> = (0..count).map(|i| format!("obj-{i:07}")).collect();
-    let id_bytes: usize = ids.iter().map(|id| id.capacity()).sum::<usize>() + ids.capacity() * 24;
+    touch_all(&rt, &ids).await?;
+    tokio::time::sleep(hibernate_after * 3).await;
+    let hibernated = region.change();
+    let hibernated_bytes =
+        (hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64) / count as f64;
+    rt.shutdown().await;
+    let mut live_figure = Figure::new("memory-live", "none", "bytes/object");
+    live_figure.runs.push(live_bytes);
+    live_figure.extra.push(("objects", count as f64));
+    live_figure.peak_rss_mib = peak_rss_mib();
+    let mut hibernated_figure = Figure::new("memory-hib", "none", "bytes/object");
+    hibernated_figure.runs.push(hibernated_bytes);
+    hibernated_figure.peak_rss_mib = peak_rss_mib();
+    Ok(vec![live_figure, hibernated_figure])
+}
+
+/// Calls every object once (64 callers), starting each.
+async fn touch_all(rt: &Runtime, ids: &Arc<Vec<String>>) -> Result<(), String> {
     let mut tasks = tokio::task::JoinSet::new();
-    let ids = Arc::new(ids);
     for caller in 0..64 {
         let rt = rt.clone();
-        let ids = Arc::clone(&ids);
+        let ids = Arc::clone(ids);
         tasks.spawn(async move {
             for i in (caller..ids.len()).step_by(64) {
                 BenchCounter::increment(&rt, &ids[i])
@@ -439,24 +467,7 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
     while let Some(result) = tasks.join_next().await {
         result.map_err(|e| e.to_string())??;
     }
-    let live = region.change();
-    let live_bytes =
-        (live.bytes_allocated as f64 - live.bytes_deallocated as f64 - id_bytes as f64)
-            / count as f64;
-    tokio::time::sleep(hibernate_after * 3).await;
-    let hibernated = region.change();
-    let hibernated_bytes =
-        (hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64 - id_bytes as f64)
-            / count as f64;
-    let mut live_figure = Figure::new("memory-live", "none", "bytes/object");
-    live_figure.runs.push(live_bytes);
-    live_figure.extra.push(("objects", count as f64));
-    live_figure.peak_rss_mib = peak_rss_mib();
-    let mut hibernated_figure = Figure::new("memory-hib", "none", "bytes/object");
-    hibernated_figure.runs.push(hibernated_bytes);
-    hibernated_figure.peak_rss_mib = peak_rss_mib();
-    drop(ids);
-    Ok(vec![live_figure, hibernated_figure])
+    Ok(())
 }
 
 /// Many alarms due within one second: lateness and alarms/s.
