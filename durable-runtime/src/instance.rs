@@ -145,6 +145,7 @@ impl<O: DurableObject> Instance<O> {
     /// A block capturing `self` rather than an `async fn`: an `async fn` keeps its arguments
     /// twice in its future (as captured and as moved into the body), and this future is
     /// allocated once per live object.
+    #[allow(clippy::manual_async_fn)]
     pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
         async move {
             loop {

@@ -289,12 +289,15 @@ impl Dormant {
     }
 }
 
+/// Ids of dormant objects by when they shut down, earliest first.
+type Expiries = BinaryHeap<Reverse<(u64, Box<str>)>>;
+
 /// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
     objects: DashMap<Box<str>, Entry<O>>,
     /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
     /// `shutdown_after`. A stale item (the object woke since) is skipped when it comes due.
-    expiries: Mutex<BinaryHeap<Reverse<(u64, Box<str>)>>>,
+    expiries: Mutex<Expiries>,
     /// Wakes the sweeper when an earlier expiry is queued.
     expiries_changed: Notify,
     sweeper_started: AtomicBool,
