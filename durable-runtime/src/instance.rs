@@ -16,7 +16,6 @@ use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
 use crate::codec;
-use crate::committer::Committer;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::Event;
@@ -116,8 +115,8 @@ impl<O: DurableObject> Instance<O> {
     ) -> Self {
         let slot = match woken {
             Some(dormant) => Slot::Hibernated {
-                committed: dormant.committed.into_vec(),
-                version: dormant.version,
+                committed: dormant.committed().to_vec(),
+                version: dormant.version(),
             },
             None => Slot::Unloaded,
         };
@@ -300,7 +299,7 @@ impl<O: DurableObject> Instance<O> {
     fn hibernate(&mut self) -> bool {
         let Slot::Active {
             committed, version, ..
-        } = &mut self.slot
+        } = &self.slot
         else {
             return false;
         };
@@ -309,11 +308,7 @@ impl<O: DurableObject> Instance<O> {
         let dormant =
             self.entry
                 .make_dormant(runtime, &self.ctx.key().object_id, &self.inbox, || {
-                    Dormant {
-                        committed: std::mem::take(committed).into_boxed_slice(),
-                        version: *version,
-                        idle_since,
-                    }
+                    Dormant::new(committed, *version, idle_since)
                 });
         if dormant {
             self.slot = Slot::Unloaded;
@@ -692,11 +687,16 @@ impl<O: DurableObject> Instance<O> {
 }
 
 /// The outcome of the gate's in-flight write; pending forever when none is in flight.
-async fn in_flight<O: 'static>(gate: &mut Gate<O>) -> Result<ObjectWrite, CommitError> {
-    match &mut gate.in_flight {
-        Some(in_flight) => Committer::outcome(&mut in_flight.outcome).await,
-        None => std::future::pending().await,
-    }
+/// (A `poll_fn` rather than an `async fn`: it is part of every live task's future.)
+fn in_flight<O: 'static>(
+    gate: &mut Gate<O>,
+) -> impl Future<Output = Result<ObjectWrite, CommitError>> + '_ {
+    std::future::poll_fn(move |cx| match &mut gate.in_flight {
+        Some(in_flight) => std::pin::Pin::new(&mut in_flight.outcome)
+            .poll(cx)
+            .map(|outcome| outcome.unwrap_or_else(|_| Err(crate::committer::stopped()))),
+        None => std::task::Poll::Pending,
+    })
 }
 
 /// Sleeps until the deadline, or forever when there is none. (Not an `async fn`, which would

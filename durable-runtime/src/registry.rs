@@ -12,6 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
@@ -134,9 +135,10 @@ impl<O> Inbox<O> {
         Ok(())
     }
 
-    /// The next envelope; `None` once the inbox is closed and empty.
-    pub(crate) async fn recv(&self) -> Option<Envelope<O>> {
-        std::future::poll_fn(|cx| {
+    /// The next envelope; `None` once the inbox is closed and empty. (A `poll_fn` rather than
+    /// an `async fn`: it is part of every live task's future.)
+    pub(crate) fn recv(&self) -> impl Future<Output = Option<Envelope<O>>> + '_ {
+        std::future::poll_fn(move |cx| {
             let mut queue = self.lock();
             if let Some(envelope) = queue.envelopes.pop_front() {
                 return Poll::Ready(Some(envelope));
@@ -150,7 +152,6 @@ impl<O> Inbox<O> {
             }
             Poll::Pending
         })
-        .await
     }
 
     /// Accepts nothing more; what is queued is still handled.
@@ -250,14 +251,42 @@ enum Entry<O> {
 }
 
 /// A hibernated object without a task: what the next envelope wakes it from, without a
-/// storage read.
-pub(crate) struct Dormant {
-    /// The encoding of the last committed state.
-    pub(crate) committed: Box<[u8]>,
+/// storage read. One allocation holding its last committed version, when it was last used (in
+/// milliseconds of the runtime's uptime) and the encoding of its last committed state, so
+/// that a map entry stays two words.
+pub(crate) struct Dormant(Box<[u8]>);
+
+impl Dormant {
+    const HEADER: usize = 16;
+
+    pub(crate) fn new(committed: &[u8], version: u64, idle_since: u64) -> Self {
+        let mut record = Vec::with_capacity(Self::HEADER + committed.len());
+        record.extend_from_slice(&version.to_le_bytes());
+        record.extend_from_slice(&idle_since.to_le_bytes());
+        record.extend_from_slice(committed);
+        Self(record.into_boxed_slice())
+    }
+
+    fn word(&self, at: usize) -> u64 {
+        let mut word = [0; 8];
+        word.copy_from_slice(&self.0[at..at + 8]);
+        u64::from_le_bytes(word)
+    }
+
     /// The last committed version.
-    pub(crate) version: u64,
-    /// When it was last used, in milliseconds of the runtime's uptime.
-    pub(crate) idle_since: u64,
+    pub(crate) fn version(&self) -> u64 {
+        self.word(0)
+    }
+
+    /// When the object was last used, in milliseconds of the runtime's uptime.
+    pub(crate) fn idle_since(&self) -> u64 {
+        self.word(8)
+    }
+
+    /// The encoding of the last committed state.
+    pub(crate) fn committed(&self) -> &[u8] {
+        &self.0[Self::HEADER..]
+    }
 }
 
 /// Dormant objects' shutdown times (uptime milliseconds) and ids, earliest first.
@@ -471,7 +500,7 @@ impl<O: DurableObject> TypeEntry<O> {
             return false;
         }
         let dormant = dormant();
-        let idle_since = dormant.idle_since;
+        let idle_since = dormant.idle_since();
         *entry = Entry::Dormant(dormant);
         drop(entry);
         if let Some(after) = self.settings.shutdown_after {
@@ -509,7 +538,7 @@ impl<O: DurableObject> TypeEntry<O> {
         };
         let after = ceil_millis(after);
         let removed = self.objects.remove_if(id, |_, entry| {
-            matches!(entry, Entry::Dormant(dormant) if dormant.idle_since.saturating_add(after) <= at)
+            matches!(entry, Entry::Dormant(dormant) if dormant.idle_since().saturating_add(after) <= at)
         });
         if removed.is_some() {
             self.forget(runtime, id, true);
@@ -605,7 +634,7 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                         mailbox.inbox.last_used.load(Ordering::Relaxed)
                     }
                     Entry::Live(_) => return None,
-                    Entry::Dormant(dormant) => dormant.idle_since,
+                    Entry::Dormant(dormant) => dormant.idle_since(),
                 };
                 Some((last_used, entry.key().clone()))
             })
