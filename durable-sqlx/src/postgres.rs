@@ -21,8 +21,8 @@ use sqlx::{Decode, Encode, PgConnection, Row, Type};
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
     MAX_PREFIX_LEN, MAX_SCHEMA_LEN, Migration, Names, POSTGRES_MIGRATIONS, claim_limit,
-    fetch_limit, from_db_attempts, from_db_version, from_micros, id_page, state_text,
-    to_db_version, to_micros, validate_name,
+    fetch_limit, first_missing, from_db_attempts, from_db_version, from_micros, id_page,
+    state_text, to_db_version, to_micros, validate_name,
 };
 
 fn db_err(err: sqlx::Error) -> StorageError {
@@ -517,6 +517,27 @@ impl PostgresStore {
             .map_err(db_err)?;
         found.map(from_db_version).transpose()
     }
+
+    /// Runs a statement on the alarm `name` of `key` if it is still claimed at `claimed_at`
+    /// (parameters: type, id, name, claim time). Returns whether a row changed.
+    async fn under_claim(
+        &self,
+        sql: &str,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let changed = sqlx::query(sql)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(PgTime::new(claimed_at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(changed > 0)
+    }
 }
 
 /// A stable advisory-lock key for a migrations table (FNV-1a of its qualified name).
@@ -921,7 +942,7 @@ async fn apply_bulk(
             .fetch_all(&mut *conn)
             .await
             .map_err(db_err)?;
-        if let Some(missing) = first_missing(prepared, &inserts, &written) {
+        if let Some(missing) = first_missing(keys_at(prepared, &inserts), &written) {
             return Ok(Err(missing));
         }
     }
@@ -937,7 +958,7 @@ async fn apply_bulk(
             .fetch_all(&mut *conn)
             .await
             .map_err(db_err)?;
-        if let Some(missing) = first_missing(prepared, &updates, &written) {
+        if let Some(missing) = first_missing(keys_at(prepared, &updates), &written) {
             return Ok(Err(missing));
         }
     }
@@ -981,23 +1002,12 @@ async fn apply_bulk(
     Ok(Ok(()))
 }
 
-/// The first position of `chunk` whose key is not among the `written` rows.
-fn first_missing(
-    prepared: &[Prepared<'_>],
-    chunk: &[usize],
-    written: &[(String, String)],
-) -> Option<usize> {
-    if written.len() == chunk.len() {
-        return None;
-    }
-    let written: std::collections::HashSet<(&str, &str)> = written
-        .iter()
-        .map(|(t, i)| (t.as_str(), i.as_str()))
-        .collect();
-    chunk.iter().copied().find(|&i| {
-        let key = &prepared[i].write.key;
-        !written.contains(&(key.object_type.as_str(), key.object_id.as_str()))
-    })
+/// The positions of `chunk` with the keys of their writes.
+fn keys_at<'a>(
+    prepared: &'a [Prepared<'_>],
+    chunk: &'a [usize],
+) -> impl ExactSizeIterator<Item = (usize, &'a ObjectKey)> {
+    chunk.iter().map(|&i| (i, &prepared[i].write.key))
 }
 
 fn attempts_param(attempts: u32) -> Result<i32, StorageError> {
@@ -1147,16 +1157,8 @@ impl Storage for PostgresStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let deleted = sqlx::query(&self.sql.finish)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(name)
-            .bind(PgTime::new(claimed_at)?)
-            .execute(&self.pool)
+        self.under_claim(&self.sql.finish, key, name, claimed_at)
             .await
-            .map_err(db_err)?
-            .rows_affected();
-        Ok(deleted > 0)
     }
 
     async fn fail_alarm(
@@ -1198,15 +1200,7 @@ impl Storage for PostgresStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let updated = sqlx::query(&self.sql.release)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(name)
-            .bind(PgTime::new(claimed_at)?)
-            .execute(&self.pool)
+        self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
-            .map_err(db_err)?
-            .rows_affected();
-        Ok(updated > 0)
     }
 }

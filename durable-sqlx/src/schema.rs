@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use durable_runtime::storage::StorageError;
+use durable_runtime::storage::{ObjectKey, StorageError};
 
 use crate::error::{Error, rejected};
 
@@ -203,6 +203,25 @@ pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::st
         None
     };
     durable_runtime::storage::IdPage { ids, next }
+}
+
+/// The position of the first of `chunk` (positions with their keys) whose key is not among the
+/// `written` rows of a multi-row write, which returned `(object_type, object_id)` per row.
+pub(crate) fn first_missing<'a>(
+    chunk: impl ExactSizeIterator<Item = (usize, &'a ObjectKey)>,
+    written: &[(String, String)],
+) -> Option<usize> {
+    if written.len() == chunk.len() {
+        return None;
+    }
+    let written: std::collections::HashSet<(&str, &str)> = written
+        .iter()
+        .map(|(t, i)| (t.as_str(), i.as_str()))
+        .collect();
+    chunk
+        .filter(|(_, key)| !written.contains(&(key.object_type.as_str(), key.object_id.as_str())))
+        .map(|(position, _)| position)
+        .next()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use sqlx::{Row, SqliteConnection};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
-    MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit,
+    MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit, first_missing,
     from_db_attempts, from_db_version, from_micros, id_page, now_micros, state_text, to_db_version,
     to_micros, validate_name,
 };
@@ -551,6 +551,28 @@ impl SqliteStore {
             .map_err(db_err)?;
         found.map(from_db_version).transpose()
     }
+
+    /// Runs a statement on the alarm `name` of `key` if it is still claimed at `claimed_at`
+    /// (parameters: type, id, name, claim time). Returns whether a row changed.
+    async fn under_claim(
+        &self,
+        sql: &str,
+        key: &ObjectKey,
+        name: &str,
+        claimed_at: SystemTime,
+    ) -> Result<bool, StorageError> {
+        let _writer = self.writer.lock().await;
+        let changed = sqlx::query(sql)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name)
+            .bind(to_micros(claimed_at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(changed > 0)
+    }
 }
 
 /// The store's statements, with its table names filled in.
@@ -818,9 +840,8 @@ async fn apply_alarm_changes(
 /// Applies a batch with multi-row statements: new objects in one `INSERT`, updated ones in one
 /// `UPDATE ... FROM (VALUES ..)`, the removal of fired alarms in one `DELETE`. Version checks
 /// count the changed rows (with `locate`, they come from `RETURNING`: a row missing from it did
-/// not match). Writes that only touch the
-/// version, and alarm changes other than removals of fired alarms, keep one statement each (in
-/// order per object).
+/// not match). Writes that only touch the version, and alarm changes other than removals of
+/// fired alarms, keep one statement each (in order per object).
 async fn apply_bulk(
     conn: &mut SqliteConnection,
     sql: &Sql,
@@ -920,6 +941,14 @@ async fn apply_bulk(
     Ok(Ok(()))
 }
 
+/// The positions of `chunk` with the keys of their writes.
+fn keys_at<'a>(
+    prepared: &'a [Prepared<'_>],
+    chunk: &'a [usize],
+) -> impl ExactSizeIterator<Item = (usize, &'a ObjectKey)> {
+    chunk.iter().map(|&i| (i, &prepared[i].write.key))
+}
+
 /// A write of a batch whose version did not match.
 enum Mismatch {
     /// At this position of the prepared batch.
@@ -956,28 +985,9 @@ async fn run_checked(
         .fetch_all(&mut *conn)
         .await
         .map_err(db_err)?;
-    Ok(match first_missing(prepared, chunk, &written) {
+    Ok(match first_missing(keys_at(prepared, chunk), &written) {
         Some(position) => Err(Mismatch::At(position)),
         None => Ok(()),
-    })
-}
-
-/// The first position of `chunk` whose key is not among the `written` rows.
-fn first_missing(
-    prepared: &[Prepared<'_>],
-    chunk: &[usize],
-    written: &[(String, String)],
-) -> Option<usize> {
-    if written.len() == chunk.len() {
-        return None;
-    }
-    let written: std::collections::HashSet<(&str, &str)> = written
-        .iter()
-        .map(|(t, i)| (t.as_str(), i.as_str()))
-        .collect();
-    chunk.iter().copied().find(|&i| {
-        let key = &prepared[i].write.key;
-        !written.contains(&(key.object_type.as_str(), key.object_id.as_str()))
     })
 }
 
@@ -1152,17 +1162,8 @@ impl Storage for SqliteStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let _writer = self.writer.lock().await;
-        let deleted = sqlx::query(&self.sql.finish)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(name)
-            .bind(to_micros(claimed_at)?)
-            .execute(&self.pool)
+        self.under_claim(&self.sql.finish, key, name, claimed_at)
             .await
-            .map_err(db_err)?
-            .rows_affected();
-        Ok(deleted > 0)
     }
 
     async fn fail_alarm(
@@ -1204,16 +1205,7 @@ impl Storage for SqliteStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let _writer = self.writer.lock().await;
-        let updated = sqlx::query(&self.sql.release)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(name)
-            .bind(to_micros(claimed_at)?)
-            .execute(&self.pool)
+        self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
-            .map_err(db_err)?
-            .rows_affected();
-        Ok(updated > 0)
     }
 }
