@@ -1047,6 +1047,22 @@ impl Storage for PostgresStore {
         }
         let prepared = prepare(batch)?;
         let sql = &*self.sql;
+        if let [single] = prepared.as_slice() {
+            if single.alarms.is_empty() {
+                // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
+                let mut conn = self.pool.acquire().await.map_err(db_err)?;
+                if apply_object_row(&mut conn, sql, single).await? {
+                    return Ok(());
+                }
+                let found = Self::found_version(&mut conn, sql, &single.write.key).await?;
+                return Err(CommitError::Conflict {
+                    index: single.index,
+                    key: single.write.key.clone(),
+                    expected: single.write.expected_version,
+                    found,
+                });
+            }
+        }
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         // A batch of several writes goes through a few array statements: one round trip to
         // the server per statement is most of what a commit costs.
