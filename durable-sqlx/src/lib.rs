@@ -39,6 +39,7 @@
 //! |---|---|
 //! | `durable_objects` | `object_type`, `object_id` (primary key), `state`, `version`, `created_at`, `updated_at` |
 //! | `durable_alarms` | `object_type`, `object_id`, `name` (primary key), `due_at`, `claimed_at`, `attempts`, `last_error`, `dead`, `created_at` |
+//! | `durable_commit_guard` (SQLite) | `mismatch`: always empty; it stops a batch with a stale write before its commit |
 //!
 //! - `state` is the runtime's encoded state, UTF-8 JSON, in a `TEXT` column on both
 //!   databases, so it can be read with SQL (`json_extract(state, '$.count')` on SQLite,
@@ -70,6 +71,8 @@
 )]
 
 mod error;
+#[cfg(feature = "sqlite")]
+mod net_alarms;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod schema;

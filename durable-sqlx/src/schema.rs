@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use durable_runtime::storage::{ObjectKey, StorageError};
+use durable_runtime::storage::StorageError;
 
 use crate::error::{Error, rejected};
 
@@ -62,6 +62,9 @@ pub(crate) struct Names {
     pub(crate) schema: Option<String>,
     pub(crate) objects: String,
     pub(crate) alarms: String,
+    /// SQLite's commit guard (see its migration).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) commit_guard: String,
     pub(crate) migrations: String,
 }
 
@@ -75,6 +78,7 @@ impl Names {
         Self {
             objects: format!("{qualifier}durable_objects"),
             alarms: format!("{qualifier}durable_alarms"),
+            commit_guard: format!("{qualifier}durable_commit_guard"),
             migrations: format!("{qualifier}durable_schema_migrations"),
             index_prefix: prefix.to_owned(),
             schema: schema.map(str::to_owned),
@@ -110,6 +114,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         version: 2,
         description: "dead alarms",
         sql: include_str!("../migrations/sqlite/0002_dead_alarms.sql"),
+    },
+    Migration {
+        version: 3,
+        description: "commit guard",
+        sql: include_str!("../migrations/sqlite/0003_commit_guard.sql"),
     },
 ];
 
@@ -207,8 +216,9 @@ pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::st
 
 /// The position of the first of `chunk` (positions with their keys) whose key is not among the
 /// `written` rows of a multi-row write, which returned `(object_type, object_id)` per row.
+#[cfg(feature = "postgres")]
 pub(crate) fn first_missing<'a>(
-    chunk: impl ExactSizeIterator<Item = (usize, &'a ObjectKey)>,
+    chunk: impl ExactSizeIterator<Item = (usize, &'a durable_runtime::storage::ObjectKey)>,
     written: &[(String, String)],
 ) -> Option<usize> {
     if written.len() == chunk.len() {

@@ -89,7 +89,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -98,7 +98,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
     assert_eq!(
         store.load(&key).await.unwrap(),
@@ -124,7 +124,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
 }
 
@@ -158,7 +158,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -257,7 +257,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
 }
@@ -311,6 +311,7 @@ async fn table_prefixes_isolate_stores() {
         "app1_durable_objects",
         "app1_durable_alarms",
         "app1_durable_schema_migrations",
+        "app1_durable_commit_guard",
         "app2_durable_objects",
     ] {
         assert!(
@@ -320,7 +321,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2]
+        [1, 2, 3]
     );
 }
 

@@ -7,21 +7,24 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmChange, AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError,
-    StoredObject,
+    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, SqliteConnection};
+use sqlx::{Connection, Row};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
-    MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit, first_missing,
-    from_db_attempts, from_db_version, from_micros, id_page, now_micros, state_text, to_db_version,
-    to_micros, validate_name,
+    MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit,
+    from_db_attempts, from_db_version, from_micros, id_page, now_micros, to_micros, validate_name,
 };
+
+mod batch;
+mod writer;
+
+use writer::Writer;
 
 fn db_err(err: sqlx::Error) -> StorageError {
     storage_error(Dialect::Sqlite, err)
@@ -306,11 +309,8 @@ pub struct SqliteStore {
     pool: SqlitePool,
     names: Arc<Names>,
     sql: Arc<Sql>,
-    /// Taken by every write of this store. SQLite admits one writer at a time, and a writer
-    /// that finds the lock taken backs off in sleeps of up to 100 ms; queueing here instead
-    /// hands the lock over as soon as it is free. (Writers in other processes still meet the
-    /// busy timeout.)
-    writer: Arc<tokio::sync::Mutex<()>>,
+    /// Every write of this store goes through this one connection.
+    writer: Arc<Writer>,
 }
 
 impl SqliteStore {
@@ -395,10 +395,10 @@ impl SqliteStore {
 
     async fn finish(pool: SqlitePool, names: Names, migrate: bool) -> Result<Self, Error> {
         let store = Self {
-            pool,
+            pool: pool.clone(),
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
-            writer: Arc::default(),
+            writer: Arc::new(Writer::new(&pool)),
         };
         if migrate {
             store.migrate().await?;
@@ -538,20 +538,6 @@ impl SqliteStore {
         Ok(())
     }
 
-    async fn found_version(
-        conn: &mut SqliteConnection,
-        sql: &Sql,
-        key: &ObjectKey,
-    ) -> Result<Option<u64>, StorageError> {
-        let found: Option<i64> = sqlx::query_scalar(&sql.version)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .fetch_optional(conn)
-            .await
-            .map_err(db_err)?;
-        found.map(from_db_version).transpose()
-    }
-
     /// Runs a statement on the alarm `name` of `key` if it is still claimed at `claimed_at`
     /// (parameters: type, id, name, claim time). Returns whether a row changed.
     async fn under_claim(
@@ -561,13 +547,14 @@ impl SqliteStore {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let _writer = self.writer.lock().await;
+        let claimed_at = to_micros(claimed_at)?;
+        let mut writer = self.writer.lock().await?;
         let changed = sqlx::query(sql)
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(name)
-            .bind(to_micros(claimed_at)?)
-            .execute(&self.pool)
+            .bind(claimed_at)
+            .execute(writer.connection())
             .await
             .map_err(db_err)?
             .rows_affected();
@@ -578,17 +565,11 @@ impl SqliteStore {
 /// The store's statements, with its table names filled in.
 #[derive(Debug)]
 struct Sql {
-    /// The objects table, for statements built per batch.
-    objects: String,
-    /// The alarms table, for statements built per batch.
-    alarms: String,
+    /// A whole batch, in one round trip (see [`batch`]).
+    commit_batch: String,
+    /// The stored versions of a batch's objects, to name a write that did not match.
+    versions_of: String,
     load: String,
-    version: String,
-    insert: String,
-    update: String,
-    touch: String,
-    alarm_set: String,
-    alarm_cancel: String,
     alarm_cancel_all: String,
     delete_object: String,
     list_first: String,
@@ -609,38 +590,12 @@ impl Sql {
     fn new(names: &Names) -> Self {
         let objects = &names.objects;
         let alarms = &names.alarms;
+        let guard = &names.commit_guard;
         Self {
-            objects: objects.clone(),
-            alarms: alarms.clone(),
+            commit_batch: batch::statement(objects, alarms, guard),
+            versions_of: batch::versions_statement(objects),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
-            ),
-            version: format!(
-                "SELECT version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
-            ),
-            insert: format!(
-                "INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 1, ?4, ?4)
-                 ON CONFLICT (object_type, object_id) DO NOTHING"
-            ),
-            update: format!(
-                "UPDATE {objects} SET state = ?3, version = version + 1, updated_at = ?4
-                 WHERE object_type = ?1 AND object_id = ?2 AND version = ?5"
-            ),
-            touch: format!(
-                "UPDATE {objects} SET version = version + 1, updated_at = ?3
-                 WHERE object_type = ?1 AND object_id = ?2 AND version = ?4"
-            ),
-            alarm_set: format!(
-                "INSERT INTO {alarms}
-                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead, created_at)
-                 VALUES (?1, ?2, ?3, ?4, NULL, 0, NULL, 0, ?5)
-                 ON CONFLICT (object_type, object_id, name) DO UPDATE SET
-                     due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
-                     last_error = NULL, dead = 0"
-            ),
-            alarm_cancel: format!(
-                "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2 AND name = ?3"
             ),
             alarm_cancel_all: format!(
                 "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2"
@@ -711,286 +666,6 @@ fn alarm_from_row(row: &SqliteRow) -> Result<AlarmRecord, StorageError> {
     })
 }
 
-/// A write checked and converted before the transaction starts.
-struct Prepared<'a> {
-    index: usize,
-    write: &'a ObjectWrite,
-    state: Option<&'a str>,
-    expected: i64,
-    alarms: Vec<(&'a AlarmChange, i64)>,
-}
-
-fn prepare(batch: &[ObjectWrite]) -> Result<Vec<Prepared<'_>>, StorageError> {
-    let mut prepared = batch
-        .iter()
-        .enumerate()
-        .map(|(index, write)| {
-            Ok(Prepared {
-                index,
-                write,
-                state: write.state.as_deref().map(state_text).transpose()?,
-                expected: to_db_version(write.expected_version)?,
-                alarms: write
-                    .alarms
-                    .iter()
-                    .map(|change| match change {
-                        AlarmChange::Set { due_at, .. } => Ok((change, to_micros(*due_at)?)),
-                        AlarmChange::Finish { claimed_at, .. } => {
-                            Ok((change, to_micros(*claimed_at)?))
-                        }
-                        _ => Ok((change, 0)),
-                    })
-                    .collect::<Result<_, StorageError>>()?,
-            })
-        })
-        .collect::<Result<Vec<_>, StorageError>>()?;
-    // A fixed lock order (by key) keeps concurrent batches from deadlocking on databases that
-    // lock rows; harmless here, and it keeps both backends alike.
-    prepared.sort_by(|a, b| a.write.key.cmp(&b.write.key));
-    Ok(prepared)
-}
-
-/// Writes per multi-row statement: at most 4 parameters each, far under SQLite's limit.
-const BULK_ROWS: usize = 500;
-
-/// Applies one write: its object row, then its alarm changes in order. `Err(0)` if its
-/// version did not match.
-async fn apply_one(
-    conn: &mut SqliteConnection,
-    sql: &Sql,
-    p: &Prepared<'_>,
-    now: i64,
-) -> Result<Result<(), Mismatch>, StorageError> {
-    if !apply_object_row(conn, sql, p, now).await? {
-        return Ok(Err(Mismatch::At(0)));
-    }
-    apply_alarm_changes(conn, sql, p, now).await?;
-    Ok(Ok(()))
-}
-
-/// Writes one object row with its version check. Returns whether it matched.
-async fn apply_object_row(
-    conn: &mut SqliteConnection,
-    sql: &Sql,
-    p: &Prepared<'_>,
-    now: i64,
-) -> Result<bool, StorageError> {
-    let key = &p.write.key;
-    let query = match (p.state, p.expected) {
-        (Some(state), 0) => sqlx::query(&sql.insert)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(state)
-            .bind(now),
-        (Some(state), expected) => sqlx::query(&sql.update)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(state)
-            .bind(now)
-            .bind(expected),
-        (None, expected) => sqlx::query(&sql.touch)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .bind(now)
-            .bind(expected),
-    };
-    Ok(query
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err)?
-        .rows_affected()
-        == 1)
-}
-
-/// Applies one write's alarm changes, in order.
-async fn apply_alarm_changes(
-    conn: &mut SqliteConnection,
-    sql: &Sql,
-    p: &Prepared<'_>,
-    now: i64,
-) -> Result<(), StorageError> {
-    let key = &p.write.key;
-    for (change, time) in &p.alarms {
-        let query = match change {
-            AlarmChange::Set { name, .. } => sqlx::query(&sql.alarm_set)
-                .bind(&key.object_type)
-                .bind(&key.object_id)
-                .bind(name)
-                .bind(*time)
-                .bind(now),
-            AlarmChange::Cancel { name } => sqlx::query(&sql.alarm_cancel)
-                .bind(&key.object_type)
-                .bind(&key.object_id)
-                .bind(name),
-            AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
-                .bind(&key.object_type)
-                .bind(&key.object_id),
-            // The time bound here is the claim time.
-            AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
-                .bind(&key.object_type)
-                .bind(&key.object_id)
-                .bind(name)
-                .bind(*time),
-        };
-        query.execute(&mut *conn).await.map_err(db_err)?;
-    }
-    Ok(())
-}
-
-/// Applies a batch with multi-row statements: new objects in one `INSERT`, updated ones in one
-/// `UPDATE ... FROM (VALUES ..)`, the removal of fired alarms in one `DELETE`. Version checks
-/// count the changed rows (with `locate`, they come from `RETURNING`: a row missing from it did
-/// not match). Writes that only touch the version, and alarm changes other than removals of
-/// fired alarms, keep one statement each (in order per object).
-async fn apply_bulk(
-    conn: &mut SqliteConnection,
-    sql: &Sql,
-    prepared: &[Prepared<'_>],
-    now: i64,
-    locate: bool,
-) -> Result<Result<(), Mismatch>, StorageError> {
-    let positions = |keep: &dyn Fn(&Prepared<'_>) -> bool| -> Vec<usize> {
-        (0..prepared.len())
-            .filter(|&i| keep(&prepared[i]))
-            .collect()
-    };
-    let inserts = positions(&|p| p.state.is_some() && p.expected == 0);
-    let updates = positions(&|p| p.state.is_some() && p.expected != 0);
-    for chunk in inserts.chunks(BULK_ROWS) {
-        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "INSERT INTO {} (object_type, object_id, state, version, created_at, updated_at) ",
-            sql.objects
-        ));
-        query.push_values(chunk, |mut row, &i| {
-            let p = &prepared[i];
-            row.push_bind(&p.write.key.object_type)
-                .push_bind(&p.write.key.object_id)
-                .push_bind(p.state)
-                .push("1")
-                .push_bind(now)
-                .push_bind(now);
-        });
-        query.push(" ON CONFLICT (object_type, object_id) DO NOTHING");
-        if let Err(mismatch) = run_checked(conn, query, prepared, chunk, locate).await? {
-            return Ok(Err(mismatch));
-        }
-    }
-    for chunk in updates.chunks(BULK_ROWS) {
-        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "UPDATE {} SET state = v.s, version = version + 1, updated_at = ",
-            sql.objects
-        ));
-        query.push_bind(now);
-        query.push(" FROM (SELECT column1 AS t, column2 AS i, column3 AS s, column4 AS e FROM (");
-        query.push_values(chunk, |mut row, &i| {
-            let p = &prepared[i];
-            row.push_bind(&p.write.key.object_type)
-                .push_bind(&p.write.key.object_id)
-                .push_bind(p.state)
-                .push_bind(p.expected);
-        });
-        query.push(")) AS v WHERE object_type = v.t AND object_id = v.i AND version = v.e");
-        if let Err(mismatch) = run_checked(conn, query, prepared, chunk, locate).await? {
-            return Ok(Err(mismatch));
-        }
-    }
-    for (position, p) in prepared.iter().enumerate() {
-        if p.state.is_none() && !apply_object_row(conn, sql, p, now).await? {
-            return Ok(Err(Mismatch::At(position)));
-        }
-    }
-    // Fired alarms removed under their claim: one statement for every write whose alarm
-    // changes are only that (their order cannot matter); any other write keeps its order.
-    let only_finishes = |p: &Prepared<'_>| {
-        !p.alarms.is_empty()
-            && p.alarms
-                .iter()
-                .all(|(change, _)| matches!(change, AlarmChange::Finish { .. }))
-    };
-    let finishes: Vec<(&ObjectKey, &str, i64)> = prepared
-        .iter()
-        .filter(|p| only_finishes(p))
-        .flat_map(|p| {
-            p.alarms
-                .iter()
-                .filter_map(|(change, claimed_at)| match change {
-                    AlarmChange::Finish { name, .. } => {
-                        Some((&p.write.key, name.as_str(), *claimed_at))
-                    }
-                    _ => None,
-                })
-        })
-        .collect();
-    for chunk in finishes.chunks(BULK_ROWS) {
-        let mut query = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "DELETE FROM {} WHERE (object_type, object_id, name, claimed_at) IN (",
-            sql.alarms
-        ));
-        query.push_values(chunk, |mut row, (key, name, claimed_at)| {
-            row.push_bind(&key.object_type)
-                .push_bind(&key.object_id)
-                .push_bind(*name)
-                .push_bind(*claimed_at);
-        });
-        query.push(")");
-        query.build().execute(&mut *conn).await.map_err(db_err)?;
-    }
-    for p in prepared.iter().filter(|p| !only_finishes(p)) {
-        apply_alarm_changes(conn, sql, p, now).await?;
-    }
-    Ok(Ok(()))
-}
-
-/// The positions of `chunk` with the keys of their writes.
-fn keys_at<'a>(
-    prepared: &'a [Prepared<'_>],
-    chunk: &'a [usize],
-) -> impl ExactSizeIterator<Item = (usize, &'a ObjectKey)> {
-    chunk.iter().map(|&i| (i, &prepared[i].write.key))
-}
-
-/// A write of a batch whose version did not match.
-enum Mismatch {
-    /// At this position of the prepared batch.
-    At(usize),
-    /// Somewhere in a multi-row statement, which counted its rows but did not return them.
-    Unlocated,
-}
-
-/// Runs a multi-row write of the writes at `chunk` and checks that each matched: by the count
-/// of changed rows, or, with `locate`, by the rows it returns, naming the first that did not.
-async fn run_checked(
-    conn: &mut SqliteConnection,
-    mut query: sqlx::QueryBuilder<'_, sqlx::Sqlite>,
-    prepared: &[Prepared<'_>],
-    chunk: &[usize],
-    locate: bool,
-) -> Result<Result<(), Mismatch>, StorageError> {
-    if !locate {
-        let changed = query
-            .build()
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
-        return Ok(if changed == chunk.len() as u64 {
-            Ok(())
-        } else {
-            Err(Mismatch::Unlocated)
-        });
-    }
-    query.push(" RETURNING object_type, object_id");
-    let written: Vec<(String, String)> = query
-        .build_query_as()
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)?;
-    Ok(match first_missing(keys_at(prepared, chunk), &written) {
-        Some(position) => Err(Mismatch::At(position)),
-        None => Ok(()),
-    })
-}
-
 #[async_trait]
 impl Storage for SqliteStore {
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
@@ -1013,56 +688,15 @@ impl Storage for SqliteStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let prepared = prepare(batch)?;
-        let sql = &*self.sql;
-        let _writer = self.writer.lock().await;
-        // Version checks count the rows each statement changed; only when a count falls short
-        // is the batch run again, returning rows, to find the write that did not match.
-        let mut locate = false;
-        loop {
-            let now = now_micros();
-            let mut tx = self
-                .pool
-                .begin_with("BEGIN IMMEDIATE")
-                .await
-                .map_err(db_err)?;
-            // A batch of several writes goes through a few multi-row statements: one round
-            // trip to SQLite per statement is what a commit costs besides its flush.
-            let applied = if prepared.len() == 1 {
-                apply_one(&mut tx, sql, &prepared[0], now).await?
-            } else {
-                apply_bulk(&mut tx, sql, &prepared, now, locate).await?
-            };
-            let position = match applied {
-                Ok(()) => {
-                    tx.commit().await.map_err(db_err)?;
-                    return Ok(());
-                }
-                Err(Mismatch::Unlocated) => {
-                    tx.rollback().await.map_err(db_err)?;
-                    locate = true;
-                    continue;
-                }
-                Err(Mismatch::At(position)) => position,
-            };
-            let p = &prepared[position];
-            let found = Self::found_version(&mut tx, sql, &p.write.key).await?;
-            // Dropping the transaction would roll it back too; an explicit rollback returns
-            // the connection to the pool clean.
-            tx.rollback().await.map_err(db_err)?;
-            return Err(CommitError::Conflict {
-                index: p.index,
-                key: p.write.key.clone(),
-                expected: p.write.expected_version,
-                found,
-            });
-        }
+        let params = batch::Params::new(batch)?;
+        let writer = self.writer.lock().await?;
+        batch::commit(writer, &self.sql, batch, &params).await
     }
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
-        let _writer = self.writer.lock().await;
-        let mut tx = self
-            .pool
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer
+            .connection()
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
@@ -1133,9 +767,9 @@ impl Storage for SqliteStore {
         let expired = to_micros(claim_expired_before)?;
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
-        let _writer = self.writer.lock().await;
-        let mut tx = self
-            .pool
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer
+            .connection()
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
@@ -1190,9 +824,9 @@ impl Storage for SqliteStore {
         if let Some(retry_at) = retry_at {
             query = query.bind(to_micros(retry_at)?);
         }
-        let _writer = self.writer.lock().await;
+        let mut writer = self.writer.lock().await?;
         let updated = query
-            .execute(&self.pool)
+            .execute(writer.connection())
             .await
             .map_err(db_err)?
             .rows_affected();

@@ -1,0 +1,268 @@
+//! A batch of writes committed in one round trip to SQLite.
+//!
+//! sqlx runs each SQLite connection on a thread of its own, and every statement sent to it is a
+//! hand-off to that thread and back. A batch is therefore sent as one multi-statement query,
+//! `BEGIN IMMEDIATE; ..; COMMIT`, whose text is the same for every batch: each kind of change
+//! travels as one JSON array parameter, read with `json_each`. The statement is prepared once
+//! per connection and the commit costs one hand-off besides its flush.
+//!
+//! Version checks run inside the query. After each statement that checks versions, a guard
+//! statement inserts into the always-empty `durable_commit_guard` table if fewer rows changed
+//! than writes were checked, and that table's CHECK constraint fails the insert. The query stops
+//! at the failure, before its `COMMIT`; the batch is rolled back and its stored versions read to
+//! name the write that did not match.
+
+use std::collections::HashMap;
+
+use durable_runtime::storage::{CommitError, ObjectKey, ObjectWrite, StorageError};
+use sqlx::SqliteConnection;
+
+use super::writer::WriterGuard;
+use super::{Sql, db_err};
+use crate::net_alarms::NetAlarms;
+use crate::schema::{from_db_version, now_micros, state_text, to_db_version, to_micros};
+
+/// The name of the guard's CHECK constraint, as SQLite reports it when a version did not match.
+const VERSION_MISMATCH: &str = "durable_version_mismatch";
+
+/// The batch statement for the given tables. Parameters: `$1` the commit time, then one JSON
+/// array per kind of change (see [`Params`]). They are named `$N`, not `?N`: sqlx binds a
+/// statement's `?N` slots by position, which goes wrong in a statement that skips numbers.
+pub(super) fn statement(objects: &str, alarms: &str, guard: &str) -> String {
+    let guard_rows = |param: &str| {
+        format!(
+            "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});"
+        )
+    };
+    format!(
+        "BEGIN IMMEDIATE;
+         INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
+             SELECT value->>0, value->>1, value->>2, 1, $1, $1 FROM json_each($2) WHERE true
+             ON CONFLICT (object_type, object_id) DO NOTHING;
+         {check_inserts}
+         UPDATE {objects} SET state = w.s, version = version + 1, updated_at = $1
+             FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS s, value->>3 AS e
+                   FROM json_each($3)) AS w
+             WHERE object_type = w.t AND object_id = w.i AND version = w.e;
+         {check_updates}
+         UPDATE {objects} SET version = version + 1, updated_at = $1
+             FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS e FROM json_each($4)) AS w
+             WHERE object_type = w.t AND object_id = w.i AND version = w.e;
+         {check_touches}
+         DELETE FROM {alarms} WHERE (object_type, object_id) IN
+             (SELECT value->>0, value->>1 FROM json_each($5));
+         DELETE FROM {alarms} WHERE (object_type, object_id, name) IN
+             (SELECT value->>0, value->>1, value->>2 FROM json_each($6));
+         DELETE FROM {alarms} WHERE (object_type, object_id, name, claimed_at) IN
+             (SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($7));
+         INSERT INTO {alarms}
+             (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead, created_at)
+             SELECT value->>0, value->>1, value->>2, value->>3, NULL, 0, NULL, 0, $1
+             FROM json_each($8) WHERE true
+             ON CONFLICT (object_type, object_id, name) DO UPDATE SET
+                 due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
+                 last_error = NULL, dead = 0;
+         COMMIT;",
+        check_inserts = guard_rows("$2"),
+        check_updates = guard_rows("$3"),
+        check_touches = guard_rows("$4"),
+    )
+}
+
+/// The stored versions of the objects named by a JSON array of `[type, id]`.
+pub(super) fn versions_statement(objects: &str) -> String {
+    format!(
+        "SELECT o.object_type, o.object_id, o.version FROM json_each($1) AS k
+         JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
+    )
+}
+
+/// A batch as the statement's parameters: JSON arrays of rows, one per kind of change.
+///
+/// Alarm changes are reduced to their net effect per write ([`NetAlarms`]), so the statement
+/// applies them kind by kind: cancel-alls first, then per-name cancels, finishes and sets.
+pub(super) struct Params {
+    /// New objects: `[type, id, state]`.
+    inserts: String,
+    /// Changed states: `[type, id, state, expected version]`.
+    updates: String,
+    /// Version-only writes (alarm changes without a state): `[type, id, expected version]`.
+    touches: String,
+    /// Objects whose alarms are all cancelled: `[type, id]`.
+    cancel_alls: String,
+    /// Cancelled alarms: `[type, id, name]`.
+    cancels: String,
+    /// Fired alarms removed under their claim: `[type, id, name, claimed at (µs)]`.
+    finishes: String,
+    /// Scheduled alarms: `[type, id, name, due at (µs)]`.
+    sets: String,
+}
+
+impl Params {
+    /// Checks and converts a batch; a state that cannot be stored is rejected here, before
+    /// anything is sent.
+    pub(super) fn new(batch: &[ObjectWrite]) -> Result<Self, StorageError> {
+        let mut rows = Rows::default();
+        for write in batch {
+            let key = &write.key;
+            let (t, i) = (key.object_type.as_str(), key.object_id.as_str());
+            let expected = to_db_version(write.expected_version)?;
+            match write.state.as_deref().map(state_text).transpose()? {
+                Some(state) if expected == 0 => rows.inserts.push((t, i, state)),
+                Some(state) => rows.updates.push((t, i, state, expected)),
+                None => rows.touches.push((t, i, expected)),
+            }
+            let net = NetAlarms::of(&write.alarms);
+            if net.cancel_all {
+                rows.cancel_alls.push((t, i));
+            }
+            rows.cancels
+                .extend(net.cancels.iter().map(|&name| (t, i, name)));
+            for (name, claimed_at) in net.finishes {
+                rows.finishes.push((t, i, name, to_micros(claimed_at)?));
+            }
+            for (name, due_at) in net.sets {
+                rows.sets.push((t, i, name, to_micros(due_at)?));
+            }
+        }
+        Ok(Self {
+            inserts: json(&rows.inserts)?,
+            updates: json(&rows.updates)?,
+            touches: json(&rows.touches)?,
+            cancel_alls: json(&rows.cancel_alls)?,
+            cancels: json(&rows.cancels)?,
+            finishes: json(&rows.finishes)?,
+            sets: json(&rows.sets)?,
+        })
+    }
+}
+
+/// The rows of [`Params`] before encoding, borrowed from the batch.
+#[derive(Default)]
+struct Rows<'a> {
+    inserts: Vec<(&'a str, &'a str, &'a str)>,
+    updates: Vec<(&'a str, &'a str, &'a str, i64)>,
+    touches: Vec<(&'a str, &'a str, i64)>,
+    cancel_alls: Vec<(&'a str, &'a str)>,
+    cancels: Vec<(&'a str, &'a str, &'a str)>,
+    finishes: Vec<(&'a str, &'a str, &'a str, i64)>,
+    sets: Vec<(&'a str, &'a str, &'a str, i64)>,
+}
+
+fn json(rows: &impl serde::Serialize) -> Result<String, StorageError> {
+    serde_json::to_string(rows).map_err(|err| {
+        crate::error::rejected(format!("a batch could not be encoded for SQLite: {err}"))
+    })
+}
+
+/// Commits `batch` (converted as `params`) in one transaction, on the store's writer.
+pub(super) async fn commit(
+    mut writer: WriterGuard<'_>,
+    sql: &Sql,
+    batch: &[ObjectWrite],
+    params: &Params,
+) -> Result<(), CommitError> {
+    for _ in 0..UNLOCATED_RETRIES {
+        let conn = writer.connection();
+        let sent = sqlx::query(&sql.commit_batch)
+            .bind(now_micros())
+            .bind(&params.inserts)
+            .bind(&params.updates)
+            .bind(&params.touches)
+            .bind(&params.cancel_alls)
+            .bind(&params.cancels)
+            .bind(&params.finishes)
+            .bind(&params.sets)
+            .execute(&mut *conn)
+            .await;
+        let error = match sent {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        // The query stopped at its first failure, with its transaction open (unless `BEGIN`
+        // itself failed).
+        if !roll_back(conn).await {
+            writer.discard();
+            return Err(db_err(error).into());
+        }
+        if !is_version_mismatch(&error) {
+            return Err(db_err(error).into());
+        }
+        match locate_conflict(writer.connection(), sql, batch).await? {
+            Some(conflict) => return Err(conflict),
+            // The row that did not match changed again since: try the batch again.
+            None => continue,
+        }
+    }
+    Err(StorageError::unavailable(std::io::Error::other(
+        "a batch kept failing its version checks on rows that other writers kept changing",
+    ))
+    .into())
+}
+
+/// How often a batch is tried again when the write that failed its version check cannot be
+/// found afterwards (another process changed the row again in between).
+const UNLOCATED_RETRIES: usize = 8;
+
+/// Ends the failed query's transaction. Returns false if the connection's state is unknown
+/// then, and it must be closed.
+async fn roll_back(conn: &mut SqliteConnection) -> bool {
+    match sqlx::query("ROLLBACK").execute(conn).await {
+        Ok(_) => true,
+        Err(error) => {
+            let no_transaction = error
+                .as_database_error()
+                .is_some_and(|db| db.message().contains("no transaction is active"));
+            if !no_transaction {
+                tracing::warn!(%error, "rolling back a failed SQLite batch failed; closing its connection");
+            }
+            no_transaction
+        }
+    }
+}
+
+/// Whether `error` is the guard's report that a write's expected version did not match.
+fn is_version_mismatch(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .is_some_and(|db| db.message().contains(VERSION_MISMATCH))
+}
+
+/// Reads the stored versions of the batch's objects and names the first write, in batch order,
+/// whose expectation does not hold.
+async fn locate_conflict(
+    conn: &mut SqliteConnection,
+    sql: &Sql,
+    batch: &[ObjectWrite],
+) -> Result<Option<CommitError>, StorageError> {
+    let keys: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|write| (write.key.object_type.as_str(), write.key.object_id.as_str()))
+        .collect();
+    let stored: Vec<(String, String, i64)> = sqlx::query_as(&sql.versions_of)
+        .bind(json(&keys)?)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)?;
+    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
+    for (object_type, object_id, version) in stored {
+        versions.insert(
+            ObjectKey::new(object_type, object_id),
+            from_db_version(version)?,
+        );
+    }
+    Ok(batch.iter().enumerate().find_map(|(index, write)| {
+        let found = versions.get(&write.key).copied();
+        // Only a write with a state can create an object; a version-only write needs it stored.
+        let holds = match (&write.state, write.expected_version) {
+            (Some(_), 0) => found.is_none(),
+            (_, expected) => found == Some(expected),
+        };
+        (!holds).then(|| CommitError::Conflict {
+            index,
+            key: write.key.clone(),
+            expected: write.expected_version,
+            found,
+        })
+    }))
+}

@@ -1,0 +1,62 @@
+//! The store's one writing connection.
+//!
+//! SQLite admits one writer at a time, so the store writes through one connection of its own,
+//! opened with the pool's options, instead of whichever pooled connection is free. Besides
+//! queueing writers here (a writer that finds SQLite's lock taken backs off in sleeps of up to
+//! 100 ms; queueing in process hands the lock over as soon as it is free), this keeps the
+//! writer's page cache valid: a connection that finds the database changed by another
+//! connection since its last transaction drops its cache and reads the pages again. Reads keep
+//! using the pool.
+
+use std::sync::Arc;
+
+use durable_runtime::storage::StorageError;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+use sqlx::{ConnectOptions, SqliteConnection};
+use tokio::sync::{Mutex, MutexGuard};
+
+use super::db_err;
+
+/// The writing connection, opened on first use and again after it was discarded.
+#[derive(Debug)]
+pub(super) struct Writer {
+    options: Arc<SqliteConnectOptions>,
+    connection: Mutex<Option<SqliteConnection>>,
+}
+
+impl Writer {
+    /// A writer to the database of `pool`, with its connection options.
+    pub(super) fn new(pool: &SqlitePool) -> Self {
+        Self {
+            options: pool.connect_options(),
+            connection: Mutex::new(None),
+        }
+    }
+
+    /// Waits for the writer's turn and returns its connection.
+    pub(super) async fn lock(&self) -> Result<WriterGuard<'_>, StorageError> {
+        let mut guard = self.connection.lock().await;
+        if guard.is_none() {
+            *guard = Some(self.options.connect().await.map_err(db_err)?);
+        }
+        Ok(WriterGuard(guard))
+    }
+}
+
+/// The writer's turn: its connection, held until dropped.
+pub(super) struct WriterGuard<'a>(MutexGuard<'a, Option<SqliteConnection>>);
+
+impl WriterGuard<'_> {
+    /// The connection.
+    pub(super) fn connection(&mut self) -> &mut SqliteConnection {
+        self.0
+            .as_mut()
+            .expect("a writer guard always holds a connection")
+    }
+
+    /// Closes the connection, whose state is unknown after a failure; the next write opens a
+    /// new one (closing rolls back whatever it still held).
+    pub(super) fn discard(mut self) {
+        drop(self.0.take());
+    }
+}
