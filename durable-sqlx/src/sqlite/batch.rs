@@ -25,48 +25,89 @@ use crate::schema::{from_db_version, now_micros, state_text, to_db_version, to_m
 /// The name of the guard's CHECK constraint, as SQLite reports it when a version did not match.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
 
-/// The batch statement for the given tables. Parameters: `$1` the commit time, then one JSON
-/// array per kind of change (see [`Params`]). They are named `$N`, not `?N`: sqlx binds a
-/// statement's `?N` slots by position, which goes wrong in a statement that skips numbers.
-pub(super) fn statement(objects: &str, alarms: &str, guard: &str) -> String {
-    let guard_rows = |param: &str| {
-        format!(
-            "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});"
-        )
-    };
-    format!(
-        "BEGIN IMMEDIATE;
-         INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
-             SELECT value->>0, value->>1, value->>2, 1, $1, $1 FROM json_each($2) WHERE true
-             ON CONFLICT (object_type, object_id) DO NOTHING;
-         {check_inserts}
-         UPDATE {objects} SET state = w.s, version = version + 1, updated_at = $1
-             FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS s, value->>3 AS e
-                   FROM json_each($3)) AS w
-             WHERE object_type = w.t AND object_id = w.i AND version = w.e;
-         {check_updates}
-         UPDATE {objects} SET version = version + 1, updated_at = $1
-             FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS e FROM json_each($4)) AS w
-             WHERE object_type = w.t AND object_id = w.i AND version = w.e;
-         {check_touches}
-         DELETE FROM {alarms} WHERE (object_type, object_id) IN
-             (SELECT value->>0, value->>1 FROM json_each($5));
-         DELETE FROM {alarms} WHERE (object_type, object_id, name) IN
-             (SELECT value->>0, value->>1, value->>2 FROM json_each($6));
-         DELETE FROM {alarms} WHERE (object_type, object_id, name, claimed_at) IN
-             (SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($7));
-         INSERT INTO {alarms}
-             (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead, created_at)
-             SELECT value->>0, value->>1, value->>2, value->>3, NULL, 0, NULL, 0, $1
-             FROM json_each($8) WHERE true
-             ON CONFLICT (object_type, object_id, name) DO UPDATE SET
-                 due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
-                 last_error = NULL, dead = 0;
-         COMMIT;",
-        check_inserts = guard_rows("$2"),
-        check_updates = guard_rows("$3"),
-        check_touches = guard_rows("$4"),
-    )
+/// The kinds of change a batch can hold, in the order its statement applies them.
+const KINDS: usize = 7;
+
+/// The batch statements of a store: one per combination of the kinds of change a batch holds,
+/// so that a batch runs only the statements it needs (each statement's result is a hand-off
+/// back from sqlx's thread). Parameters: `$1` the commit time, then one JSON array per kind of
+/// change (see [`Params`]). They are named `$N`, not `?N`: sqlx binds a statement's `?N` slots
+/// by position, which goes wrong in a statement that skips numbers.
+#[derive(Debug)]
+pub(super) struct Statements {
+    by_kinds: Vec<String>,
+}
+
+impl Statements {
+    /// The statements for the given tables.
+    pub(super) fn new(objects: &str, alarms: &str, guard: &str) -> Self {
+        let guard_rows = |param: &str| {
+            format!(
+                "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});\n"
+            )
+        };
+        let parts: [String; KINDS] = [
+            format!(
+                "INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
+                     SELECT value->>0, value->>1, value->>2, 1, $1, $1 FROM json_each($2) WHERE true
+                     ON CONFLICT (object_type, object_id) DO NOTHING;\n{}",
+                guard_rows("$2")
+            ),
+            format!(
+                "UPDATE {objects} SET state = w.s, version = version + 1, updated_at = $1
+                     FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS s, value->>3 AS e
+                           FROM json_each($3)) AS w
+                     WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
+                guard_rows("$3")
+            ),
+            format!(
+                "UPDATE {objects} SET version = version + 1, updated_at = $1
+                     FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS e
+                           FROM json_each($4)) AS w
+                     WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
+                guard_rows("$4")
+            ),
+            format!(
+                "DELETE FROM {alarms} WHERE (object_type, object_id) IN
+                     (SELECT value->>0, value->>1 FROM json_each($5));\n"
+            ),
+            format!(
+                "DELETE FROM {alarms} WHERE (object_type, object_id, name) IN
+                     (SELECT value->>0, value->>1, value->>2 FROM json_each($6));\n"
+            ),
+            format!(
+                "DELETE FROM {alarms} WHERE (object_type, object_id, name, claimed_at) IN
+                     (SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each($7));\n"
+            ),
+            format!(
+                "INSERT INTO {alarms}
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead, created_at)
+                     SELECT value->>0, value->>1, value->>2, value->>3, NULL, 0, NULL, 0, $1
+                     FROM json_each($8) WHERE true
+                     ON CONFLICT (object_type, object_id, name) DO UPDATE SET
+                         due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
+                         last_error = NULL, dead = 0;\n"
+            ),
+        ];
+        let by_kinds = (0..1usize << KINDS)
+            .map(|kinds| {
+                let mut sql = String::from("BEGIN IMMEDIATE;\n");
+                for (kind, part) in parts.iter().enumerate() {
+                    if kinds & (1 << kind) != 0 {
+                        sql.push_str(part);
+                    }
+                }
+                sql.push_str("COMMIT;");
+                sql
+            })
+            .collect();
+        Self { by_kinds }
+    }
+
+    /// The statement for `params`.
+    fn for_batch(&self, params: &Params) -> &str {
+        &self.by_kinds[params.kinds]
+    }
 }
 
 /// The stored versions of the objects named by a JSON array of `[type, id]`.
@@ -82,6 +123,8 @@ pub(super) fn versions_statement(objects: &str) -> String {
 /// Alarm changes are reduced to their net effect per write ([`NetAlarms`]), so the statement
 /// applies them kind by kind: cancel-alls first, then per-name cancels, finishes and sets.
 pub(super) struct Params {
+    /// The kinds of change present: bit `k` set if the `k`-th array below is not empty.
+    kinds: usize,
     /// New objects: `[type, id, state]`.
     inserts: String,
     /// Changed states: `[type, id, state, expected version]`.
@@ -125,7 +168,20 @@ impl Params {
                 rows.sets.push((t, i, name, to_micros(due_at)?));
             }
         }
+        let present = [
+            !rows.inserts.is_empty(),
+            !rows.updates.is_empty(),
+            !rows.touches.is_empty(),
+            !rows.cancel_alls.is_empty(),
+            !rows.cancels.is_empty(),
+            !rows.finishes.is_empty(),
+            !rows.sets.is_empty(),
+        ];
+        let kinds = (0..KINDS)
+            .filter(|&kind| present[kind])
+            .fold(0, |kinds, kind| kinds | 1 << kind);
         Ok(Self {
+            kinds,
             inserts: json(&rows.inserts)?,
             updates: json(&rows.updates)?,
             touches: json(&rows.touches)?,
@@ -164,7 +220,7 @@ pub(super) async fn commit(
 ) -> Result<(), CommitError> {
     for _ in 0..UNLOCATED_RETRIES {
         let conn = writer.connection();
-        let sent = sqlx::query(&sql.commit_batch)
+        let sent = sqlx::query(sql.commit_batch.for_batch(params))
             .bind(now_micros())
             .bind(&params.inserts)
             .bind(&params.updates)

@@ -566,7 +566,7 @@ impl SqliteStore {
 #[derive(Debug)]
 struct Sql {
     /// A whole batch, in one round trip (see [`batch`]).
-    commit_batch: String,
+    commit_batch: batch::Statements,
     /// The stored versions of a batch's objects, to name a write that did not match.
     versions_of: String,
     load: String,
@@ -592,7 +592,7 @@ impl Sql {
         let alarms = &names.alarms;
         let guard = &names.commit_guard;
         Self {
-            commit_batch: batch::statement(objects, alarms, guard),
+            commit_batch: batch::Statements::new(objects, alarms, guard),
             versions_of: batch::versions_statement(objects),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
