@@ -6,12 +6,12 @@
 //! activation away so that the next call reloads what storage holds.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::Either;
 use tokio::sync::oneshot;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tracing::Instrument;
 
 use crate::call::{Access, Outcome};
@@ -151,13 +151,21 @@ impl<O: DurableObject> Instance<O> {
     )]
     pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
         async move {
+            // The idle timer lives across calls: arming a timer costs a registration with
+            // tokio's timer wheel, so it is re-armed only when it fires early (the object was
+            // used since) or when a deadline moves earlier, not around every call.
+            let mut idle = std::pin::pin!(None::<Sleep>);
             loop {
-                match self.next_wake().await {
+                match self.next_wake(idle.as_mut()).await {
                     Wake::Envelope(envelope) => {
-                        self.handle(envelope).await;
-                        self.last_activity = Instant::now();
+                        // Boxed: a running envelope's state would otherwise be part of every
+                        // idle task's size. One allocation per envelope buys that space back.
+                        let handle = Box::pin(self.handle(envelope));
+                        handle.await;
+                        let now = Instant::now();
+                        self.last_activity = now;
                         self.inbox.set_gate_busy(!self.gate.is_open());
-                        self.inbox.finished(self.runtime().uptime_millis());
+                        self.inbox.finished(self.runtime().uptime_millis_of(now));
                     }
                     Wake::Idle(Idle::Hibernate) => {
                         if self.hibernate() {
@@ -183,11 +191,19 @@ impl<O: DurableObject> Instance<O> {
 
     /// Waits for what the task does next. A future of its own, so that the task's future
     /// holds either this wait or a running envelope, never both.
-    async fn next_wake(&mut self) -> Wake<O> {
+    async fn next_wake(&mut self, mut idle: Pin<&mut Option<Sleep>>) -> Wake<O> {
         loop {
             // Idle transitions wait until every reply is out; new calls wait while the gate
             // already holds a queue's worth.
             let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
+            if let Some((at, _)) = deadline {
+                // A timer armed no later than the deadline is kept.
+                match idle.as_mut().as_pin_mut() {
+                    Some(sleep) if sleep.deadline() > at => sleep.reset(at),
+                    Some(_) => {}
+                    None => idle.set(Some(sleep_until(at))),
+                }
+            }
             let accepting = self.gate.held() < self.entry.settings.queue_capacity;
             return tokio::select! {
                 // Commits first (they release replies), then calls, then idle transitions.
@@ -200,8 +216,15 @@ impl<O: DurableObject> Instance<O> {
                 envelope = self.inbox.recv(), if accepting => {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
-                () = sleep_until_some(deadline) => match deadline {
-                    Some((_, idle)) => Wake::Idle(idle),
+                () = fired(idle.as_mut()), if deadline.is_some() => match deadline {
+                    // The timer was armed for an earlier deadline: the object was used since.
+                    Some((at, _)) if at > Instant::now() => {
+                        if let Some(sleep) = idle.as_mut().as_pin_mut() {
+                            sleep.reset(at);
+                        }
+                        continue;
+                    }
+                    Some((_, transition)) => Wake::Idle(transition),
                     None => continue,
                 },
             };
@@ -388,12 +411,9 @@ impl<O: DurableObject> Instance<O> {
         let started = Instant::now();
         let handler = call.handler();
         if let Err(error) = self.activate().await {
-            metrics::call_finished(
-                O::TYPE_NAME,
-                handler,
-                "activation_failed",
-                started.elapsed(),
-            );
+            self.entry
+                .call_metrics
+                .finished(handler, "activation_failed", started.elapsed());
             call.fail(error);
             return;
         }
@@ -416,7 +436,9 @@ impl<O: DurableObject> Instance<O> {
             let flush = Box::pin(self.flush());
             flush.await;
             self.set_slot_unloaded();
-            metrics::call_finished(O::TYPE_NAME, handler, "timeout", started.elapsed());
+            self.entry
+                .call_metrics
+                .finished(handler, "timeout", started.elapsed());
             let key = self.key().clone();
             call.fail(Error::Timeout { key, handler });
             return;
@@ -454,7 +476,9 @@ impl<O: DurableObject> Instance<O> {
                 "panicked"
             }
         };
-        metrics::call_finished(O::TYPE_NAME, handler, label, started.elapsed());
+        self.entry
+            .call_metrics
+            .finished(handler, label, started.elapsed());
     }
 
     /// Makes the slot active: wakes a hibernated state or loads from storage.
@@ -699,13 +723,11 @@ fn in_flight<O: 'static>(
     })
 }
 
-/// Sleeps until the deadline, or forever when there is none. (Not an `async fn`, which would
-/// keep its argument next to the timer.)
-fn sleep_until_some(
-    deadline: Option<(Instant, Idle)>,
-) -> Either<tokio::time::Sleep, std::future::Pending<()>> {
-    match deadline {
-        Some((at, _)) => Either::Left(sleep_until(at)),
-        None => Either::Right(std::future::pending()),
-    }
+/// Waits for the idle timer; pending forever while none is armed.
+fn fired(idle: Pin<&mut Option<Sleep>>) -> impl Future<Output = ()> + '_ {
+    let mut idle = idle;
+    std::future::poll_fn(move |cx| match idle.as_mut().as_pin_mut() {
+        Some(sleep) => sleep.poll(cx),
+        None => std::task::Poll::Pending,
+    })
 }

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use dashmap::DashMap;
+use metrics::{Counter, Histogram};
+
 /// Calls handled, by `type`, `handler` and `outcome`.
 pub const CALLS: &str = "durable_calls_total";
 /// Call duration in seconds (queueing excluded), by `type` and `handler`.
@@ -27,16 +30,50 @@ pub const QUEUE_REJECTIONS: &str = "durable_queue_rejections_total";
 /// Alarms fired, by `type` and `outcome` (`ok`, `retry`, `dead`).
 pub const ALARMS_FIRED: &str = "durable_alarms_fired_total";
 
-pub(crate) fn call_finished(
+/// The call metrics of one object type, as handles registered on first use: the `metrics`
+/// macros build and hash a key on every use, and a call records two metrics.
+///
+/// A handle registered before the application installs its recorder stays a no-op: install it
+/// before the first call (as a recorder should be anyway).
+pub(crate) struct CallMetrics {
     object_type: &'static str,
-    handler: &'static str,
-    outcome: &'static str,
-    took: Duration,
-) {
-    metrics::counter!(CALLS, "type" => object_type, "handler" => handler, "outcome" => outcome)
-        .increment(1);
-    metrics::histogram!(CALL_DURATION, "type" => object_type, "handler" => handler)
-        .record(took.as_secs_f64());
+    calls: DashMap<(&'static str, &'static str), Counter>,
+    durations: DashMap<&'static str, Histogram>,
+}
+
+impl CallMetrics {
+    pub(crate) fn new(object_type: &'static str) -> Self {
+        Self {
+            object_type,
+            calls: DashMap::new(),
+            durations: DashMap::new(),
+        }
+    }
+
+    /// A call of `handler` ended with `outcome` after `took`.
+    pub(crate) fn finished(&self, handler: &'static str, outcome: &'static str, took: Duration) {
+        let object_type = self.object_type;
+        match self.calls.get(&(handler, outcome)) {
+            Some(counter) => counter.increment(1),
+            None => self
+                .calls
+                .entry((handler, outcome))
+                .or_insert_with(|| {
+                    metrics::counter!(CALLS, "type" => object_type, "handler" => handler, "outcome" => outcome)
+                })
+                .increment(1),
+        }
+        match self.durations.get(handler) {
+            Some(histogram) => histogram.record(took.as_secs_f64()),
+            None => self
+                .durations
+                .entry(handler)
+                .or_insert_with(|| {
+                    metrics::histogram!(CALL_DURATION, "type" => object_type, "handler" => handler)
+                })
+                .record(took.as_secs_f64()),
+        }
+    }
 }
 
 pub(crate) fn live_objects(object_type: &'static str, delta: f64) {

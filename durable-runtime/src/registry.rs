@@ -302,6 +302,7 @@ pub(crate) struct TypeEntry<O> {
     expiries_changed: Notify,
     sweeper_started: AtomicBool,
     pub(crate) settings: Settings,
+    pub(crate) call_metrics: crate::metrics::CallMetrics,
 }
 
 impl<O: DurableObject> TypeEntry<O> {
@@ -312,6 +313,7 @@ impl<O: DurableObject> TypeEntry<O> {
             expiries_changed: Notify::new(),
             sweeper_started: AtomicBool::new(false),
             settings,
+            call_metrics: crate::metrics::CallMetrics::new(O::TYPE_NAME),
         }
     }
 

@@ -433,7 +433,12 @@ impl Runtime {
 
     /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
     pub(crate) fn uptime_millis(&self) -> u64 {
-        self.inner.started.elapsed().as_millis() as u64
+        self.uptime_millis_of(tokio::time::Instant::now())
+    }
+
+    /// [`uptime_millis`](Self::uptime_millis) at `at`, for a caller that already read the clock.
+    pub(crate) fn uptime_millis_of(&self, at: tokio::time::Instant) -> u64 {
+        at.saturating_duration_since(self.inner.started).as_millis() as u64
     }
 
     /// The uptime at `at` in milliseconds, rounded up.

@@ -71,6 +71,24 @@ async fn idle_objects_hibernate_and_wake_without_a_storage_read() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_before_the_idle_timer_fires_postpones_hibernation_to_its_own_deadline() {
+    let (rt, _store) = faulty();
+    let status = || rt.status::<Session>("s");
+    Session::hit(&rt, "s").await.unwrap();
+    sleep(Duration::from_millis(700)).await;
+    Session::hit(&rt, "s").await.unwrap();
+    // The timer armed after the first call fires at 1 s; the object was used at 0.7 s.
+    sleep(Duration::from_millis(900)).await;
+    assert_eq!(status().await.unwrap(), ObjectStatus::Active, "at 1.6 s");
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        status().await.unwrap(),
+        ObjectStatus::Hibernated,
+        "at 1.8 s"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn idle_objects_shut_down_and_reload_from_storage() {
     let (rt, store) = faulty();
     Session::hit(&rt, "s").await.unwrap();
