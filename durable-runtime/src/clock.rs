@@ -1,21 +1,26 @@
 //! Wall-clock time as the runtime sees it.
 
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use crate::storage::truncate_to_micros;
 
 /// Where the runtime reads the current UTC time for alarms.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Clock {
     /// The system clock.
     System,
     /// A clock that advances with tokio's clock, so paused ("virtual") time in tests moves
-    /// alarm time too.
+    /// alarm time too. Tests can also jump it, as a system clock adjustment would, without
+    /// moving tokio's clock.
     Tokio {
         start_system: SystemTime,
         start_instant: Instant,
+        /// Microseconds added to the wall time by jumps (negative: set back).
+        jumped: Arc<AtomicI64>,
     },
 }
 
@@ -24,6 +29,7 @@ impl Clock {
         Self::Tokio {
             start_system: SystemTime::now(),
             start_instant: Instant::now(),
+            jumped: Arc::default(),
         }
     }
 
@@ -34,7 +40,24 @@ impl Clock {
             Self::Tokio {
                 start_system,
                 start_instant,
-            } => *start_system + start_instant.elapsed(),
+                jumped,
+            } => {
+                let now = *start_system + start_instant.elapsed();
+                let jumped = jumped.load(Ordering::Acquire);
+                let by = Duration::from_micros(jumped.unsigned_abs());
+                if jumped >= 0 { now + by } else { now - by }
+            }
         })
+    }
+
+    /// Moves the wall time forward (`forward`) or back by `by`. Returns false for the system
+    /// clock, which only the system moves.
+    pub(crate) fn jump(&self, by: Duration, forward: bool) -> bool {
+        let Self::Tokio { jumped, .. } = self else {
+            return false;
+        };
+        let micros = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
+        jumped.fetch_add(if forward { micros } else { -micros }, Ordering::AcqRel);
+        true
     }
 }

@@ -432,6 +432,12 @@ impl Runtime {
     }
 
     /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
+    /// The runtime's wall clock.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
     pub(crate) fn uptime_millis(&self) -> u64 {
         self.uptime_millis_of(tokio::time::Instant::now())
     }

@@ -7,10 +7,13 @@
 //! - [`context`]: a [`Context`] for calling handler methods directly on a state value,
 //!   without a runtime, and [`scheduled_alarms`] to see what they scheduled.
 //! - [`FaultyStorage`]: a storage wrapper that fails or delays operations on demand.
+//! - [`jump_wall_clock_forward`] and [`jump_wall_clock_back`]: a system clock adjustment, for
+//!   a runtime on tokio's clock.
 
 mod faulty;
 
 use std::ops::Deref;
+use std::time::Duration;
 
 pub use faulty::FaultyStorage;
 
@@ -276,4 +279,63 @@ pub fn context<O: DurableObject>(id: &str) -> Context {
 /// The alarm changes recorded in `ctx` since the last call, in order (and clears them).
 pub fn scheduled_alarms(ctx: &Context) -> Vec<AlarmChange> {
     ctx.take_alarm_changes()
+}
+
+/// Moves the wall clock of `runtime` forward by `by` without moving tokio's clock, as a system
+/// clock adjustment (an NTP step, a manual change) does to a running process. Alarms compare
+/// their due times with this clock; sleeps are on tokio's clock.
+///
+/// # Panics
+///
+/// If `runtime` was not built with
+/// [`clock_follows_tokio`](crate::RuntimeBuilder::clock_follows_tokio): only that clock can be
+/// moved by a test.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::{MemoryStorage, Runtime, testing};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+/// let before = rt.now();
+/// testing::jump_wall_clock_forward(&rt, Duration::from_secs(3600));
+/// assert!(rt.now() >= before + Duration::from_secs(3600));
+/// # }
+/// ```
+pub fn jump_wall_clock_forward(runtime: &Runtime, by: Duration) {
+    jump(runtime, by, true);
+}
+
+/// Moves the wall clock of `runtime` back by `by` without moving tokio's clock. See
+/// [`jump_wall_clock_forward`].
+///
+/// # Panics
+///
+/// If `runtime` was not built with
+/// [`clock_follows_tokio`](crate::RuntimeBuilder::clock_follows_tokio).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::{MemoryStorage, Runtime, testing};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+/// let before = rt.now();
+/// testing::jump_wall_clock_back(&rt, Duration::from_secs(60));
+/// assert!(rt.now() < before);
+/// # }
+/// ```
+pub fn jump_wall_clock_back(runtime: &Runtime, by: Duration) {
+    jump(runtime, by, false);
+}
+
+fn jump(runtime: &Runtime, by: Duration, forward: bool) {
+    assert!(
+        runtime.clock().jump(by, forward),
+        "only a runtime built with `clock_follows_tokio` has a wall clock a test can move"
+    );
 }
