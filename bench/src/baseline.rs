@@ -103,21 +103,24 @@ impl RawPool {
         }
     }
 
-    /// 100 upserts in one transaction (one statement on Postgres).
+    /// 100 upserts in one transaction, as one multi-row statement.
     async fn upsert_batch(&self, ids: &[String]) -> Result<(), sqlx::Error> {
         match self {
             Self::Sqlite(pool) => {
+                let mut builder = QueryBuilder::new(
+                    "INSERT INTO raw_objects (object_type, object_id, state, version) ",
+                );
+                builder.push_values(ids, |mut row, id| {
+                    row.push_bind("Raw")
+                        .push_bind(id)
+                        .push_bind(STATE)
+                        .push_bind(1_i64);
+                });
+                builder.push(
+                    " ON CONFLICT (object_type, object_id) DO UPDATE SET state = excluded.state, version = raw_objects.version + 1",
+                );
                 let mut tx = pool.begin().await?;
-                for id in ids {
-                    sqlx::query(
-                        "INSERT INTO raw_objects (object_type, object_id, state, version) VALUES ('Raw', ?1, ?2, 1) \
-                         ON CONFLICT (object_type, object_id) DO UPDATE SET state = excluded.state, version = raw_objects.version + 1",
-                    )
-                    .bind(id)
-                    .bind(STATE)
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                builder.build().execute(&mut *tx).await?;
                 tx.commit().await
             }
             Self::Postgres(pool, table) => {

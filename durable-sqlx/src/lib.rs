@@ -22,9 +22,11 @@
 //! ```
 //!
 //! ```no_run
+//! # #[cfg(feature = "postgres")]
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = durable_sqlx::PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
 //! # drop(store); Ok(()) }
+//! # #[cfg(not(feature = "postgres"))] fn main() {}
 //! ```
 //!
 //! # Tables
