@@ -52,6 +52,7 @@ impl Clock {
 
     /// Moves the wall time forward (`forward`) or back by `by`. Returns false for the system
     /// clock, which only the system moves.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn jump(&self, by: Duration, forward: bool) -> bool {
         let Self::Tokio { jumped, .. } = self else {
             return false;

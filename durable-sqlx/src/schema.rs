@@ -136,6 +136,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         description: "dead alarms",
         sql: include_str!("../migrations/postgres/0002_dead_alarms.sql"),
     },
+    Migration {
+        version: 3,
+        description: "version mismatch",
+        sql: include_str!("../migrations/postgres/0003_version_mismatch.sql"),
+    },
 ];
 
 /// Microseconds since the Unix epoch (negative before it).

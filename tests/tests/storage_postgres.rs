@@ -168,7 +168,10 @@ async fn migrations_applied_twice_are_a_no_op() {
     let migrations = format!("{}.durable_schema_migrations", fx.guard.name);
     let key = ObjectKey::new("Counter", "a");
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
-    assert_eq!(applied_versions(fx.store.pool(), &migrations).await, [1, 2]);
+    assert_eq!(
+        applied_versions(fx.store.pool(), &migrations).await,
+        [1, 2, 3]
+    );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
     let again = PostgresStore::builder(&fx.guard.url)
@@ -176,7 +179,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(applied_versions(again.pool(), &migrations).await, [1, 2]);
+    assert_eq!(applied_versions(again.pool(), &migrations).await, [1, 2, 3]);
     assert_eq!(
         again.load(&key).await.unwrap(),
         Some(StoredObject {
@@ -217,7 +220,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2]
+        [1, 2, 3]
     );
 }
 
@@ -254,7 +257,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(applied_versions(store.pool(), &migrations).await, [1, 2]);
+    assert_eq!(applied_versions(store.pool(), &migrations).await, [1, 2, 3]);
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
         store.load(&key).await.unwrap(),
@@ -362,7 +365,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2]
+        [1, 2, 3]
     );
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
     assert_eq!(

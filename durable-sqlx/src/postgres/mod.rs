@@ -25,6 +25,8 @@ use crate::schema::{
     state_text, to_db_version, to_micros, validate_name,
 };
 
+mod states;
+
 fn db_err(err: sqlx::Error) -> StorageError {
     storage_error(Dialect::Postgres, err)
 }
@@ -622,6 +624,8 @@ impl<'r> Decode<'r, Postgres> for PgTime {
 /// The store's statements, with its table names filled in.
 #[derive(Debug)]
 struct Sql {
+    /// A batch of state writes in one statement (see [`states`]).
+    states: states::Statements,
     load: String,
     version: String,
     insert: String,
@@ -654,6 +658,7 @@ impl Sql {
         let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
                          a.last_error, a.dead";
         Self {
+            states: states::Statements::new(objects, &names.qualifier),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = $1 AND object_id = $2"
             ),
@@ -1062,6 +1067,9 @@ impl Storage for PostgresStore {
                     found,
                 });
             }
+        }
+        if states::applies(&prepared) {
+            return states::commit(&self.pool, &sql.states, &prepared).await;
         }
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         // A batch of several writes goes through a few array statements: one round trip to

@@ -1,0 +1,176 @@
+//! A batch of state writes in one statement.
+//!
+//! The common batch — new and changed states, no alarm changes — needs no explicit
+//! transaction: one statement is atomic on its own. Its inserts and updates are data-modifying
+//! CTEs over `unnest` of one array per column, and its result checks that every write changed
+//! a row; if one did not, it calls `durable_version_mismatch()` (migration 3), whose error
+//! aborts the statement, so nothing of the batch is applied. That saves the `BEGIN` and
+//! `COMMIT` round trips of a transaction. The store then reads the batch's stored versions to
+//! name the write that did not match.
+
+use std::collections::HashMap;
+
+use durable_runtime::storage::{CommitError, ObjectKey, StorageError};
+use sqlx::PgPool;
+
+use super::{Prepared, db_err};
+use crate::schema::from_db_version;
+
+/// The name in the error of `durable_version_mismatch()`.
+const VERSION_MISMATCH: &str = "durable_version_mismatch";
+
+/// How often a batch is tried again when the write that failed its version check cannot be
+/// found afterwards (another process changed the row again in between).
+const UNLOCATED_RETRIES: usize = 8;
+
+/// The statements, for the given tables and qualifier (schema and prefix).
+#[derive(Debug)]
+pub(super) struct Statements {
+    /// Inserts (`$1`–`$3`: types, ids, states) and updates (`$4`–`$7`: types, ids, states,
+    /// expected versions) in one statement.
+    write: String,
+    /// The stored versions of the objects named by `$1` (types) and `$2` (ids).
+    versions: String,
+}
+
+impl Statements {
+    pub(super) fn new(objects: &str, qualifier: &str) -> Self {
+        Self {
+            write: format!(
+                "WITH inserted AS (
+                     INSERT INTO {objects} (object_type, object_id, state, version)
+                     SELECT t, i, s, 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(t, i, s)
+                     ON CONFLICT (object_type, object_id) DO NOTHING
+                     RETURNING 1
+                 ), updated AS (
+                     UPDATE {objects} o SET state = v.s, version = o.version + 1, updated_at = now()
+                     FROM unnest($4::text[], $5::text[], $6::text[], $7::int8[]) AS v(t, i, s, e)
+                     WHERE o.object_type = v.t AND o.object_id = v.i AND o.version = v.e
+                     RETURNING 1
+                 )
+                 SELECT CASE
+                     WHEN (SELECT count(*) FROM inserted) = cardinality($1::text[])
+                      AND (SELECT count(*) FROM updated) = cardinality($4::text[]) THEN 0
+                     ELSE {qualifier}durable_version_mismatch()
+                 END"
+            ),
+            versions: format!(
+                "SELECT o.object_type, o.object_id, o.version FROM {objects} o
+                 JOIN unnest($1::text[], $2::text[]) AS k(t, i)
+                     ON o.object_type = k.t AND o.object_id = k.i"
+            ),
+        }
+    }
+}
+
+/// Whether `prepared` can be written by [`commit`]: every write has a state and no alarm
+/// changes.
+pub(super) fn applies(prepared: &[Prepared<'_>]) -> bool {
+    prepared
+        .iter()
+        .all(|p| p.state.is_some() && p.alarms.is_empty())
+}
+
+/// Commits a batch of state writes (see [`applies`]) in one statement.
+pub(super) async fn commit(
+    pool: &PgPool,
+    statements: &Statements,
+    prepared: &[Prepared<'_>],
+) -> Result<(), CommitError> {
+    let (inserts, updates): (Vec<&Prepared<'_>>, Vec<&Prepared<'_>>) =
+        prepared.iter().partition(|p| p.expected == 0);
+    let (insert_types, insert_ids, insert_states) = columns(&inserts);
+    let (update_types, update_ids, update_states) = columns(&updates);
+    let expected: Vec<i64> = updates.iter().map(|p| p.expected).collect();
+    for _ in 0..UNLOCATED_RETRIES {
+        let written = sqlx::query(&statements.write)
+            .bind(&insert_types)
+            .bind(&insert_ids)
+            .bind(&insert_states)
+            .bind(&update_types)
+            .bind(&update_ids)
+            .bind(&update_states)
+            .bind(&expected)
+            .execute(pool)
+            .await;
+        match written {
+            Ok(_) => return Ok(()),
+            Err(error) if is_version_mismatch(&error) => {
+                if let Some(conflict) = locate_conflict(pool, statements, prepared).await? {
+                    return Err(conflict);
+                }
+            }
+            Err(error) => return Err(db_err(error).into()),
+        }
+    }
+    Err(StorageError::unavailable(std::io::Error::other(
+        "a batch kept failing its version checks on rows that other writers kept changing",
+    ))
+    .into())
+}
+
+/// The types, ids and states of `writes`, one array each.
+fn columns<'a>(writes: &[&Prepared<'a>]) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    (
+        writes
+            .iter()
+            .map(|p| p.write.key.object_type.as_str())
+            .collect(),
+        writes
+            .iter()
+            .map(|p| p.write.key.object_id.as_str())
+            .collect(),
+        writes.iter().map(|p| p.state.unwrap_or_default()).collect(),
+    )
+}
+
+fn is_version_mismatch(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .is_some_and(|db| db.message().contains(VERSION_MISMATCH))
+}
+
+/// Reads the stored versions of the batch's objects and names the first write, in batch order,
+/// whose expectation does not hold.
+async fn locate_conflict(
+    pool: &PgPool,
+    statements: &Statements,
+    prepared: &[Prepared<'_>],
+) -> Result<Option<CommitError>, StorageError> {
+    let types: Vec<&str> = prepared
+        .iter()
+        .map(|p| p.write.key.object_type.as_str())
+        .collect();
+    let ids: Vec<&str> = prepared
+        .iter()
+        .map(|p| p.write.key.object_id.as_str())
+        .collect();
+    let stored: Vec<(String, String, i64)> = sqlx::query_as(&statements.versions)
+        .bind(types)
+        .bind(ids)
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
+    for (object_type, object_id, version) in stored {
+        versions.insert(
+            ObjectKey::new(object_type, object_id),
+            from_db_version(version)?,
+        );
+    }
+    let mut in_batch_order: Vec<&Prepared<'_>> = prepared.iter().collect();
+    in_batch_order.sort_by_key(|p| p.index);
+    Ok(in_batch_order.into_iter().find_map(|p| {
+        let found = versions.get(&p.write.key).copied();
+        let holds = match p.write.expected_version {
+            0 => found.is_none(),
+            expected => found == Some(expected),
+        };
+        (!holds).then(|| CommitError::Conflict {
+            index: p.index,
+            key: p.write.key.clone(),
+            expected: p.write.expected_version,
+            found,
+        })
+    }))
+}
