@@ -43,6 +43,9 @@
 //! | `durable_alarms` | `object_type`, `object_id`, `name` (primary key), `due_at`, `claimed_at`, `attempts`, `last_error`, `dead`, `created_at` |
 //! | `durable_commit_guard` (SQLite) | `mismatch`: always empty; it stops a batch with a stale write before its commit |
 //!
+//! On Postgres the migrations also create the function `durable_version_mismatch()`, which a
+//! batch written as one statement calls to abort itself when a write's version did not match.
+//!
 //! - `state` is the runtime's encoded state, UTF-8 JSON, in a `TEXT` column on both
 //!   databases, so it can be read with SQL (`json_extract(state, '$.count')` on SQLite,
 //!   `state::jsonb ->> 'count'` on Postgres). Not `jsonb`: Postgres' `jsonb` rejects strings
