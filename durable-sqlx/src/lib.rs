@@ -75,6 +75,8 @@
     allow(dead_code, unused_imports, unused_variables)
 )]
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod conflict;
 mod error;
 #[cfg(feature = "sqlite")]
 mod net_alarms;

@@ -8,20 +8,14 @@
 //! `COMMIT` round trips of a transaction. The store then reads the batch's stored versions to
 //! name the write that did not match.
 
-use std::collections::HashMap;
-
-use durable_runtime::storage::{CommitError, ObjectKey, StorageError};
+use durable_runtime::storage::{CommitError, StorageError};
 use sqlx::PgPool;
 
 use super::{Prepared, db_err};
-use crate::schema::from_db_version;
+use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 
 /// The name in the error of `durable_version_mismatch()`.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
-
-/// How often a batch is tried again when the write that failed its version check cannot be
-/// found afterwards (another process changed the row again in between).
-const UNLOCATED_RETRIES: usize = 8;
 
 /// The statements, for the given tables and qualifier (schema and prefix).
 #[derive(Debug)]
@@ -95,7 +89,7 @@ pub(super) async fn commit(
             .await;
         match written {
             Ok(_) => return Ok(()),
-            Err(error) if is_version_mismatch(&error) => {
+            Err(error) if raised_by(&error, VERSION_MISMATCH) => {
                 if let Some(conflict) = locate_conflict(pool, statements, prepared).await? {
                     return Err(conflict);
                 }
@@ -103,10 +97,7 @@ pub(super) async fn commit(
             Err(error) => return Err(db_err(error).into()),
         }
     }
-    Err(StorageError::unavailable(std::io::Error::other(
-        "a batch kept failing its version checks on rows that other writers kept changing",
-    ))
-    .into())
+    Err(kept_changing())
 }
 
 /// The types, ids and states of `writes`, one array each.
@@ -122,12 +113,6 @@ fn columns<'a>(writes: &[&Prepared<'a>]) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a
             .collect(),
         writes.iter().map(|p| p.state.unwrap_or_default()).collect(),
     )
-}
-
-fn is_version_mismatch(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .is_some_and(|db| db.message().contains(VERSION_MISMATCH))
 }
 
 /// Reads the stored versions of the batch's objects and names the first write, in batch order,
@@ -151,26 +136,10 @@ async fn locate_conflict(
         .fetch_all(pool)
         .await
         .map_err(db_err)?;
-    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
-    for (object_type, object_id, version) in stored {
-        versions.insert(
-            ObjectKey::new(object_type, object_id),
-            from_db_version(version)?,
-        );
-    }
     let mut in_batch_order: Vec<&Prepared<'_>> = prepared.iter().collect();
     in_batch_order.sort_by_key(|p| p.index);
-    Ok(in_batch_order.into_iter().find_map(|p| {
-        let found = versions.get(&p.write.key).copied();
-        let holds = match p.write.expected_version {
-            0 => found.is_none(),
-            expected => found == Some(expected),
-        };
-        (!holds).then(|| CommitError::Conflict {
-            index: p.index,
-            key: p.write.key.clone(),
-            expected: p.write.expected_version,
-            found,
-        })
-    }))
+    first_conflict(
+        in_batch_order.into_iter().map(|p| (p.index, p.write)),
+        stored,
+    )
 }

@@ -12,15 +12,14 @@
 //! at the failure, before its `COMMIT`; the batch is rolled back and its stored versions read to
 //! name the write that did not match.
 
-use std::collections::HashMap;
-
-use durable_runtime::storage::{CommitError, ObjectKey, ObjectWrite, StorageError};
+use durable_runtime::storage::{CommitError, ObjectWrite, StorageError};
 use sqlx::SqliteConnection;
 
 use super::writer::WriterGuard;
 use super::{Sql, db_err};
+use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 use crate::net_alarms::NetAlarms;
-use crate::schema::{from_db_version, now_micros, state_text, to_db_version, to_micros};
+use crate::schema::{now_micros, state_text, to_db_version, to_micros};
 
 /// The name of the guard's CHECK constraint, as SQLite reports it when a version did not match.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
@@ -241,7 +240,7 @@ pub(super) async fn commit(
             writer.discard();
             return Err(db_err(error).into());
         }
-        if !is_version_mismatch(&error) {
+        if !raised_by(&error, VERSION_MISMATCH) {
             return Err(db_err(error).into());
         }
         match locate_conflict(writer.connection(), sql, batch).await? {
@@ -250,15 +249,8 @@ pub(super) async fn commit(
             None => continue,
         }
     }
-    Err(StorageError::unavailable(std::io::Error::other(
-        "a batch kept failing its version checks on rows that other writers kept changing",
-    ))
-    .into())
+    Err(kept_changing())
 }
-
-/// How often a batch is tried again when the write that failed its version check cannot be
-/// found afterwards (another process changed the row again in between).
-const UNLOCATED_RETRIES: usize = 8;
 
 /// Ends the failed query's transaction. Returns false if the connection's state is unknown
 /// then, and it must be closed.
@@ -277,13 +269,6 @@ async fn roll_back(conn: &mut SqliteConnection) -> bool {
     }
 }
 
-/// Whether `error` is the guard's report that a write's expected version did not match.
-fn is_version_mismatch(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .is_some_and(|db| db.message().contains(VERSION_MISMATCH))
-}
-
 /// Reads the stored versions of the batch's objects and names the first write, in batch order,
 /// whose expectation does not hold.
 async fn locate_conflict(
@@ -300,25 +285,5 @@ async fn locate_conflict(
         .fetch_all(conn)
         .await
         .map_err(db_err)?;
-    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
-    for (object_type, object_id, version) in stored {
-        versions.insert(
-            ObjectKey::new(object_type, object_id),
-            from_db_version(version)?,
-        );
-    }
-    Ok(batch.iter().enumerate().find_map(|(index, write)| {
-        let found = versions.get(&write.key).copied();
-        // Only a write with a state can create an object; a version-only write needs it stored.
-        let holds = match (&write.state, write.expected_version) {
-            (Some(_), 0) => found.is_none(),
-            (_, expected) => found == Some(expected),
-        };
-        (!holds).then(|| CommitError::Conflict {
-            index,
-            key: write.key.clone(),
-            expected: write.expected_version,
-            found,
-        })
-    }))
+    first_conflict(batch.iter().enumerate(), stored)
 }

@@ -1,0 +1,58 @@
+//! What both dialects do when a batch checked versions inside its own statement and one did
+//! not match: the statement failed without saying which write, so the store reads the stored
+//! versions of the batch's objects and names the first write whose expectation does not hold.
+
+use std::collections::HashMap;
+
+use durable_runtime::storage::{CommitError, ObjectKey, ObjectWrite, StorageError};
+
+use crate::schema::from_db_version;
+
+/// How often a batch is tried again when the write that failed its version check cannot be
+/// found afterwards (another process changed the row again in between).
+pub(crate) const UNLOCATED_RETRIES: usize = 8;
+
+/// The error of a batch that failed its version checks [`UNLOCATED_RETRIES`] times without a
+/// write to blame.
+pub(crate) fn kept_changing() -> CommitError {
+    StorageError::unavailable(std::io::Error::other(
+        "a batch kept failing its version checks on rows that other writers kept changing",
+    ))
+    .into()
+}
+
+/// Whether `error` is the database error a version check raised, which names `check`.
+pub(crate) fn raised_by(error: &sqlx::Error, check: &str) -> bool {
+    error
+        .as_database_error()
+        .is_some_and(|db| db.message().contains(check))
+}
+
+/// The first of `writes` (positions in the batch, in batch order) whose expected version does
+/// not hold against the `stored` `(type, id, version)` rows of the batch's objects.
+pub(crate) fn first_conflict<'a>(
+    writes: impl IntoIterator<Item = (usize, &'a ObjectWrite)>,
+    stored: Vec<(String, String, i64)>,
+) -> Result<Option<CommitError>, StorageError> {
+    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
+    for (object_type, object_id, version) in stored {
+        versions.insert(
+            ObjectKey::new(object_type, object_id),
+            from_db_version(version)?,
+        );
+    }
+    Ok(writes.into_iter().find_map(|(index, write)| {
+        let found = versions.get(&write.key).copied();
+        // Only a write with a state can create an object; a version-only write needs it stored.
+        let holds = match (&write.state, write.expected_version) {
+            (Some(_), 0) => found.is_none(),
+            (_, expected) => found == Some(expected),
+        };
+        (!holds).then(|| CommitError::Conflict {
+            index,
+            key: write.key.clone(),
+            expected: write.expected_version,
+            found,
+        })
+    }))
+}
