@@ -160,9 +160,15 @@ impl<O: DurableObject> Instance<O> {
                     Wake::Envelope(envelope) => {
                         // Boxed: a running envelope's state would otherwise be part of every
                         // idle task's size. One allocation per envelope buys that space back.
+                        let started = Instant::now();
                         let handle = Box::pin(self.handle(envelope));
-                        handle.await;
+                        let call = handle.await;
                         let now = Instant::now();
+                        if let Some((handler, outcome)) = call {
+                            self.entry
+                                .call_metrics
+                                .finished(handler, outcome, now - started);
+                        }
                         self.last_activity = now;
                         self.inbox.set_gate_busy(!self.gate.is_open());
                         self.inbox.finished(self.runtime().uptime_millis_of(now));
@@ -368,7 +374,8 @@ impl<O: DurableObject> Instance<O> {
         self.inbox.set_residency(Residency::Unloaded);
     }
 
-    async fn handle(&mut self, envelope: Envelope<O>) {
+    /// Handles one envelope; for a call, returns its handler and outcome, for its metrics.
+    async fn handle(&mut self, envelope: Envelope<O>) -> Option<(&'static str, &'static str)> {
         match envelope {
             Envelope::Call(call) => {
                 let span = tracing::debug_span!(
@@ -376,11 +383,14 @@ impl<O: DurableObject> Instance<O> {
                     object_type = O::TYPE_NAME,
                     handler = call.handler()
                 );
-                self.handle_call(call).instrument(span).await;
+                let handler = call.handler();
+                let outcome = self.handle_call(call).instrument(span).await;
+                Some((handler, outcome))
             }
             Envelope::Delete(reply) => {
                 let delete = Box::pin(self.delete(reply));
                 delete.await;
+                None
             }
         }
     }
@@ -407,15 +417,12 @@ impl<O: DurableObject> Instance<O> {
         let _ = reply.send(result);
     }
 
-    async fn handle_call(&mut self, mut call: Box<dyn crate::call::Invocation<O>>) {
-        let started = Instant::now();
+    /// Runs one call; returns its outcome label for the call metrics.
+    async fn handle_call(&mut self, mut call: Box<dyn crate::call::Invocation<O>>) -> &'static str {
         let handler = call.handler();
         if let Err(error) = self.activate().await {
-            self.entry
-                .call_metrics
-                .finished(handler, "activation_failed", started.elapsed());
             call.fail(error);
-            return;
+            return "activation_failed";
         }
         let access = call.access();
         self.ctx.set_writable(access == Access::Write);
@@ -436,12 +443,9 @@ impl<O: DurableObject> Instance<O> {
             let flush = Box::pin(self.flush());
             flush.await;
             self.set_slot_unloaded();
-            self.entry
-                .call_metrics
-                .finished(handler, "timeout", started.elapsed());
             let key = self.key().clone();
             call.fail(Error::Timeout { key, handler });
-            return;
+            return "timeout";
         };
         let label = match outcome {
             Outcome::Returned if access == Access::Read => {
@@ -476,9 +480,7 @@ impl<O: DurableObject> Instance<O> {
                 "panicked"
             }
         };
-        self.entry
-            .call_metrics
-            .finished(handler, label, started.elapsed());
+        label
     }
 
     /// Makes the slot active: wakes a hibernated state or loads from storage.
