@@ -447,7 +447,7 @@ impl<O: DurableObject> Instance<O> {
             call.fail(Error::Timeout { key, handler });
             return "timeout";
         };
-        let label = match outcome {
+        match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.take_alarm_changes();
                 self.gate.reply_or_hold(Held::Reply(call));
@@ -479,8 +479,7 @@ impl<O: DurableObject> Instance<O> {
                 self.gate.reply_or_hold(Held::Fail(call, error));
                 "panicked"
             }
-        };
-        label
+        }
     }
 
     /// Makes the slot active: wakes a hibernated state or loads from storage.
