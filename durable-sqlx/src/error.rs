@@ -123,6 +123,15 @@ fn is_transient(dialect: Dialect, err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether `err` is SQLite reporting the database locked by another connection.
+#[cfg(feature = "sqlite")]
+pub(crate) fn is_sqlite_lock(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+}
+
 #[cfg(feature = "sqlite")]
 const SQLITE_BUSY: i32 = 5;
 #[cfg(feature = "sqlite")]

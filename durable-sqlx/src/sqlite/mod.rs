@@ -15,7 +15,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection, Row};
 
-use crate::error::{Dialect, Error, storage_error};
+use crate::error::{Dialect, Error, is_sqlite_lock, storage_error};
 use crate::schema::{
     MAX_PREFIX_LEN, Migration, Names, SQLITE_MIGRATIONS, claim_limit, fetch_limit,
     from_db_attempts, from_db_version, from_micros, id_page, now_micros, to_micros, validate_name,
@@ -244,11 +244,21 @@ impl SqliteStoreBuilder {
         };
         // A connection to a file cannot be dropped by a server: checking it on every acquire
         // would only add a round trip to the connection's thread.
-        Ok(pool_options
-            .test_before_acquire(false)
-            .connect_with(options)
-            .await
-            .map_err(db_err)?)
+        let pool_options = pool_options.test_before_acquire(false);
+        // Whichever connection first opens a new file sets it up (WAL mode); another one
+        // opening it at that moment, in this process or another, can find it locked without
+        // SQLite's busy handler being asked. Opening waits and tries again within the busy
+        // timeout, as a write would.
+        let started = std::time::Instant::now();
+        loop {
+            match pool_options.clone().connect_with(options.clone()).await {
+                Ok(pool) => return Ok(pool),
+                Err(err) if is_sqlite_lock(&err) && started.elapsed() < self.busy_timeout => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(err) => return Err(db_err(err).into()),
+            }
+        }
     }
 
     fn names(&self) -> Result<Names, Error> {
