@@ -110,11 +110,10 @@ fn is_transient(dialect: Dialect, err: &sqlx::Error) -> bool {
             };
             match dialect {
                 #[cfg(feature = "sqlite")]
-                Dialect::Sqlite => code
-                    .parse::<i32>()
-                    // The primary result code is the low byte of the extended code.
-                    .map(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR))
-                    .unwrap_or(false),
+                Dialect::Sqlite => matches!(
+                    sqlite_primary_code(&code),
+                    Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR)
+                ),
                 #[cfg(feature = "postgres")]
                 Dialect::Postgres => is_transient_sqlstate(&code),
             }
@@ -126,10 +125,17 @@ fn is_transient(dialect: Dialect, err: &sqlx::Error) -> bool {
 /// Whether `err` is SQLite reporting the database locked by another connection.
 #[cfg(feature = "sqlite")]
 pub(crate) fn is_sqlite_lock(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.code())
-        .and_then(|code| code.parse::<i32>().ok())
-        .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED))
+    let code = err.as_database_error().and_then(|db| db.code());
+    matches!(
+        code.as_deref().and_then(sqlite_primary_code),
+        Some(SQLITE_BUSY | SQLITE_LOCKED)
+    )
+}
+
+/// The primary result code of a SQLite error code: the low byte of the extended code.
+#[cfg(feature = "sqlite")]
+fn sqlite_primary_code(code: &str) -> Option<i32> {
+    code.parse::<i32>().ok().map(|code| code & 0xff)
 }
 
 #[cfg(feature = "sqlite")]

@@ -35,6 +35,9 @@ const KINDS: usize = 7;
 #[derive(Debug)]
 pub(super) struct Statements {
     by_kinds: Vec<String>,
+    /// The stored versions of the objects named by a JSON array of `[type, id]`, to name a
+    /// write that did not match.
+    versions: String,
 }
 
 impl Statements {
@@ -100,21 +103,17 @@ impl Statements {
                 sql
             })
             .collect();
-        Self { by_kinds }
+        let versions = format!(
+            "SELECT o.object_type, o.object_id, o.version FROM json_each($1) AS k
+             JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
+        );
+        Self { by_kinds, versions }
     }
 
     /// The statement for `params`.
     fn for_batch(&self, params: &Params) -> &str {
         &self.by_kinds[params.kinds]
     }
-}
-
-/// The stored versions of the objects named by a JSON array of `[type, id]`.
-pub(super) fn versions_statement(objects: &str) -> String {
-    format!(
-        "SELECT o.object_type, o.object_id, o.version FROM json_each($1) AS k
-         JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
-    )
 }
 
 /// A batch as the statement's parameters: JSON arrays of rows, one per kind of change.
@@ -280,7 +279,7 @@ async fn locate_conflict(
         .iter()
         .map(|write| (write.key.object_type.as_str(), write.key.object_id.as_str()))
         .collect();
-    let stored: Vec<(String, String, i64)> = sqlx::query_as(&sql.versions_of)
+    let stored: Vec<(String, String, i64)> = sqlx::query_as(&sql.commit_batch.versions)
         .bind(json(&keys)?)
         .fetch_all(conn)
         .await

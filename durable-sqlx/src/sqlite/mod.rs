@@ -577,8 +577,6 @@ impl SqliteStore {
 struct Sql {
     /// A whole batch, in one round trip (see [`batch`]).
     commit_batch: batch::Statements,
-    /// The stored versions of a batch's objects, to name a write that did not match.
-    versions_of: String,
     load: String,
     alarm_cancel_all: String,
     delete_object: String,
@@ -603,7 +601,6 @@ impl Sql {
         let guard = &names.commit_guard;
         Self {
             commit_batch: batch::Statements::new(objects, alarms, guard),
-            versions_of: batch::versions_statement(objects),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
             ),
