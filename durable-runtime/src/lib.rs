@@ -60,6 +60,7 @@ mod registry;
 mod runtime;
 mod scheduler;
 pub mod storage;
+mod type_map;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dashmap::DashMap;
+use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
 
 /// Calls handled, by `type`, `handler` and `outcome`.
@@ -30,49 +30,82 @@ pub const QUEUE_REJECTIONS: &str = "durable_queue_rejections_total";
 /// Alarms fired, by `type` and `outcome` (`ok`, `retry`, `dead`).
 pub const ALARMS_FIRED: &str = "durable_alarms_fired_total";
 
-/// The call metrics of one object type, as handles registered on first use: the `metrics`
-/// macros build and hash a key on every use, and a call records two metrics.
+/// The call metrics of one object type, as handles registered on a handler's first call: the
+/// `metrics` macros build and hash a key on every use, and a call records two metrics.
+///
+/// Every call of the type reads these, from every worker thread: the list is replaced whole
+/// when a handler or outcome is first seen and read through `arc-swap`, so a read writes no
+/// shared cache line.
 ///
 /// A handle registered before the application installs its recorder stays a no-op: install it
 /// before the first call (as a recorder should be anyway).
 pub(crate) struct CallMetrics {
     object_type: &'static str,
-    calls: DashMap<(&'static str, &'static str), Counter>,
-    durations: DashMap<&'static str, Histogram>,
+    handlers: ArcSwap<Vec<HandlerMetrics>>,
+}
+
+#[derive(Clone)]
+struct HandlerMetrics {
+    handler: &'static str,
+    duration: Histogram,
+    /// One counter per outcome seen so far.
+    calls: Vec<(&'static str, Counter)>,
 }
 
 impl CallMetrics {
     pub(crate) fn new(object_type: &'static str) -> Self {
         Self {
             object_type,
-            calls: DashMap::new(),
-            durations: DashMap::new(),
+            handlers: ArcSwap::default(),
         }
     }
 
     /// A call of `handler` ended with `outcome` after `took`.
     pub(crate) fn finished(&self, handler: &'static str, outcome: &'static str, took: Duration) {
+        if !self.record(handler, outcome, took) {
+            self.register(handler, outcome);
+            self.record(handler, outcome, took);
+        }
+    }
+
+    /// Records with registered handles; false if there are none yet.
+    fn record(&self, handler: &'static str, outcome: &'static str, took: Duration) -> bool {
+        let handlers = self.handlers.load();
+        let Some(metrics) = handlers.iter().find(|metrics| metrics.handler == handler) else {
+            return false;
+        };
+        let Some((_, counter)) = metrics.calls.iter().find(|(seen, _)| *seen == outcome) else {
+            return false;
+        };
+        counter.increment(1);
+        metrics.duration.record(took.as_secs_f64());
+        true
+    }
+
+    fn register(&self, handler: &'static str, outcome: &'static str) {
         let object_type = self.object_type;
-        match self.calls.get(&(handler, outcome)) {
-            Some(counter) => counter.increment(1),
-            None => self
-                .calls
-                .entry((handler, outcome))
-                .or_insert_with(|| {
-                    metrics::counter!(CALLS, "type" => object_type, "handler" => handler, "outcome" => outcome)
-                })
-                .increment(1),
-        }
-        match self.durations.get(handler) {
-            Some(histogram) => histogram.record(took.as_secs_f64()),
-            None => self
-                .durations
-                .entry(handler)
-                .or_insert_with(|| {
-                    metrics::histogram!(CALL_DURATION, "type" => object_type, "handler" => handler)
-                })
-                .record(took.as_secs_f64()),
-        }
+        self.handlers.rcu(|current| {
+            let mut next = Vec::clone(current);
+            let at = match next.iter().position(|metrics| metrics.handler == handler) {
+                Some(at) => at,
+                None => {
+                    next.push(HandlerMetrics {
+                        handler,
+                        duration: metrics::histogram!(CALL_DURATION, "type" => object_type, "handler" => handler),
+                        calls: Vec::new(),
+                    });
+                    next.len() - 1
+                }
+            };
+            let calls = &mut next[at].calls;
+            if !calls.iter().any(|(seen, _)| *seen == outcome) {
+                calls.push((
+                    outcome,
+                    metrics::counter!(CALLS, "type" => object_type, "handler" => handler, "outcome" => outcome),
+                ));
+            }
+            next
+        });
     }
 }
 

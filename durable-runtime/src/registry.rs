@@ -294,7 +294,8 @@ type Expiries = BinaryHeap<Reverse<(u64, Box<str>)>>;
 
 /// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
-    objects: DashMap<Box<str>, Entry<O>>,
+    /// Hashed with foldhash, seeded per map: SipHash's cost shows on every call.
+    objects: DashMap<Box<str>, Entry<O>, foldhash::fast::RandomState>,
     /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
     /// `shutdown_after`. A stale item (the object woke since) is skipped when it comes due.
     expiries: Mutex<Expiries>,
@@ -308,7 +309,7 @@ pub(crate) struct TypeEntry<O> {
 impl<O: DurableObject> TypeEntry<O> {
     pub(crate) fn new(settings: Settings) -> Self {
         Self {
-            objects: DashMap::new(),
+            objects: DashMap::with_hasher(foldhash::fast::RandomState::default()),
             expiries: Mutex::new(BinaryHeap::new()),
             expiries_changed: Notify::new(),
             sweeper_started: AtomicBool::new(false),

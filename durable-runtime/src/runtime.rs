@@ -1,6 +1,6 @@
 //! The runtime: owns the storage and the registry of live objects.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -24,6 +24,7 @@ use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
+use crate::type_map::TypeMap;
 
 /// How many lifecycle events a subscriber may fall behind before it loses the oldest.
 const EVENT_CAPACITY: usize = 1024;
@@ -74,8 +75,8 @@ pub(crate) struct Shared {
     storage: Arc<dyn Storage>,
     defaults: ObjectOptions,
     overrides: HashMap<TypeId, ObjectOptions>,
-    /// `TypeId::of::<O>()` → `Arc<TypeEntry<O>>`.
-    types: DashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Each type's `Arc<TypeEntry<O>>`.
+    types: TypeMap,
     /// Type name → how to fire its alarms.
     alarm_targets: DashMap<&'static str, Arc<dyn AlarmTarget>>,
     alarm_settings: AlarmSettings,
@@ -414,7 +415,7 @@ impl Runtime {
     /// # }
     /// ```
     pub fn live_objects<O: DurableObject>(&self) -> usize {
-        self.type_entry::<O>().live_count()
+        self.with_type_entry::<O, _>(|entry| entry.live_count())
     }
 
     pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
@@ -423,7 +424,7 @@ impl Runtime {
             return;
         }
         self.ensure_scheduler();
-        self.type_entry::<O>().dispatch(self, id, envelope);
+        self.with_type_entry::<O, _>(|entry| entry.dispatch(self, id, envelope));
     }
 
     /// Spawns a task that graceful shutdown waits for.
@@ -431,13 +432,13 @@ impl Runtime {
         self.inner.tasks.spawn(task);
     }
 
-    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
     /// The runtime's wall clock.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn clock(&self) -> &Clock {
         &self.inner.clock
     }
 
+    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
     pub(crate) fn uptime_millis(&self) -> u64 {
         self.uptime_millis_of(tokio::time::Instant::now())
     }
@@ -617,7 +618,7 @@ impl Runtime {
     /// absent. Does not activate it.
     pub async fn status<O: DurableObject>(&self, id: &str) -> Result<ObjectStatus, Error> {
         crate::id::validate_id(id)?;
-        match self.type_entry::<O>().residency(id) {
+        match self.with_type_entry::<O, _>(|entry| entry.residency(id)) {
             Some(Residency::Active) => return Ok(ObjectStatus::Active),
             Some(Residency::Hibernated) => return Ok(ObjectStatus::Hibernated),
             _ => {}
@@ -664,31 +665,24 @@ impl Runtime {
         receive.await.unwrap_or(Err(Error::ShuttingDown))
     }
 
-    fn type_entry<O: DurableObject>(&self) -> Arc<TypeEntry<O>> {
-        let key = TypeId::of::<O>();
-        let erased = match self.inner.types.get(&key) {
-            Some(entry) => Arc::clone(entry.value()),
-            None => Arc::clone(
+    /// Calls `with` on the entry of type `O`, registering the type on first use.
+    fn with_type_entry<O: DurableObject, R>(
+        &self,
+        with: impl FnOnce(&Arc<TypeEntry<O>>) -> R,
+    ) -> R {
+        self.inner.types.with(
+            || {
                 self.inner
-                    .types
-                    .entry(key)
-                    .or_insert_with(|| {
-                        self.inner
-                            .alarm_targets
-                            .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
-                        let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
-                        self.inner
-                            .objects
-                            .insert(key, Arc::clone(&entry) as Arc<dyn Objects>);
-                        entry
-                    })
-                    .value(),
-            ),
-        };
-        match erased.downcast::<TypeEntry<O>>() {
-            Ok(entry) => entry,
-            Err(_) => unreachable!("the registry is keyed by TypeId"),
-        }
+                    .alarm_targets
+                    .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
+                let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
+                self.inner
+                    .objects
+                    .insert(TypeId::of::<O>(), Arc::clone(&entry) as Arc<dyn Objects>);
+                entry
+            },
+            with,
+        )
     }
 
     fn settings_of<O: DurableObject>(&self) -> Settings {
@@ -761,7 +755,7 @@ impl RuntimeBuilder {
     pub fn register_with<O: DurableObject>(mut self, overrides: ObjectOptions) -> Self {
         self.overrides.insert(TypeId::of::<O>(), overrides);
         self.registrations.push(|runtime| {
-            runtime.type_entry::<O>();
+            runtime.with_type_entry::<O, _>(|_| ());
         });
         self
     }
@@ -803,7 +797,7 @@ impl RuntimeBuilder {
                 storage: self.storage,
                 defaults: self.defaults,
                 overrides: self.overrides,
-                types: DashMap::new(),
+                types: TypeMap::default(),
                 alarm_targets: DashMap::new(),
                 alarm_settings: self.alarm_settings,
                 scheduler: Arc::default(),

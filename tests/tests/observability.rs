@@ -20,6 +20,15 @@ impl Meter {
     }
 
     #[handler]
+    fn handle_checked(&mut self, fail: bool) -> Result<u64, String> {
+        if fail {
+            return Err("refused".to_owned());
+        }
+        self.n += 1;
+        Ok(self.n)
+    }
+
+    #[handler]
     fn handle_boom(&mut self) {
         panic!("boom");
     }
@@ -39,6 +48,10 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
         Meter::tick(&rt, "secret-id-1").await.unwrap();
     }
     assert!(Meter::boom(&rt, "secret-id-1").await.is_err());
+    // One handler, two outcomes: each gets its own counter.
+    Meter::checked(&rt, "secret-id-1", false).await.unwrap();
+    assert!(Meter::checked(&rt, "secret-id-1", true).await.is_err());
+    Meter::checked(&rt, "secret-id-1", false).await.unwrap();
     Meter::tick(&rt, "secret-id-2").await.unwrap();
     // The handler runs, its commit fails: the call fails and the object reloads.
     store.fail_commits(1);
@@ -76,6 +89,38 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
             &[("handler", "boom"), ("outcome", "panicked")]
         ),
         1
+    );
+    assert_eq!(
+        counter(names::CALLS, &[("handler", "checked"), ("outcome", "ok")]),
+        2
+    );
+    assert_eq!(
+        counter(
+            names::CALLS,
+            &[("handler", "checked"), ("outcome", "handler_error")]
+        ),
+        1
+    );
+    let samples = |handler: &str| -> usize {
+        snapshot
+            .iter()
+            .filter(|(key, ..)| key.key().name() == names::CALL_DURATION)
+            .filter(|(key, ..)| {
+                key.key()
+                    .labels()
+                    .any(|label| label.key() == "handler" && label.value() == handler)
+            })
+            .map(|(.., value)| match value {
+                DebugValue::Histogram(samples) => samples.len(),
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(samples("tick"), 5, "one duration per tick call");
+    assert_eq!(
+        samples("checked"),
+        3,
+        "one duration per call, whatever its outcome"
     );
     assert!(counter(names::PERSISTENCE_FAILURES, &[("type", "Meter")]) >= 1);
     assert_eq!(counter(names::ACTIVATIONS, &[("type", "Meter")]), 2);
