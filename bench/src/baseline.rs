@@ -25,6 +25,8 @@ impl RawPool {
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(|e| e.to_string())?
             .create_if_missing(true)
+            // The durable store's page size, so that both write the same pages.
+            .page_size(durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(if full {
                 SqliteSynchronous::Full

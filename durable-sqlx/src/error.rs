@@ -38,6 +38,9 @@ pub enum Error {
         /// What is wrong with it and what to write instead.
         reason: &'static str,
     },
+    /// An SQLite page size that is not a power of two from 512 to 65536 bytes.
+    #[error("invalid SQLite page size {0}: use a power of two from 512 to 65536 bytes")]
+    InvalidPageSize(u32),
     /// The database URL or path could not be parsed.
     #[error("invalid database location: {0}")]
     InvalidLocation(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
@@ -72,7 +75,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Storage(err) | Self::Migration { source: err, .. } => err.is_retryable(),
-            Self::InvalidName { .. } | Self::InvalidLocation(_) => false,
+            Self::InvalidName { .. } | Self::InvalidPageSize(_) | Self::InvalidLocation(_) => false,
         }
     }
 }

@@ -11,7 +11,7 @@ use durable_runtime::storage::{
 use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::sqlite::SqlitePoolOptions;
 use durable_sqlx::sqlx::{self, SqlitePool};
-use durable_sqlx::{Error, SqliteStore, Synchronous};
+use durable_sqlx::{Error, SqliteStore, SqliteStoreBuilder, Synchronous};
 use tempfile::TempDir;
 
 #[path = "storage_shared/mod.rs"]
@@ -431,6 +431,55 @@ async fn wal_and_synchronous_settings() {
     assert_eq!(pragma(normal.pool(), "journal_mode").await, "wal");
     assert_eq!(pragma(normal.pool(), "synchronous").await, "1", "NORMAL");
     assert_eq!(pragma(normal.pool(), "busy_timeout").await, "1500");
+}
+
+#[tokio::test]
+async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = SqliteStore::open(dir.path().join("default.db"))
+        .await
+        .unwrap();
+    assert_eq!(
+        pragma(default.pool(), "page_size").await,
+        SqliteStoreBuilder::DEFAULT_PAGE_SIZE.to_string()
+    );
+    assert_eq!(SqliteStoreBuilder::DEFAULT_PAGE_SIZE, 1024);
+
+    let path = dir.path().join("large.db");
+    let key = ObjectKey::new("Counter", "a");
+    {
+        let large = SqliteStore::builder(&path)
+            .page_size(4096)
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(pragma(large.pool(), "page_size").await, "4096");
+        large.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+        large.pool().close().await;
+    }
+    // Reopened with the default: the file keeps its pages, and its data.
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(pragma(reopened.pool(), "page_size").await, "4096");
+    let stored = reopened.load(&key).await.unwrap().expect("still stored");
+    assert_eq!(stored.state, b"{\"n\":1}");
+}
+
+#[tokio::test]
+async fn invalid_page_sizes_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for size in [0, 256, 1000, 3072, 131_072] {
+        let err = SqliteStore::builder(db_path(&dir))
+            .page_size(size)
+            .open()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidPageSize(value) if value == size),
+            "{size}: {err:?}"
+        );
+        assert!(!err.is_retryable());
+    }
+    assert!(!db_path(&dir).exists(), "nothing was created");
 }
 
 /// The tables stay readable with plain SQL: JSON state, integer microsecond times.
