@@ -20,13 +20,17 @@ pub(crate) enum RawPool {
 const STATE: &str = r#"{"count":1}"#;
 
 impl RawPool {
-    /// Opens a SQLite file with WAL and the given synchronous mode.
-    pub(crate) async fn sqlite(path: &std::path::Path, full: bool) -> Result<Self, String> {
+    /// Opens a SQLite file with WAL, the given synchronous mode and page size.
+    pub(crate) async fn sqlite(
+        path: &std::path::Path,
+        full: bool,
+        page_size: u32,
+    ) -> Result<Self, String> {
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(|e| e.to_string())?
             .create_if_missing(true)
             // The durable store's page size, so that both write the same pages.
-            .page_size(durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE)
+            .page_size(page_size)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(if full {
                 SqliteSynchronous::Full

@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! cargo run --release -p durable-bench -- <scenario|all> [--backend memory|sqlite|sqlite-normal|postgres]
-//!                                         [--secs N] [--runs N] [--smoke]
+//!                                         [--secs N] [--runs N] [--page-size N] [--smoke]
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
 //! `read`, `cold`, `memory`, `alarms`. Each prints one JSON line; a table follows at the end.
 //! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
+//! `--page-size` sets the page size of the SQLite databases, the store's and the baselines'
+//! alike (default: the store's default).
 
 mod baseline;
 mod objects;
@@ -69,6 +71,8 @@ pub(crate) struct Settings {
     pub(crate) secs: Duration,
     /// Runs per scenario (the median is reported).
     pub(crate) runs: usize,
+    /// The page size of SQLite databases, in bytes.
+    pub(crate) page_size: u32,
     /// Small sizes and short runs.
     pub(crate) smoke: bool,
 }
@@ -92,6 +96,7 @@ fn parse_args() -> Result<Settings, String> {
         backend: BackendKind::Sqlite,
         secs: Duration::from_secs(5),
         runs: 3,
+        page_size: durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE,
         smoke: false,
     };
     while let Some(arg) = args.next() {
@@ -114,6 +119,18 @@ fn parse_args() -> Result<Settings, String> {
                     .ok_or("--runs needs a value")?
                     .parse()
                     .map_err(|e| format!("--runs: {e}"))?;
+            }
+            "--page-size" => {
+                settings.page_size = args
+                    .next()
+                    .ok_or("--page-size needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--page-size: {e}"))?;
+                if !(512..=65536).contains(&settings.page_size)
+                    || !settings.page_size.is_power_of_two()
+                {
+                    return Err("--page-size: a power of two from 512 to 65536".to_owned());
+                }
             }
             "--smoke" => settings.smoke = true,
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),

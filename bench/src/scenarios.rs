@@ -35,7 +35,8 @@ impl Opened {
     }
 }
 
-async fn open(kind: BackendKind) -> Result<Opened, String> {
+async fn open(settings: &Settings) -> Result<Opened, String> {
+    let kind = settings.backend;
     Ok(match kind {
         BackendKind::Memory => Opened {
             store: Arc::new(MemoryStorage::new()),
@@ -51,6 +52,7 @@ async fn open(kind: BackendKind) -> Result<Opened, String> {
             };
             let store = durable_sqlx::SqliteStore::builder(dir.path().join("bench.db"))
                 .synchronous(synchronous)
+                .page_size(settings.page_size)
                 .open()
                 .await
                 .map_err(|e| e.to_string())?;
@@ -139,7 +141,12 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
         let pool = match backend {
             BackendKind::Memory => return Ok(Vec::new()),
             BackendKind::Sqlite | BackendKind::SqliteNormal => {
-                RawPool::sqlite(&dir.path().join("raw.db"), backend == BackendKind::Sqlite).await?
+                RawPool::sqlite(
+                    &dir.path().join("raw.db"),
+                    backend == BackendKind::Sqlite,
+                    settings.page_size,
+                )
+                .await?
             }
             BackendKind::Postgres => {
                 RawPool::postgres(
@@ -183,7 +190,7 @@ async fn calls(
     let mut figure = Figure::new(name, settings.backend.name(), unit);
     let mut best: Option<(f64, Histogram<u64>)> = None;
     for _ in 0..settings.runs {
-        let opened = open(settings.backend).await?;
+        let opened = open(settings).await?;
         let rt = Runtime::new(Arc::clone(&opened.store));
         let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
         // Warm up: every object activated once, outside the measurement.
@@ -319,7 +326,7 @@ async fn cold(settings: &Settings) -> Result<Vec<Figure>, String> {
     let count = if settings.smoke { 2_000 } else { 100_000 };
     let mut figure = Figure::new("cold", settings.backend.name(), "activations/s");
     for _ in 0..settings.runs {
-        let opened = open(settings.backend).await?;
+        let opened = open(settings).await?;
         populate(opened.store.as_ref(), "BenchCounter", count).await?;
         let rt = Runtime::new(Arc::clone(&opened.store));
         let started = Instant::now();
@@ -477,7 +484,7 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
     let mut lateness = crate::report::histogram();
     for _ in 0..settings.runs {
         FIRED.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        let opened = open(settings.backend).await?;
+        let opened = open(settings).await?;
         let start = truncate_to_micros(SystemTime::now() + Duration::from_secs(2));
         let spacing = Duration::from_secs(1) / count as u32;
         let due: Vec<SystemTime> = (0..count).map(|i| start + spacing * i as u32).collect();
