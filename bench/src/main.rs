@@ -89,6 +89,18 @@ const ALL: &[&str] = &[
     "alarms",
 ];
 
+/// The value after `flag`, parsed.
+fn value<T>(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    args.next()
+        .ok_or(format!("{flag} needs a value"))?
+        .parse()
+        .map_err(|e| format!("{flag}: {e}"))
+}
+
 fn parse_args() -> Result<Settings, String> {
     let mut args = std::env::args().skip(1);
     let mut settings = Settings {
@@ -102,30 +114,12 @@ fn parse_args() -> Result<Settings, String> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--backend" => {
-                settings.backend =
-                    BackendKind::parse(&args.next().ok_or("--backend needs a value")?)?
+                settings.backend = BackendKind::parse(&value::<String>(&mut args, "--backend")?)?
             }
-            "--secs" => {
-                let secs: f64 = args
-                    .next()
-                    .ok_or("--secs needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--secs: {e}"))?;
-                settings.secs = Duration::from_secs_f64(secs);
-            }
-            "--runs" => {
-                settings.runs = args
-                    .next()
-                    .ok_or("--runs needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--runs: {e}"))?;
-            }
+            "--secs" => settings.secs = Duration::from_secs_f64(value(&mut args, "--secs")?),
+            "--runs" => settings.runs = value(&mut args, "--runs")?,
             "--page-size" => {
-                settings.page_size = args
-                    .next()
-                    .ok_or("--page-size needs a value")?
-                    .parse()
-                    .map_err(|e| format!("--page-size: {e}"))?;
+                settings.page_size = value(&mut args, "--page-size")?;
                 if !(512..=65536).contains(&settings.page_size)
                     || !settings.page_size.is_power_of_two()
                 {
