@@ -120,9 +120,7 @@ fn parse_args() -> Result<Settings, String> {
             "--runs" => settings.runs = value(&mut args, "--runs")?,
             "--page-size" => {
                 settings.page_size = value(&mut args, "--page-size")?;
-                if !(512..=65536).contains(&settings.page_size)
-                    || !settings.page_size.is_power_of_two()
-                {
+                if !durable_sqlx::SqliteStoreBuilder::is_valid_page_size(settings.page_size) {
                     return Err("--page-size: a power of two from 512 to 65536".to_owned());
                 }
             }

@@ -108,6 +108,20 @@ impl SqliteStoreBuilder {
     /// [`page_size`](Self::page_size).
     pub const DEFAULT_PAGE_SIZE: u32 = 1024;
 
+    /// Whether SQLite accepts `bytes` as a page size: a power of two from 512 to 65536.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_sqlx::SqliteStoreBuilder;
+    ///
+    /// assert!(SqliteStoreBuilder::is_valid_page_size(4096));
+    /// assert!(!SqliteStoreBuilder::is_valid_page_size(1000));
+    /// ```
+    pub const fn is_valid_page_size(bytes: u32) -> bool {
+        bytes >= 512 && bytes <= 65536 && bytes.is_power_of_two()
+    }
+
     fn new(source: Source) -> Self {
         Self {
             source,
@@ -244,7 +258,7 @@ impl SqliteStoreBuilder {
     /// ```
     pub async fn open(self) -> Result<SqliteStore, Error> {
         let names = self.names()?;
-        if !(512..=65536).contains(&self.page_size) || !self.page_size.is_power_of_two() {
+        if !Self::is_valid_page_size(self.page_size) {
             return Err(Error::InvalidPageSize(self.page_size));
         }
         let pool = match &self.source {
