@@ -2,7 +2,7 @@
 //! generated code uses.
 
 use std::any::Any;
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -47,12 +47,13 @@ pub(crate) trait Invocation<O>: Send + 'static {
     fn chain(&self) -> &Chain;
 
     /// Runs the handler once, with `chain` as the task-local call chain and cut off after
-    /// `limit`; `None` if it was cut off. Its result is kept in the invocation until [`reply`]
-    /// sends it, so that the reply can wait for the commit. A panic is caught and reported as
-    /// an outcome.
+    /// `limit` (`None` if it was cut off). Its result is kept in the invocation until
+    /// [`reply`] sends it, so that the reply can wait for the commit. A panic is caught and
+    /// reported as an outcome.
     ///
-    /// Everything the run needs lives in the one returned box, so that the object's task does
-    /// not carry the space of a running handler (and its timer) while idle.
+    /// A synchronous handler has finished when this returns; an `async` one is returned as a
+    /// future holding everything its run needs, so that the object's task does not carry the
+    /// space of a running handler (and its timer) while idle.
     ///
     /// [`reply`]: Invocation::reply
     fn run<'a>(
@@ -61,7 +62,7 @@ pub(crate) trait Invocation<O>: Send + 'static {
         ctx: &'a Context,
         chain: Chain,
         limit: Option<Duration>,
-    ) -> BoxFuture<'a, Option<Outcome>>;
+    ) -> Run<'a>;
 
     /// Sends the handler's result to the caller.
     fn reply(self: Box<Self>);
@@ -70,20 +71,82 @@ pub(crate) trait Invocation<O>: Send + 'static {
     fn fail(self: Box<Self>, error: Error);
 }
 
+/// A handler run that has finished, or the future that finishes it.
+pub(crate) enum Run<'a> {
+    /// A synchronous handler ran: its outcome (never cut off).
+    Finished(Outcome),
+    /// An `async` handler: its outcome once awaited, `None` if it was cut off.
+    Running(BoxFuture<'a, Option<Outcome>>),
+}
+
+/// The body of a handler call, as generated clients pass it.
+pub(crate) trait Body<O, R, E>: Send + 'static {
+    /// Starts the body: a synchronous one runs to its end with `chain` as the task-local call
+    /// chain, its panic caught; an `async` one returns its future, to be polled in `chain`.
+    fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E>;
+}
+
+/// A body that finished at once, or the future that finishes it.
+pub(crate) enum Started<'a, R, E> {
+    /// What a synchronous body returned, or its panic.
+    Done(std::thread::Result<Result<R, E>>),
+    /// An `async` body's future and the chain to poll it in.
+    Running(Chain, BoxFuture<'a, Result<R, E>>),
+}
+
+/// The body of a synchronous handler: it runs without a future (nor its allocation).
+pub(crate) struct SyncBody<F>(pub(crate) F);
+
+impl<O, R, E, F> Body<O, R, E> for SyncBody<F>
+where
+    F: FnOnce(&mut O, &Context) -> Result<R, E> + Send + 'static,
+{
+    fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E> {
+        let Self(run) = self;
+        Started::Done(chain.sync_scope(|| catch_unwind(AssertUnwindSafe(|| run(state, ctx)))))
+    }
+}
+
+/// The body of an `async` handler.
+pub(crate) struct AsyncBody<F>(pub(crate) F);
+
+impl<F> AsyncBody<F> {
+    /// Wraps `run`; a closure passed here gets the signature the body needs inferred.
+    pub(crate) fn new<O, R, E>(run: F) -> Self
+    where
+        F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>>,
+    {
+        Self(run)
+    }
+}
+
+impl<O, R, E, F> Body<O, R, E> for AsyncBody<F>
+where
+    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+{
+    fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E> {
+        let Self(run) = self;
+        match catch_unwind(AssertUnwindSafe(|| run(state, ctx))) {
+            Ok(future) => Started::Running(chain, future),
+            Err(payload) => Started::Done(Err(payload)),
+        }
+    }
+}
+
 /// The concrete invocation behind a typed client call.
-struct Call<F, R, E> {
+struct Call<B, R, E> {
     handler: &'static str,
     access: Access,
     chain: Chain,
-    run: Option<F>,
+    body: Option<B>,
     result: Option<Result<R, E>>,
     reply: oneshot::Sender<Result<R, Error<E>>>,
 }
 
-impl<O, F, R, E> Invocation<O> for Call<F, R, E>
+impl<O, B, R, E> Invocation<O> for Call<B, R, E>
 where
     O: DurableObject,
-    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    B: Body<O, R, E>,
     R: Send + 'static,
     E: Send + 'static,
 {
@@ -105,17 +168,16 @@ where
         ctx: &'a Context,
         chain: Chain,
         limit: Option<Duration>,
-    ) -> BoxFuture<'a, Option<Outcome>> {
-        let run = self.run.take();
-        Box::pin(async move {
-            let Some(run) = run else {
-                return Some(Outcome::Panicked("invocation ran twice".to_owned()));
-            };
-            // Calling `run` happens inside the guarded future so that a panic in a synchronous
-            // handler body is caught too.
-            let mut guarded = std::pin::pin!(
-                chain.scope(AssertUnwindSafe(async move { run(state, ctx).await }).catch_unwind())
-            );
+    ) -> Run<'a> {
+        let Some(body) = self.body.take() else {
+            return Run::Finished(Outcome::Panicked("invocation ran twice".to_owned()));
+        };
+        let (chain, future) = match body.start(state, ctx, chain) {
+            Started::Done(result) => return Run::Finished(self.settle(result)),
+            Started::Running(chain, future) => (chain, future),
+        };
+        Run::Running(Box::pin(async move {
+            let mut guarded = std::pin::pin!(chain.scope(AssertUnwindSafe(future).catch_unwind()));
             // Most handlers finish in their first poll: only one that waits needs a timer.
             let result = match futures_util::poll!(guarded.as_mut()) {
                 std::task::Poll::Ready(result) => result,
@@ -124,18 +186,8 @@ where
                     None => guarded.await,
                 },
             };
-            Some(match result {
-                Ok(Ok(value)) => {
-                    self.result = Some(Ok(value));
-                    Outcome::Returned
-                }
-                Ok(Err(error)) => {
-                    self.result = Some(Err(error));
-                    Outcome::HandlerError
-                }
-                Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
-            })
-        })
+            Some(self.settle(result))
+        }))
     }
 
     fn reply(self: Box<Self>) {
@@ -151,6 +203,23 @@ where
 
     fn fail(self: Box<Self>, error: Error) {
         let _ = self.reply.send(Err(error.widen()));
+    }
+}
+
+impl<B, R, E> Call<B, R, E> {
+    /// Keeps the handler's result for the reply; the outcome says what became of the run.
+    fn settle(&mut self, result: std::thread::Result<Result<R, E>>) -> Outcome {
+        match result {
+            Ok(Ok(value)) => {
+                self.result = Some(Ok(value));
+                Outcome::Returned
+            }
+            Ok(Err(error)) => {
+                self.result = Some(Err(error));
+                Outcome::HandlerError
+            }
+            Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
+        }
     }
 }
 
@@ -172,16 +241,16 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 ///
 /// Dropping the returned future does not cancel the call once it is queued: the handler still
 /// runs and its state is still committed; only the reply is lost.
-pub(crate) async fn call<O, R, E, F>(
+pub(crate) async fn call<O, R, E, B>(
     runtime: &Runtime,
     id: &str,
     access: Access,
     handler: &'static str,
-    run: F,
+    body: B,
 ) -> Result<R, Error<E>>
 where
     O: DurableObject,
-    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    B: Body<O, R, E>,
     R: Send + 'static,
     E: Send + 'static,
 {
@@ -198,7 +267,7 @@ where
         handler,
         access,
         chain,
-        run: Some(run),
+        body: Some(body),
         result: None,
         reply,
     });

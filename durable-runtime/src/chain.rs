@@ -84,6 +84,11 @@ impl Chain {
         })
     }
 
+    /// Runs `f` with this chain as the task-local chain.
+    pub(crate) fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        CHAIN.sync_scope(self, f)
+    }
+
     /// Runs `future` with this chain as the task-local chain.
     pub(crate) async fn scope<F: std::future::Future>(self, future: F) -> F::Output {
         CHAIN.scope(self, future).await

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
 use tracing::Instrument;
 
-use crate::call::{Access, Outcome};
+use crate::call::{Access, Outcome, Run};
 use crate::codec;
 use crate::context::Context;
 use crate::error::Error;
@@ -384,7 +384,13 @@ impl<O: DurableObject> Instance<O> {
                     handler = call.handler()
                 );
                 let handler = call.handler();
-                let outcome = self.handle_call(call).instrument(span).await;
+                // A disabled span still costs an enter, an exit and a drop per poll (and a
+                // `log` check each, as sqlx turns on tracing's `log` feature): skip it.
+                let outcome = if span.is_disabled() {
+                    self.handle_call(call).await
+                } else {
+                    self.handle_call(call).instrument(span).await
+                };
                 Some((handler, outcome))
             }
             Envelope::Delete(reply) => {
@@ -435,7 +441,11 @@ impl<O: DurableObject> Instance<O> {
             unreachable!("activate leaves the slot active");
         };
         let limit = self.entry.settings.call_timeout;
-        let Some(outcome) = call.run(state, &self.ctx, chain, limit).await else {
+        let outcome = match call.run(state, &self.ctx, chain, limit) {
+            Run::Finished(outcome) => Some(outcome),
+            Run::Running(future) => future.await,
+        };
+        let Some(outcome) = outcome else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
             // cannot be trusted, so the activation goes, once the writes of the calls before
             // it (which carry their own encoded state) are committed.

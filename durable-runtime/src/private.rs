@@ -14,7 +14,8 @@ pub use crate::runtime::Runtime;
 
 use crate::object;
 
-/// Sends one call to `(O, id)` and waits for its reply; the body of every generated client.
+/// Sends one call of an `async` handler to `(O, id)` and waits for its reply; the body of
+/// the generated client of every `async` handler.
 pub async fn call<O, R, E, F>(
     runtime: &Runtime,
     id: &str,
@@ -28,7 +29,27 @@ where
     R: Send + 'static,
     E: Send + 'static,
 {
-    crate::call::call::<O, R, E, F>(runtime, id, access, handler, run).await
+    let body = crate::call::AsyncBody(run);
+    crate::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
+}
+
+/// Sends one call of a synchronous handler to `(O, id)` and waits for its reply: the handler
+/// runs without a future of its own.
+pub async fn call_sync<O, R, E, F>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    run: F,
+) -> Result<R, Error<E>>
+where
+    O: DurableObject,
+    F: FnOnce(&mut O, &Context) -> Result<R, E> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    let body = crate::call::SyncBody(run);
+    crate::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
 }
 
 /// A state field's type must have a default unless `#[field(default = ..)]` gives one.

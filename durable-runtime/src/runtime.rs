@@ -14,9 +14,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
-use crate::call::{Access, call};
+use crate::call::{Access, SyncBody, call};
 use crate::clock::Clock;
 use crate::committer::Committer;
+use crate::context::Context;
 use crate::error::Error;
 use crate::events::Event;
 use crate::instance::Settings;
@@ -304,10 +305,10 @@ impl Runtime {
             id,
             Access::Write,
             "schedule_alarm",
-            move |_: &mut O, ctx| {
+            SyncBody(move |_: &mut O, ctx: &Context| {
                 ctx.schedule_alarm(alarm, when);
-                Box::pin(std::future::ready(Ok(())))
-            },
+                Ok(())
+            }),
         )
         .await
     }
@@ -324,10 +325,10 @@ impl Runtime {
             id,
             Access::Write,
             "cancel_alarm",
-            move |_: &mut O, ctx| {
+            SyncBody(move |_: &mut O, ctx: &Context| {
                 ctx.cancel_alarm(alarm);
-                Box::pin(std::future::ready(Ok(())))
-            },
+                Ok(())
+            }),
         )
         .await
     }
@@ -339,10 +340,10 @@ impl Runtime {
             id,
             Access::Write,
             "cancel_all_alarms",
-            move |_: &mut O, ctx| {
+            SyncBody(move |_: &mut O, ctx: &Context| {
                 ctx.cancel_all_alarms();
-                Box::pin(std::future::ready(Ok(())))
-            },
+                Ok(())
+            }),
         )
         .await
     }

@@ -23,8 +23,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::alarms::AlarmSettings;
-use crate::call::{Access, call};
+use crate::call::{Access, AsyncBody, SyncBody, call};
 use crate::claims::{Claims, Hold};
+use crate::context::Context;
 use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
@@ -106,7 +107,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
                 id,
                 Access::Read,
                 "activate",
-                |_: &mut O, _| Box::pin(std::future::ready(Ok(()))),
+                SyncBody(|_: &mut O, _: &Context| Ok(())),
             )
             .await;
             // The alarm's own call reports any failure.
@@ -128,7 +129,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
             id,
             Access::Write,
             "alarm",
-            move |state: &mut O, ctx| {
+            AsyncBody::new(move |state: &mut O, ctx| {
                 match removal {
                     Removal::Unconditional => ctx.remove_alarm(name.clone()),
                     Removal::Claimed(claimed_at) => {
@@ -154,7 +155,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
                         Box::pin(std::future::ready(Err(message.into())))
                     }
                 }
-            },
+            }),
         ))
     }
 }

@@ -55,6 +55,14 @@ impl Counter {
         panic!("boom after adding {by}");
     }
 
+    /// Panics after an await: the `async` path catches it as the synchronous one does.
+    #[handler]
+    async fn handle_add_then_panic_later(&mut self, by: i64) -> i64 {
+        self.count += by;
+        tokio::task::yield_now().await;
+        panic!("boom later after adding {by}");
+    }
+
     #[handler]
     fn handle_touch(&mut self) {}
 
@@ -204,14 +212,23 @@ async fn panicking_handler_rolls_back_and_the_object_keeps_serving(store: Arc<dy
     let (rt, store) = faulty(store);
     Counter::increment(&rt, "a", 1).await.unwrap();
     let commits = store.commits();
-    for _ in 0..3 {
-        let err = Counter::add_then_panic(&rt, "a", 100).await.unwrap_err();
+    for round in 0..4 {
+        // Synchronous and `async` handlers take different paths through the object's task.
+        let (err, expected_handler, expected_message) = if round % 2 == 0 {
+            let err = Counter::add_then_panic(&rt, "a", 100).await.unwrap_err();
+            (err, "add_then_panic", "boom after adding 100")
+        } else {
+            let err = Counter::add_then_panic_later(&rt, "a", 100)
+                .await
+                .unwrap_err();
+            (err, "add_then_panic_later", "boom later after adding 100")
+        };
         match &err {
             Error::Panicked {
                 handler, message, ..
             } => {
-                assert_eq!(*handler, "add_then_panic");
-                assert!(message.contains("boom after adding 100"), "{message}");
+                assert_eq!(*handler, expected_handler);
+                assert!(message.contains(expected_message), "{message}");
             }
             other => panic!("expected a panic error, got {other:?}"),
         }

@@ -235,13 +235,22 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         };
         // Spanned at the object type: without the struct half, "not a durable object" is
         // reported there, once for all clients.
+        // A synchronous handler runs without a future: no allocation, no poll.
+        let (call, body) = if *is_async {
+            (
+                quote!(call),
+                quote!(move |__this, __ctx| ::std::boxed::Box::pin(async move { #reply })),
+            )
+        } else {
+            (quote!(call_sync), quote!(move |__this, __ctx| #reply))
+        };
         quote_spanned! {set.self_ty.span()=>
-            #private::call::<Self, _, #error, _>(
+            #private::#call::<Self, _, #error, _>(
                 __rt,
                 ::core::convert::AsRef::<::core::primitive::str>::as_ref(&__id),
                 #access,
                 #name,
-                move |__this, __ctx| ::std::boxed::Box::pin(async move { #reply }),
+                #body,
             )
             .await
         }
