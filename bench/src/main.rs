@@ -3,14 +3,16 @@
 //!
 //! ```text
 //! cargo run --release -p durable-bench -- <scenario|all> [--backend memory|sqlite|sqlite-normal|postgres]
-//!                                         [--secs N] [--runs N] [--page-size N] [--smoke]
+//!                                         [--secs N] [--runs N] [--page-size N] [--workers N]
+//!                                         [--smoke]
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
 //! `read`, `cold`, `memory`, `alarms`. Each prints one JSON line; a table follows at the end.
 //! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
 //! `--page-size` sets the page size of the SQLite databases, the store's and the baselines'
-//! alike (default: the store's default).
+//! alike (default: the store's default). `--workers` sets the tokio worker threads (default: one
+//! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
 mod baseline;
 mod objects;
@@ -73,6 +75,8 @@ pub(crate) struct Settings {
     pub(crate) runs: usize,
     /// The page size of SQLite databases, in bytes.
     pub(crate) page_size: u32,
+    /// Tokio worker threads.
+    pub(crate) workers: usize,
     /// Small sizes and short runs.
     pub(crate) smoke: bool,
 }
@@ -109,6 +113,7 @@ fn parse_args() -> Result<Settings, String> {
         secs: Duration::from_secs(5),
         runs: 3,
         page_size: durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE,
+        workers: std::thread::available_parallelism().map_or(1, usize::from),
         smoke: false,
     };
     while let Some(arg) = args.next() {
@@ -122,6 +127,12 @@ fn parse_args() -> Result<Settings, String> {
                 settings.page_size = value(&mut args, "--page-size")?;
                 if !durable_sqlx::SqliteStoreBuilder::is_valid_page_size(settings.page_size) {
                     return Err("--page-size: a power of two from 512 to 65536".to_owned());
+                }
+            }
+            "--workers" => {
+                settings.workers = value(&mut args, "--workers")?;
+                if settings.workers == 0 {
+                    return Err("--workers: at least 1".to_owned());
                 }
             }
             "--smoke" => settings.smoke = true,
@@ -140,8 +151,7 @@ fn parse_args() -> Result<Settings, String> {
     Ok(settings)
 }
 
-#[tokio::main(worker_threads = 2)]
-async fn main() {
+fn main() {
     let settings = match parse_args() {
         Ok(settings) => settings,
         Err(message) => {
@@ -149,6 +159,20 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.workers)
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run(settings)),
+        Err(error) => {
+            eprintln!("durable-bench: cannot start the tokio runtime: {error}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(settings: Settings) {
     let mut results = Vec::new();
     for scenario in &settings.scenarios {
         match scenarios::run(scenario, &settings).await {

@@ -46,6 +46,9 @@ pub(crate) trait Invocation<O>: Send + 'static {
     /// The objects the call came through (empty for a call from outside any handler).
     fn chain(&self) -> &Chain;
 
+    /// Whether [`run`](Invocation::run) always finishes at once (a synchronous handler).
+    fn runs_in_place(&self) -> bool;
+
     /// Runs the handler once, with `chain` as the task-local call chain and cut off after
     /// `limit` (`None` if it was cut off). Its result is kept in the invocation until
     /// [`reply`] sends it, so that the reply can wait for the commit. A panic is caught and
@@ -81,6 +84,9 @@ pub(crate) enum Run<'a> {
 
 /// The body of a handler call, as generated clients pass it.
 pub(crate) trait Body<O, R, E>: Send + 'static {
+    /// Whether the body runs to its end in [`start`](Body::start) (a synchronous handler).
+    const IN_PLACE: bool;
+
     /// Starts the body: a synchronous one runs to its end with `chain` as the task-local call
     /// chain, its panic caught; an `async` one returns its future, to be polled in `chain`.
     fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E>;
@@ -101,6 +107,8 @@ impl<O, R, E, F> Body<O, R, E> for SyncBody<F>
 where
     F: FnOnce(&mut O, &Context) -> Result<R, E> + Send + 'static,
 {
+    const IN_PLACE: bool = true;
+
     fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E> {
         let Self(run) = self;
         Started::Done(chain.sync_scope(|| catch_unwind(AssertUnwindSafe(|| run(state, ctx)))))
@@ -124,6 +132,8 @@ impl<O, R, E, F> Body<O, R, E> for AsyncBody<F>
 where
     F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
 {
+    const IN_PLACE: bool = false;
+
     fn start<'a>(self, state: &'a mut O, ctx: &'a Context, chain: Chain) -> Started<'a, R, E> {
         let Self(run) = self;
         match catch_unwind(AssertUnwindSafe(|| run(state, ctx))) {
@@ -160,6 +170,10 @@ where
 
     fn chain(&self) -> &Chain {
         &self.chain
+    }
+
+    fn runs_in_place(&self) -> bool {
+        B::IN_PLACE
     }
 
     fn run<'a>(

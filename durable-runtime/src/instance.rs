@@ -158,11 +158,17 @@ impl<O: DurableObject> Instance<O> {
             loop {
                 match self.next_wake(idle.as_mut()).await {
                     Wake::Envelope(envelope) => {
-                        // Boxed: a running envelope's state would otherwise be part of every
-                        // idle task's size. One allocation per envelope buys that space back.
                         let started = Instant::now();
-                        let handle = Box::pin(self.handle(envelope));
-                        let call = handle.await;
+                        let call = match self.handle_in_place(envelope) {
+                            Ok(call) => Some(call),
+                            Err(envelope) => {
+                                // Boxed: a running envelope's state would otherwise be part
+                                // of every idle task's size. One allocation per envelope that
+                                // waits buys that space back.
+                                let handle = Box::pin(self.handle(envelope));
+                                handle.await
+                            }
+                        };
                         let now = Instant::now();
                         if let Some((handler, outcome)) = call {
                             self.entry
@@ -430,18 +436,7 @@ impl<O: DurableObject> Instance<O> {
             call.fail(error);
             return "activation_failed";
         }
-        let access = call.access();
-        self.ctx.set_writable(access == Access::Write);
-        let chain = if call.chain().is_empty() {
-            self.ctx.own_chain()
-        } else {
-            call.chain().push(self.key().clone())
-        };
-        let Slot::Active { state, .. } = &mut self.slot else {
-            unreachable!("activate leaves the slot active");
-        };
-        let limit = self.entry.settings.call_timeout;
-        let outcome = match call.run(state, &self.ctx, chain, limit) {
+        let outcome = match self.run_call(&mut call) {
             Run::Finished(outcome) => Some(outcome),
             Run::Running(future) => future.await,
         };
@@ -457,6 +452,54 @@ impl<O: DurableObject> Instance<O> {
             call.fail(Error::Timeout { key, handler });
             return "timeout";
         };
+        self.settle_call(call, outcome)
+    }
+
+    /// Handles a call of a synchronous handler to an active object without a future: nothing
+    /// in it waits. Returns the envelope if it needs [`handle`](Self::handle).
+    fn handle_in_place(
+        &mut self,
+        envelope: Envelope<O>,
+    ) -> Result<(&'static str, &'static str), Envelope<O>> {
+        let mut call = match envelope {
+            Envelope::Call(call)
+                if call.runs_in_place() && matches!(self.slot, Slot::Active { .. }) =>
+            {
+                call
+            }
+            other => return Err(other),
+        };
+        let handler = call.handler();
+        let span = tracing::debug_span!("durable.call", object_type = O::TYPE_NAME, handler);
+        let _entered = span.enter();
+        let Run::Finished(outcome) = self.run_call(&mut call) else {
+            unreachable!("a call that runs in place finishes at once");
+        };
+        Ok((handler, self.settle_call(call, outcome)))
+    }
+
+    /// Starts the handler of `call` on the active state.
+    fn run_call<'a>(&'a mut self, call: &'a mut Box<dyn crate::call::Invocation<O>>) -> Run<'a> {
+        self.ctx.set_writable(call.access() == Access::Write);
+        let chain = if call.chain().is_empty() {
+            self.ctx.own_chain()
+        } else {
+            call.chain().push(self.key().clone())
+        };
+        let Slot::Active { state, .. } = &mut self.slot else {
+            unreachable!("calls run on an active slot");
+        };
+        call.run(state, &self.ctx, chain, self.entry.settings.call_timeout)
+    }
+
+    /// Stages the write of a finished call, or rolls it back, and hands its reply to the gate;
+    /// returns its outcome label.
+    fn settle_call(
+        &mut self,
+        call: Box<dyn crate::call::Invocation<O>>,
+        outcome: Outcome,
+    ) -> &'static str {
+        let access = call.access();
         match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.take_alarm_changes();
@@ -481,6 +524,7 @@ impl<O: DurableObject> Instance<O> {
             Outcome::Panicked(message) => {
                 self.rollback(access);
                 let key = self.key().clone();
+                let handler = call.handler();
                 let error = Error::Panicked {
                     key,
                     handler,
