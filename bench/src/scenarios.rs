@@ -353,6 +353,7 @@ async fn cold(settings: &Settings) -> Result<Vec<Figure>, String> {
             .runs
             .push(count as f64 / started.elapsed().as_secs_f64());
         rt.shutdown().await;
+        opened.close().await;
     }
     figure.peak_rss_mib = peak_rss_mib();
     Ok(vec![figure])
