@@ -20,17 +20,20 @@ pub(crate) enum RawPool {
 const STATE: &str = r#"{"count":1}"#;
 
 impl RawPool {
-    /// Opens a SQLite file with WAL, the given synchronous mode and page size.
+    /// Opens a SQLite file with WAL, the given synchronous mode, page size and WAL size at
+    /// which a commit checkpoints.
     pub(crate) async fn sqlite(
         path: &std::path::Path,
         full: bool,
         page_size: u32,
+        wal_autocheckpoint: u32,
     ) -> Result<Self, String> {
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .map_err(|e| e.to_string())?
             .create_if_missing(true)
             // The durable store's page size, so that both write the same pages.
             .page_size(page_size)
+            .pragma("wal_autocheckpoint", wal_autocheckpoint.to_string())
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(if full {
                 SqliteSynchronous::Full

@@ -3,15 +3,16 @@
 //!
 //! ```text
 //! cargo run --release -p durable-bench -- <scenario|all> [--backend memory|sqlite|sqlite-normal|postgres]
-//!                                         [--secs N] [--runs N] [--page-size N] [--workers N]
-//!                                         [--smoke]
+//!                                         [--secs N] [--runs N] [--page-size N]
+//!                                         [--wal-autocheckpoint N] [--workers N] [--smoke]
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
 //! `read`, `cold`, `memory`, `alarms`. Each prints one JSON line; a table follows at the end.
 //! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
 //! `--page-size` sets the page size of the SQLite databases, the store's and the baselines'
-//! alike (default: the store's default). `--workers` sets the tokio worker threads (default: one
+//! alike (default: the store's default); `--wal-autocheckpoint` the WAL size, in pages, at which
+//! their commits checkpoint (default: the store's default). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
 mod baseline;
@@ -75,6 +76,8 @@ pub(crate) struct Settings {
     pub(crate) runs: usize,
     /// The page size of SQLite databases, in bytes.
     pub(crate) page_size: u32,
+    /// The WAL size, in pages, at which SQLite commits checkpoint.
+    pub(crate) wal_autocheckpoint: u32,
     /// Tokio worker threads.
     pub(crate) workers: usize,
     /// Small sizes and short runs.
@@ -113,6 +116,7 @@ fn parse_args() -> Result<Settings, String> {
         secs: Duration::from_secs(5),
         runs: 3,
         page_size: durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE,
+        wal_autocheckpoint: durable_sqlx::SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT,
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         smoke: false,
     };
@@ -128,6 +132,9 @@ fn parse_args() -> Result<Settings, String> {
                 if !durable_sqlx::SqliteStoreBuilder::is_valid_page_size(settings.page_size) {
                     return Err("--page-size: a power of two from 512 to 65536".to_owned());
                 }
+            }
+            "--wal-autocheckpoint" => {
+                settings.wal_autocheckpoint = value(&mut args, "--wal-autocheckpoint")?
             }
             "--workers" => {
                 settings.workers = value(&mut args, "--workers")?;

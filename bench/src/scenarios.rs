@@ -53,6 +53,7 @@ async fn open(settings: &Settings) -> Result<Opened, String> {
             let store = durable_sqlx::SqliteStore::builder(dir.path().join("bench.db"))
                 .synchronous(synchronous)
                 .page_size(settings.page_size)
+                .wal_autocheckpoint(settings.wal_autocheckpoint)
                 .open()
                 .await
                 .map_err(|e| e.to_string())?;
@@ -145,6 +146,7 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
                     &dir.path().join("raw.db"),
                     backend == BackendKind::Sqlite,
                     settings.page_size,
+                    settings.wal_autocheckpoint,
                 )
                 .await?
             }

@@ -464,6 +464,63 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
     assert_eq!(stored.state, b"{\"n\":1}");
 }
 
+/// The WAL size, in pages, at which a connection of `pool` checkpoints.
+async fn autocheckpoint(pool: &SqlitePool) -> i64 {
+    sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Frames in the WAL right now (a passive checkpoint reports them; it copies what it can but
+/// does not restart the WAL).
+async fn wal_frames(pool: &SqlitePool) -> i64 {
+    let (_busy, frames, _copied): (i64, i64, i64) =
+        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    frames
+}
+
+#[tokio::test]
+async fn the_wal_is_checkpointed_at_the_configured_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = SqliteStore::open(dir.path().join("default.db"))
+        .await
+        .unwrap();
+    assert_eq!(
+        autocheckpoint(default.pool()).await,
+        i64::from(SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT)
+    );
+    assert_eq!(SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT, 4096);
+
+    // 200 commits of one new object each, on a store that checkpoints every 16 pages and on one
+    // that never does: the first WAL stays short, the second holds every commit.
+    let mut frames = Vec::new();
+    for (name, pages) in [("short.db", 16), ("unbounded.db", 0)] {
+        let store = SqliteStore::builder(dir.path().join(name))
+            .wal_autocheckpoint(pages)
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(autocheckpoint(store.pool()).await, i64::from(pages));
+        for i in 0..200 {
+            let key = ObjectKey::new("Counter", format!("c{i}"));
+            store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+        }
+        frames.push(wal_frames(store.pool()).await);
+        // Every commit is readable either way.
+        let key = ObjectKey::new("Counter", "c199");
+        assert!(store.load(&key).await.unwrap().is_some());
+    }
+    let [short, unbounded] = frames[..] else {
+        unreachable!("two stores")
+    };
+    assert!(short < 64, "checkpointed every 16 pages: {short} frames");
+    assert!(unbounded >= 200, "never checkpointed: {unbounded} frames");
+}
+
 #[tokio::test]
 async fn invalid_page_sizes_are_rejected() {
     let dir = tempfile::tempdir().unwrap();

