@@ -384,19 +384,11 @@ impl<O: DurableObject> Instance<O> {
     async fn handle(&mut self, envelope: Envelope<O>) -> Option<(&'static str, &'static str)> {
         match envelope {
             Envelope::Call(call) => {
-                let span = tracing::debug_span!(
-                    "durable.call",
-                    object_type = O::TYPE_NAME,
-                    handler = call.handler()
-                );
                 let handler = call.handler();
-                // A disabled span still costs an enter, an exit and a drop per poll (and a
-                // `log` check each, as sqlx turns on tracing's `log` feature): skip it.
-                let outcome = if span.is_disabled() {
-                    self.handle_call(call).await
-                } else {
-                    self.handle_call(call).instrument(span).await
-                };
+                let outcome = self
+                    .handle_call(call)
+                    .instrument(call_span::<O>(handler))
+                    .await;
                 Some((handler, outcome))
             }
             Envelope::Delete(reply) => {
@@ -470,8 +462,7 @@ impl<O: DurableObject> Instance<O> {
             other => return Err(other),
         };
         let handler = call.handler();
-        let span = tracing::debug_span!("durable.call", object_type = O::TYPE_NAME, handler);
-        let _entered = span.enter();
+        let _entered = call_span::<O>(handler).entered();
         let Run::Finished(outcome) = self.run_call(&mut call) else {
             unreachable!("a call that runs in place finishes at once");
         };
@@ -763,6 +754,11 @@ impl<O: DurableObject> Instance<O> {
             message,
         })
     }
+}
+
+/// The span of one call, from the moment the object takes it to its reply.
+fn call_span<O: DurableObject>(handler: &'static str) -> tracing::Span {
+    tracing::debug_span!("durable.call", object_type = O::TYPE_NAME, handler)
 }
 
 /// The outcome of the gate's in-flight write; pending forever when none is in flight.

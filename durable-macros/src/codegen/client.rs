@@ -233,8 +233,6 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
                 quote!(::core::convert::Infallible),
             ),
         };
-        // Spanned at the object type: without the struct half, "not a durable object" is
-        // reported there, once for all clients.
         // A synchronous handler runs without a future: no allocation, no poll.
         let (call, body) = if *is_async {
             (
@@ -244,6 +242,8 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         } else {
             (quote!(call_sync), quote!(move |__this, __ctx| #reply))
         };
+        // Spanned at the object type: without the struct half, "not a durable object" is
+        // reported there, once for all clients.
         quote_spanned! {set.self_ty.span()=>
             #private::#call::<Self, _, #error, _>(
                 __rt,
