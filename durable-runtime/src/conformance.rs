@@ -149,6 +149,7 @@ macro_rules! __conformance_cases {
             { $($args)* }
             load_missing
             insert_then_load
+            load_many_in_key_order
             update_with_expected_version
             stale_version_conflicts
             insert_over_existing_conflicts
@@ -394,6 +395,57 @@ pub async fn insert_then_load<S: Storage + ?Sized>(store: &S) {
     // Same id, other type: a different object.
     let other = ObjectKey::new("conformance.insert_then_load.other", "a");
     assert_eq!(load(store, &other).await, None, "types must not share ids");
+}
+
+/// A batched load answers every key in the order given: what [`Storage::load`] would return
+/// for each, repeats and unknown keys included.
+pub async fn load_many_in_key_order<S: Storage + ?Sized>(store: &S) {
+    let loaded = store.load_many(&[]).await.expect("an empty batched load");
+    assert!(loaded.is_empty(), "no keys, no results: {loaded:?}");
+    let a = key("load_many_in_key_order", "a");
+    let b = key("load_many_in_key_order", "b/\u{e9} 'quoted'");
+    let missing = key("load_many_in_key_order", "missing");
+    let other_type = ObjectKey::new("conformance.load_many_in_key_order.other", "a");
+    let (state_a, state_b) = (
+        json(serde_json::json!({"n": 1})),
+        json(serde_json::json!({"n": 2})),
+    );
+    commit_ok(store, &[insert(&a, &state_a), insert(&b, &state_b)]).await;
+    commit_ok(store, &[update(&b, 1, &state_b)]).await;
+    let keys = [b.clone(), missing, a.clone(), other_type, b.clone()];
+    let loaded = store.load_many(&keys).await.expect("a batched load");
+    let stored_a = Some(StoredObject {
+        state: state_a,
+        version: 1,
+    });
+    let stored_b = Some(StoredObject {
+        state: state_b,
+        version: 2,
+    });
+    assert_eq!(
+        loaded,
+        vec![stored_b.clone(), None, stored_a, None, stored_b],
+        "one result per key, in key order"
+    );
+    // More keys than any one claim of alarms, every other one stored.
+    let many: Vec<ObjectKey> = (0..1200)
+        .map(|i| key("load_many_in_key_order", &format!("many-{i}")))
+        .collect();
+    let writes: Vec<ObjectWrite> = many
+        .iter()
+        .step_by(2)
+        .map(|k| insert(k, &json(serde_json::json!({ "id": k.object_id }))))
+        .collect();
+    commit_ok(store, &writes).await;
+    let loaded = store.load_many(&many).await.expect("a large batched load");
+    assert_eq!(loaded.len(), many.len());
+    for (i, (k, stored)) in many.iter().zip(&loaded).enumerate() {
+        let expected = (i % 2 == 0).then(|| StoredObject {
+            state: json(serde_json::json!({ "id": k.object_id })),
+            version: 1,
+        });
+        assert_eq!(stored, &expected, "key {k}");
+    }
 }
 
 /// Each write naming the current version replaces the state and advances the version by one.

@@ -24,7 +24,7 @@ use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
-use crate::storage::{CommitError, ObjectKey, ObjectWrite};
+use crate::storage::{CommitError, ObjectKey, ObjectWrite, StoredObject};
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -65,6 +65,20 @@ enum Slot<O> {
     /// Woken from dormancy (or hibernated while the object could not go dormant): the
     /// committed bytes wake it without a storage read.
     Hibernated { committed: Vec<u8>, version: u64 },
+    /// Started with what storage held, read together with other objects' (the alarm
+    /// scheduler reads the objects of a claimed batch at once): the first call loads from
+    /// it without a storage read of its own.
+    Fetched(Option<StoredObject>),
+}
+
+/// What a new instance starts from.
+pub(crate) enum Origin {
+    /// Nothing yet: the first call loads from storage.
+    Storage,
+    /// The dormant record of a hibernated object.
+    Dormant(Dormant),
+    /// What storage held when it was read on the instance's behalf.
+    Fetched(Option<StoredObject>),
 }
 
 pub(crate) struct Instance<O: DurableObject> {
@@ -111,14 +125,15 @@ impl<O: DurableObject> Instance<O> {
         entry: Arc<TypeEntry<O>>,
         key: ObjectKey,
         inbox: Arc<Inbox<O>>,
-        woken: Option<Dormant>,
+        origin: Origin,
     ) -> Self {
-        let slot = match woken {
-            Some(dormant) => Slot::Hibernated {
+        let slot = match origin {
+            Origin::Storage => Slot::Unloaded,
+            Origin::Dormant(dormant) => Slot::Hibernated {
                 committed: dormant.committed().to_vec(),
                 version: dormant.version(),
             },
-            None => Slot::Unloaded,
+            Origin::Fetched(stored) => Slot::Fetched(stored),
         };
         Self {
             entry,
@@ -549,18 +564,26 @@ impl<O: DurableObject> Instance<O> {
             }
             // Boxed: a cold path, kept out of every live task's size.
             Slot::Unloaded => {
-                let load = Box::pin(self.activate_from_storage());
+                let load = Box::pin(self.activate_from_storage(None));
+                load.await
+            }
+            Slot::Fetched(stored) => {
+                let load = Box::pin(self.activate_from_storage(Some(stored)));
                 load.await
             }
         }
     }
 
-    /// Loads the state from storage, retrying a lost creation race.
-    async fn activate_from_storage(&mut self) -> Result<(), Error> {
+    /// Loads the state, from `fetched` if it was read already, else from storage; a lost
+    /// creation race is retried with a fresh read.
+    async fn activate_from_storage(
+        &mut self,
+        mut fetched: Option<Option<StoredObject>>,
+    ) -> Result<(), Error> {
         let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
         let mut attempt = 1;
         loop {
-            match self.load().instrument(span.clone()).await {
+            match self.load(fetched.take()).instrument(span.clone()).await {
                 Err(Error::Conflict { .. }) if attempt < ACTIVATION_ATTEMPTS => {
                     attempt += 1;
                 }
@@ -579,18 +602,22 @@ impl<O: DurableObject> Instance<O> {
         }
     }
 
-    /// Loads (or creates) the state, runs the after-load hook and commits what it changed.
-    async fn load(&mut self) -> Result<(), Error> {
+    /// Loads (or creates) the state, from `fetched` if it was read already, runs the
+    /// after-load hook and commits what it changed.
+    async fn load(&mut self, fetched: Option<Option<StoredObject>>) -> Result<(), Error> {
         let key = self.key().clone();
-        let stored = self
-            .runtime()
-            .storage()
-            .load(&key)
-            .await
-            .map_err(|source| Error::Storage {
-                key: key.clone(),
-                source,
-            })?;
+        let stored = match fetched {
+            Some(stored) => stored,
+            None => self
+                .runtime()
+                .storage()
+                .load(&key)
+                .await
+                .map_err(|source| Error::Storage {
+                    key: key.clone(),
+                    source,
+                })?,
+        };
         let (mut state, before, version) = match stored {
             Some(stored) => {
                 let state: O = self.decode(&stored.state)?;

@@ -71,6 +71,10 @@ pub mod testing;
 #[path = "private.rs"]
 pub mod __private;
 
+// Generated code names the crate by its path; unit tests declare objects inside it.
+#[cfg(test)]
+extern crate self as durable_runtime;
+
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use call::Access;
 pub use context::Context;

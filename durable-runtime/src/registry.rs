@@ -26,11 +26,11 @@ use tokio_util::sync::CancellationToken;
 use crate::call::Invocation;
 use crate::error::Error;
 use crate::events::Event;
-use crate::instance::{Instance, Settings};
+use crate::instance::{Instance, Origin, Settings};
 use crate::metrics;
 use crate::object::DurableObject;
 use crate::runtime::{Runtime, Shared};
-use crate::storage::ObjectKey;
+use crate::storage::{ObjectKey, StoredObject};
 
 /// What travels through an object's mailbox.
 pub(crate) enum Envelope<O> {
@@ -302,6 +302,9 @@ pub(crate) struct TypeEntry<O> {
     /// Wakes the sweeper when an earlier expiry is queued.
     expiries_changed: Notify,
     sweeper_started: AtomicBool,
+    /// How many entries left the map. State read from storage while this did not move is
+    /// still the latest: an object's state only changes in storage while it is registered.
+    removals: AtomicU64,
     pub(crate) settings: Settings,
     pub(crate) call_metrics: crate::metrics::CallMetrics,
 }
@@ -313,6 +316,7 @@ impl<O: DurableObject> TypeEntry<O> {
             expiries: Mutex::new(BinaryHeap::new()),
             expiries_changed: Notify::new(),
             sweeper_started: AtomicBool::new(false),
+            removals: AtomicU64::new(0),
             settings,
             call_metrics: crate::metrics::CallMetrics::new(O::TYPE_NAME),
         }
@@ -344,7 +348,8 @@ impl<O: DurableObject> TypeEntry<O> {
                 MapEntry::Vacant(vacant) if reserved && !runtime.is_closing() => {
                     // The closing flag is read under the entry's lock: a runtime shutdown
                     // that did not see this entry set it before, so none is missed.
-                    let entry = vacant.insert(Entry::Live(self.start(runtime, id)));
+                    let entry =
+                        vacant.insert(Entry::Live(self.start(runtime, id, Origin::Storage)));
                     let Entry::Live(mailbox) = &*entry else {
                         unreachable!("just inserted");
                     };
@@ -394,7 +399,7 @@ impl<O: DurableObject> TypeEntry<O> {
             }
             let entry = occupied.get_mut();
             if ended {
-                *entry = Entry::Live(self.start(runtime, id));
+                *entry = Entry::Live(self.start(runtime, id, Origin::Storage));
                 reserved = false;
             } else if let Entry::Dormant(_) = entry {
                 // A dormant object keeps the slot it holds.
@@ -433,12 +438,58 @@ impl<O: DurableObject> TypeEntry<O> {
         });
     }
 
-    /// Starts an instance that loads the object from storage.
-    fn start(self: &Arc<Self>, runtime: &Runtime, id: &str) -> Mailbox<O> {
+    /// Starts an instance that loads the object from storage (or from `fetched`, what was
+    /// read from it on the object's behalf).
+    fn start(self: &Arc<Self>, runtime: &Runtime, id: &str, origin: Origin) -> Mailbox<O> {
         let inbox = Arc::new(Inbox::new(Residency::Unloaded));
-        self.spawn(runtime, id, Arc::clone(&inbox), None);
+        self.spawn(runtime, id, Arc::clone(&inbox), origin);
         metrics::live_objects(O::TYPE_NAME, 1.0);
         Mailbox { inbox }
+    }
+
+    /// A count to pass to [`start_fetched`](Self::start_fetched), read before the object's
+    /// state is; `None` if the object is registered (its instance has what it needs).
+    pub(crate) fn fetch_epoch(&self, id: &str) -> Option<u64> {
+        let epoch = self.removals.load(Ordering::Acquire);
+        (!self.objects.contains_key(id)).then_some(epoch)
+    }
+
+    /// Starts the object `id` from `stored`, what storage held when it was read after
+    /// [`fetch_epoch`](Self::fetch_epoch) returned `epoch`. Nothing happens if the object
+    /// was started meanwhile, or if any object of the type left the registry since (it may
+    /// have committed after the read), or if there is no room: the object then loads on its
+    /// own when it is called. Returns whether it started.
+    pub(crate) fn start_fetched(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        id: &str,
+        stored: Option<StoredObject>,
+        epoch: u64,
+    ) -> bool {
+        let current = || self.removals.load(Ordering::Acquire) == epoch && !runtime.is_closing();
+        if !current() || self.objects.contains_key(id) || !runtime.reserve_live_slot() {
+            return false;
+        }
+        // Checked again under the entry's lock: making room may have evicted an object.
+        match self.objects.entry(id.into()) {
+            MapEntry::Vacant(vacant) if current() => {
+                vacant.insert(Entry::Live(self.start(
+                    runtime,
+                    id,
+                    Origin::Fetched(stored),
+                )));
+                true
+            }
+            _ => {
+                runtime.release_live_slot();
+                false
+            }
+        }
+    }
+
+    /// An entry left the map.
+    fn removed(&self) {
+        self.removals.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Turns the dormant `entry` live: a task starts from its encoded state.
@@ -448,23 +499,17 @@ impl<O: DurableObject> TypeEntry<O> {
             inbox: Arc::clone(&inbox),
         };
         if let Entry::Dormant(dormant) = std::mem::replace(entry, Entry::Live(mailbox)) {
-            self.spawn(runtime, id, inbox, Some(dormant));
+            self.spawn(runtime, id, inbox, Origin::Dormant(dormant));
         }
     }
 
-    fn spawn(
-        self: &Arc<Self>,
-        runtime: &Runtime,
-        id: &str,
-        inbox: Arc<Inbox<O>>,
-        dormant: Option<Dormant>,
-    ) {
+    fn spawn(self: &Arc<Self>, runtime: &Runtime, id: &str, inbox: Arc<Inbox<O>>, origin: Origin) {
         let instance = Instance::new(
             runtime.clone(),
             Arc::clone(self),
             ObjectKey::new(O::TYPE_NAME, id),
             inbox,
-            dormant,
+            origin,
         );
         runtime.spawn_task(instance.run());
     }
@@ -480,9 +525,14 @@ impl<O: DurableObject> TypeEntry<O> {
     /// Removes the object's entry if it still holds `inbox` and that inbox is empty while the
     /// entry is locked. Returns whether it was removed.
     pub(crate) fn deregister(&self, id: &str, inbox: &Arc<Inbox<O>>) -> bool {
-        self.objects
+        let removed = self
+            .objects
             .remove_if(id, |_, entry| holds(entry, inbox) && inbox.is_empty())
-            .is_some()
+            .is_some();
+        if removed {
+            self.removed();
+        }
+        removed
     }
 
     /// Replaces the object's entry by the dormant record `dormant()` if it still holds `inbox`,
@@ -544,6 +594,7 @@ impl<O: DurableObject> TypeEntry<O> {
             matches!(entry, Entry::Dormant(dormant) if dormant.idle_since().saturating_add(after) <= at)
         });
         if removed.is_some() {
+            self.removed();
             self.forget(runtime, id, true);
         }
     }
@@ -650,6 +701,9 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
             Entry::Live(mailbox) => mailbox.inbox.is_idle(),
             Entry::Dormant(_) => true,
         });
+        if removed.is_some() {
+            self.removed();
+        }
         match removed {
             Some((_, Entry::Dormant(_))) => {
                 self.forget(runtime, id, true);
@@ -667,9 +721,72 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                 true
             }
             Entry::Dormant(_) => {
+                self.removed();
                 self.forget(runtime, id, false);
                 false
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::storage::StoredObject;
+    use crate::{MemoryStorage, ObjectOptions, Runtime, durable_object};
+
+    #[durable_object]
+    struct Probe {
+        n: u32,
+    }
+
+    #[durable_object]
+    impl Probe {
+        #[handler]
+        fn handle_n(&self) -> u32 {
+            self.n
+        }
+    }
+
+    fn stored(n: u32) -> Option<StoredObject> {
+        Some(StoredObject {
+            state: format!(r#"{{"n":{n}}}"#).into_bytes(),
+            version: 1,
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fetched_state_starts_its_object_only_while_no_object_left() {
+        let rt = Runtime::builder(MemoryStorage::new())
+            .register_with::<Probe>(
+                ObjectOptions::new().with_shutdown_after(Duration::from_millis(1)),
+            )
+            .build();
+        // Storage holds nothing: a call that sees 7 ran on the fetched state.
+        let started = rt.with_type_entry::<Probe, _>(|entry| {
+            let epoch = entry.fetch_epoch("a").expect("not registered");
+            let started = entry.start_fetched(&rt, "a", stored(7), epoch);
+            // Registered now: nothing to fetch, and a second start changes nothing.
+            assert_eq!(entry.fetch_epoch("a"), None);
+            assert!(!entry.start_fetched(&rt, "a", stored(8), epoch));
+            started
+        });
+        assert!(started);
+        assert_eq!(Probe::n(&rt, "a").await.unwrap(), 7);
+
+        // An object leaves between the read and the start: what was read may be older than
+        // what it committed, so the object loads from storage instead.
+        let epoch = rt
+            .with_type_entry::<Probe, _>(|entry| entry.fetch_epoch("b"))
+            .expect("not registered");
+        while rt.live_objects::<Probe>() > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let started =
+            rt.with_type_entry::<Probe, _>(|entry| entry.start_fetched(&rt, "b", stored(7), epoch));
+        assert!(!started);
+        assert_eq!(Probe::n(&rt, "b").await.unwrap(), 0);
+        rt.shutdown().await;
     }
 }

@@ -667,7 +667,7 @@ impl Runtime {
     }
 
     /// Calls `with` on the entry of type `O`, registering the type on first use.
-    fn with_type_entry<O: DurableObject, R>(
+    pub(crate) fn with_type_entry<O: DurableObject, R>(
         &self,
         with: impl FnOnce(&Arc<TypeEntry<O>>) -> R,
     ) -> R {

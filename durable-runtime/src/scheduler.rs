@@ -3,9 +3,10 @@
 //!
 //! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
 //! whenever this runtime commits an alarm (which may be earlier). It then claims the alarms due
-//! within `claim_ahead` in one storage round trip and gives each a timer task that activates
-//! the object and fires the alarm when it is due, so that neither the claim nor the object's
-//! load is paid at the due time.
+//! within `claim_ahead` in one storage round trip, starts their objects from one batched read of
+//! their states, and gives each alarm a timer task that activates the object and fires the
+//! alarm when it is due, so that neither the claim nor the object's load is paid at the due
+//! time.
 //!
 //! A claim taken ahead is *held* in memory until it fires. A call of this runtime that
 //! schedules or cancels the alarm before then *revokes* it (in the same step that stages the
@@ -16,6 +17,7 @@
 //! by a crashed process (after `claim_ttl`) and alarms written by another process. Firing is
 //! claim based, so several schedulers on one database fire each alarm once per claim.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -30,7 +32,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::runtime::{Runtime, Shared};
-use crate::storage::AlarmRecord;
+use crate::storage::{AlarmRecord, StoredObject};
 
 /// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
 /// took that have not fired yet.
@@ -63,6 +65,13 @@ pub(crate) enum Fired {
 
 /// Fires an alarm at an object of a type known only by name.
 pub(crate) trait AlarmTarget: Send + Sync {
+    /// The registry's count to read the object's state under, or `None` if the object is
+    /// registered (see `TypeEntry::fetch_epoch`).
+    fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64>;
+
+    /// Starts the object from its state as read (see `TypeEntry::start_fetched`).
+    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Option<StoredObject>, epoch: u64);
+
     /// Starts the object (loading its state) ahead of an alarm, without changing anything.
     fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
 
@@ -100,6 +109,14 @@ impl<O> TypedTarget<O> {
 }
 
 impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
+    fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64> {
+        runtime.with_type_entry::<O, _>(|entry| entry.fetch_epoch(id))
+    }
+
+    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Option<StoredObject>, epoch: u64) {
+        runtime.with_type_entry::<O, _>(|entry| entry.start_fetched(runtime, id, stored, epoch));
+    }
+
     fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let started = call::<O, (), std::convert::Infallible, _>(
@@ -217,9 +234,10 @@ async fn claim_and_arm(runtime: &Runtime, settings: &AlarmSettings) -> Result<bo
     };
     let full = claimed.len() >= settings.claim_batch;
     let claims = runtime.scheduler().claims();
+    let mut held = Vec::with_capacity(claimed.len());
     for alarm in claimed {
         match claims.hold(&query, &alarm) {
-            Hold::Held => runtime.spawn_task(fire_when_due(runtime.clone(), alarm)),
+            Hold::Held => held.push(alarm),
             Hold::Release => {
                 let runtime = runtime.clone();
                 runtime.clone().spawn_task(async move {
@@ -231,7 +249,53 @@ async fn claim_and_arm(runtime: &Runtime, settings: &AlarmSettings) -> Result<bo
         }
     }
     claims.end_query(query);
+    start_objects(runtime, &held).await;
+    for alarm in held {
+        runtime.spawn_task(fire_when_due(runtime.clone(), alarm));
+    }
     Ok(full)
+}
+
+/// Starts the objects of `alarms` that are not live, from one batched read of their states,
+/// so that each does not load on its own (one storage round trip per object). An object this
+/// misses (the read failed, or the registry moved meanwhile) loads when its alarm activates it.
+async fn start_objects(runtime: &Runtime, alarms: &[AlarmRecord]) {
+    let mut keys = Vec::new();
+    let mut targets = Vec::new();
+    let mut seen = HashSet::new();
+    for alarm in alarms {
+        if !seen.insert(&alarm.key) {
+            continue;
+        }
+        let Some(target) = runtime.alarm_target(&alarm.key.object_type) else {
+            continue;
+        };
+        if let Some(epoch) = target.fetch_epoch(runtime, &alarm.key.object_id) {
+            keys.push(alarm.key.clone());
+            targets.push((target, epoch));
+        }
+    }
+    if keys.is_empty() {
+        return;
+    }
+    let loaded = match runtime.storage().load_many(&keys).await {
+        Ok(loaded) if loaded.len() == keys.len() => loaded,
+        Ok(loaded) => {
+            tracing::warn!(
+                keys = keys.len(),
+                rows = loaded.len(),
+                "a batched load answered the wrong number of keys; objects load one by one"
+            );
+            return;
+        }
+        Err(error) => {
+            tracing::debug!(%error, "loading the objects of claimed alarms failed; they load one by one");
+            return;
+        }
+    };
+    for ((key, (target, epoch)), stored) in keys.iter().zip(targets).zip(loaded) {
+        target.start_fetched(runtime, &key.object_id, stored, epoch);
+    }
 }
 
 /// How long to sleep: until `claim_ahead` before the earliest unclaimed alarm is due, at most

@@ -208,6 +208,29 @@ pub(crate) fn state_text(state: &[u8]) -> Result<&str, StorageError> {
     Ok(text)
 }
 
+/// The rows of a batched load (state and version per key, both `NULL` for a key never
+/// stored, in key order) as stored objects, checking that every key got its row.
+pub(crate) fn stored_objects(
+    rows: Vec<(Option<String>, Option<i64>)>,
+    keys: usize,
+) -> Result<Vec<Option<durable_runtime::storage::StoredObject>>, StorageError> {
+    if rows.len() != keys {
+        return Err(rejected(format!(
+            "a batched load of {keys} objects returned {} rows",
+            rows.len()
+        )));
+    }
+    rows.into_iter()
+        .map(|row| match row {
+            (Some(state), Some(version)) => Ok(Some(durable_runtime::storage::StoredObject {
+                state: state.into_bytes(),
+                version: from_db_version(version)?,
+            })),
+            _ => Ok(None),
+        })
+        .collect()
+}
+
 /// Turns the rows fetched with [`fetch_limit`] into a page.
 pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::storage::IdPage {
     let next = if ids.len() > limit {

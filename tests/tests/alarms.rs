@@ -385,6 +385,46 @@ async fn a_restarted_runtime_fires_pending_alarms_without_any_call(store: Arc<dy
     .await;
 }
 
+async fn the_objects_of_claimed_alarms_start_from_one_batched_read(store: Arc<dyn Storage>) {
+    const OBJECTS: usize = 20;
+    let rt1 = runtime(Arc::clone(&store));
+    for i in 0..OBJECTS {
+        Reminder::schedule(&rt1, &format!("batch-{i}"), "first".into(), 400)
+            .await
+            .unwrap();
+    }
+    rt1.shutdown().await;
+    // A fresh runtime, none of the objects live: the claim of their alarms reads their states
+    // in one go, and each object loads from what was read (its after-load path included).
+    let counted = FaultyStorage::new(store);
+    let rt2 = claiming_early(Arc::new(counted.clone()), Duration::from_millis(300));
+    let mut events = rt2.subscribe();
+    let mut loaded = 0;
+    while loaded < OBJECTS {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("every object loads")
+            .unwrap();
+        if matches!(event, Event::Loaded { ref key } if key.object_id.starts_with("batch-")) {
+            loaded += 1;
+        }
+    }
+    let (loads, batch_loads) = (counted.loads(), counted.batch_loads());
+    assert_eq!(loads, 0, "no object read its state on its own");
+    assert!(batch_loads >= 1, "the states were read in a batch");
+    for i in 0..OBJECTS {
+        let id = format!("batch-{i}");
+        eventually(|| async {
+            rt2.read_state::<Reminder>(&id)
+                .await
+                .unwrap()
+                .is_some_and(|s| s.fired == ["first"])
+        })
+        .await;
+    }
+    rt2.shutdown().await;
+}
+
 async fn an_alarm_for_an_unknown_type_is_reported_and_kept(store: Arc<dyn Storage>) {
     let rt1 = runtime(Arc::clone(&store));
     Reminder::schedule(&rt1, "orphan", "first".into(), 1)
@@ -543,5 +583,6 @@ backend_tests!(
     a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl,
     a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued,
     a_restarted_runtime_fires_pending_alarms_without_any_call,
+    the_objects_of_claimed_alarms_start_from_one_batched_read,
     an_alarm_for_an_unknown_type_is_reported_and_kept,
 );

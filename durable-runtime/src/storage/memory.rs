@@ -107,6 +107,17 @@ impl Storage for MemoryStorage {
         Ok(self.tables().objects.get(key).cloned())
     }
 
+    async fn load_many(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+        let tables = self.tables();
+        Ok(keys
+            .iter()
+            .map(|key| tables.objects.get(key).cloned())
+            .collect())
+    }
+
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
         let mut tables = self.tables();
         // Check every version first so that a conflict applies nothing.

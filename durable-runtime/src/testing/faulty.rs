@@ -49,6 +49,7 @@ struct Switches {
     commit_delay_micros: AtomicU64,
     commits: AtomicUsize,
     loads: AtomicUsize,
+    batch_loads: AtomicUsize,
 }
 
 /// Takes one from a failure budget, returning whether a failure is due.
@@ -89,7 +90,7 @@ impl<S: Storage> FaultyStorage<S> {
             .store(n, Ordering::SeqCst);
     }
 
-    /// Makes the next `n` loads fail.
+    /// Makes the next `n` loads fail (a batched load counts as one).
     pub fn fail_loads(&self, n: usize) {
         self.switches.failing_loads.store(n, Ordering::SeqCst);
     }
@@ -106,9 +107,26 @@ impl<S: Storage> FaultyStorage<S> {
         self.switches.commits.load(Ordering::SeqCst)
     }
 
-    /// How many loads reached the wrapped storage.
+    /// How many single-object loads ([`Storage::load`]) reached the wrapped storage.
     pub fn loads(&self) -> usize {
         self.switches.loads.load(Ordering::SeqCst)
+    }
+
+    /// How many batched loads ([`Storage::load_many`]) reached the wrapped storage.
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let keys = [ObjectKey::new("Counter", "a"), ObjectKey::new("Counter", "b")];
+    /// assert_eq!(store.load_many(&keys).await.unwrap(), vec![None, None]);
+    /// assert_eq!((store.batch_loads(), store.loads()), (1, 0));
+    /// # }
+    /// ```
+    pub fn batch_loads(&self) -> usize {
+        self.switches.batch_loads.load(Ordering::SeqCst)
     }
 }
 
@@ -120,6 +138,18 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         }
         self.switches.loads.fetch_add(1, Ordering::SeqCst);
         self.inner.load(key).await
+    }
+
+    /// Fails as a whole when a load failure is due.
+    async fn load_many(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+        if take_one(&self.switches.failing_loads) {
+            return Err(injected("load"));
+        }
+        self.switches.batch_loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load_many(keys).await
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {

@@ -627,6 +627,8 @@ struct Sql {
     /// A batch of state writes in one statement (see [`states`]).
     states: states::Statements,
     load: String,
+    /// `$1`, `$2`: types and ids; one row per key, in order.
+    load_many: String,
     version: String,
     insert: String,
     update: String,
@@ -661,6 +663,12 @@ impl Sql {
             states: states::Statements::new(objects, &names.qualifier),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = $1 AND object_id = $2"
+            ),
+            load_many: format!(
+                "SELECT o.state, o.version
+                 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n)
+                 LEFT JOIN {objects} o ON o.object_type = k.t AND o.object_id = k.i
+                 ORDER BY k.n"
             ),
             version: format!(
                 "SELECT version FROM {objects} WHERE object_type = $1 AND object_id = $2"
@@ -1044,6 +1052,25 @@ impl Storage for PostgresStore {
             })
         })
         .transpose()
+    }
+
+    /// One query: the keys travel as two arrays.
+    async fn load_many(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let types: Vec<&str> = keys.iter().map(|key| key.object_type.as_str()).collect();
+        let ids: Vec<&str> = keys.iter().map(|key| key.object_id.as_str()).collect();
+        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
+            .bind(types)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        crate::schema::stored_objects(rows, keys.len())
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {

@@ -658,6 +658,8 @@ struct Sql {
     /// A whole batch, in one round trip (see [`batch`]).
     commit_batch: batch::Statements,
     load: String,
+    /// `$1`: a JSON array of `[type, id]`; one row per element, in order.
+    load_many: String,
     alarm_cancel_all: String,
     delete_object: String,
     list_first: String,
@@ -683,6 +685,12 @@ impl Sql {
             commit_batch: batch::Statements::new(objects, alarms, guard),
             load: format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
+            ),
+            load_many: format!(
+                "SELECT o.state, o.version FROM json_each($1) AS k
+                 LEFT JOIN {objects} AS o
+                     ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
+                 ORDER BY k.key"
             ),
             alarm_cancel_all: format!(
                 "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2"
@@ -769,6 +777,28 @@ impl Storage for SqliteStore {
             })
         })
         .transpose()
+    }
+
+    /// One query: the keys travel as one JSON array.
+    async fn load_many(
+        &self,
+        keys: &[ObjectKey],
+    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pairs: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|key| (key.object_type.as_str(), key.object_id.as_str()))
+            .collect();
+        let pairs = serde_json::to_string(&pairs)
+            .map_err(|err| crate::error::rejected(format!("keys could not be encoded: {err}")))?;
+        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
+            .bind(pairs)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        crate::schema::stored_objects(rows, keys.len())
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
