@@ -610,8 +610,8 @@ impl<O: DurableObject> Instance<O> {
             Some(stored) => stored,
             None => self
                 .runtime()
-                .storage()
-                .load(&key)
+                .loader()
+                .load(key.clone())
                 .await
                 .map_err(|source| Error::Storage {
                     key: key.clone(),

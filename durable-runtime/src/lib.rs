@@ -54,6 +54,7 @@ mod events;
 mod gate;
 mod id;
 mod instance;
+mod loader;
 pub mod metrics;
 mod object;
 mod registry;

@@ -21,6 +21,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::events::Event;
 use crate::instance::Settings;
+use crate::loader::Loader;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
@@ -84,6 +85,7 @@ pub(crate) struct Shared {
     scheduler: Arc<SchedulerHandle>,
     scheduler_started: AtomicBool,
     committer: std::sync::OnceLock<Committer>,
+    loader: std::sync::OnceLock<Loader>,
     clock: Clock,
     events: broadcast::Sender<Event>,
     closing: AtomicBool,
@@ -228,6 +230,13 @@ impl Runtime {
         self.inner
             .committer
             .get_or_init(|| Committer::start(Arc::clone(&self.inner.storage)))
+    }
+
+    /// The group-load loop, started on first use (objects only load inside tokio).
+    pub(crate) fn loader(&self) -> &Loader {
+        self.inner
+            .loader
+            .get_or_init(|| Loader::start(Arc::clone(&self.inner.storage)))
     }
 
     /// A write with these alarm changes committed: wakes the scheduler if it scheduled one.
@@ -804,6 +813,7 @@ impl RuntimeBuilder {
                 scheduler: Arc::default(),
                 scheduler_started: AtomicBool::new(false),
                 committer: std::sync::OnceLock::new(),
+                loader: std::sync::OnceLock::new(),
                 clock: self.clock,
                 events: broadcast::channel(EVENT_CAPACITY).0,
                 closing: AtomicBool::new(false),

@@ -47,9 +47,19 @@ struct Switches {
     failing_loads: AtomicUsize,
     commits_applied_then_failed: AtomicUsize,
     commit_delay_micros: AtomicU64,
+    load_delay_micros: AtomicU64,
     commits: AtomicUsize,
     loads: AtomicUsize,
     batch_loads: AtomicUsize,
+}
+
+impl<S> FaultyStorage<S> {
+    async fn load_delay(&self) {
+        let delay = self.switches.load_delay_micros.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_micros(delay)).await;
+        }
+    }
 }
 
 /// Takes one from a failure budget, returning whether a failure is due.
@@ -95,6 +105,28 @@ impl<S: Storage> FaultyStorage<S> {
         self.switches.failing_loads.store(n, Ordering::SeqCst);
     }
 
+    /// Delays every load, single or batched, by `delay` (zero turns it off). A failure made
+    /// due with [`fail_loads`](Self::fail_loads) is decided before the delay.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// store.delay_loads(Duration::from_millis(20));
+    /// let started = Instant::now();
+    /// store.load(&ObjectKey::new("Counter", "a")).await.unwrap();
+    /// assert!(started.elapsed() >= Duration::from_millis(20));
+    /// # }
+    /// ```
+    pub fn delay_loads(&self, delay: Duration) {
+        self.switches
+            .load_delay_micros
+            .store(delay.as_micros() as u64, Ordering::SeqCst);
+    }
+
     /// Delays every commit by `delay` (zero turns it off).
     pub fn delay_commits(&self, delay: Duration) {
         self.switches
@@ -137,6 +169,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             return Err(injected("load"));
         }
         self.switches.loads.fetch_add(1, Ordering::SeqCst);
+        self.load_delay().await;
         self.inner.load(key).await
     }
 
@@ -149,6 +182,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             return Err(injected("load"));
         }
         self.switches.batch_loads.fetch_add(1, Ordering::SeqCst);
+        self.load_delay().await;
         self.inner.load_many(keys).await
     }
 
