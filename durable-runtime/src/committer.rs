@@ -13,7 +13,9 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::batches::Queue;
 
 use crate::storage::{CommitError, ObjectWrite, Storage};
 
@@ -35,17 +37,19 @@ pub(crate) fn stopped() -> CommitError {
 /// The sending side: what an object uses to commit a write.
 #[derive(Clone, Debug)]
 pub(crate) struct Committer {
-    queue: mpsc::UnboundedSender<(ObjectWrite, Reply)>,
+    queue: Queue<(ObjectWrite, Reply)>,
 }
 
 impl Committer {
     /// Starts the commit loop on the current tokio runtime. It ends when every `Committer`
     /// clone is dropped.
     pub(crate) fn start(storage: Arc<dyn Storage>) -> Self {
-        // Unbounded is bounded in practice: an object has at most one write in flight.
-        let (queue, receive) = mpsc::unbounded_channel();
-        tokio::spawn(run(storage, receive));
-        Self { queue }
+        Self {
+            queue: Queue::start(storage, MAX_BATCH, |storage, batch| async move {
+                let (writes, replies) = batch.into_iter().unzip();
+                commit_batch(storage.as_ref(), writes, replies).await;
+            }),
+        }
     }
 
     /// Commits `write` in the next batch; returns it once durable.
@@ -58,49 +62,13 @@ impl Committer {
         let (reply, outcome) = oneshot::channel();
         // If the loop is gone (its runtime is being torn down) the reply is dropped, and
         // `outcome` reports the write as not committed.
-        let _ = self.queue.send((write, reply));
+        self.queue.send((write, reply));
         outcome
     }
 
     /// Waits for a submitted write.
     pub(crate) async fn outcome(outcome: &mut Outcome) -> Result<ObjectWrite, CommitError> {
         outcome.await.unwrap_or_else(|_| Err(stopped()))
-    }
-}
-
-async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(ObjectWrite, Reply)>) {
-    let concurrency = storage.max_concurrent_commits().max(1);
-    let in_flight = Arc::new(Semaphore::new(concurrency));
-    loop {
-        // Wait for a free commit slot first, so that writes arriving meanwhile join the batch.
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-            return;
-        };
-        let Some((write, reply)) = queue.recv().await else {
-            return;
-        };
-        let mut writes = vec![write];
-        let mut replies = vec![reply];
-        while writes.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok((write, reply)) => {
-                    writes.push(write);
-                    replies.push(reply);
-                }
-                Err(_) => break,
-            }
-        }
-        if concurrency == 1 {
-            // One writer: commit in this task, no hand-off on the latency path.
-            commit_batch(storage.as_ref(), writes, replies).await;
-            drop(permit);
-            continue;
-        }
-        let storage = Arc::clone(&storage);
-        tokio::spawn(async move {
-            commit_batch(storage.as_ref(), writes, replies).await;
-            drop(permit);
-        });
     }
 }
 

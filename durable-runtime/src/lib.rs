@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 mod alarms;
+mod batches;
 mod call;
 mod chain;
 mod claims;

@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::batches::Queue;
 
 use crate::storage::{ObjectKey, Storage, StorageError, StoredObject};
 
@@ -23,24 +25,23 @@ type Reply = oneshot::Sender<Loaded>;
 /// The sending side: what an object uses to read its state.
 #[derive(Clone, Debug)]
 pub(crate) struct Loader {
-    queue: mpsc::UnboundedSender<(ObjectKey, Reply)>,
+    queue: Queue<(ObjectKey, Reply)>,
 }
 
 impl Loader {
-    /// Starts the load loop on the current tokio runtime. It ends when every `Loader` clone is
-    /// dropped.
+    /// Starts the load loop on the current tokio runtime (reads overlap as much as commits
+    /// do: a server serves several, an embedded database one). It ends when every `Loader`
+    /// clone is dropped.
     pub(crate) fn start(storage: Arc<dyn Storage>) -> Self {
-        // Unbounded is bounded in practice: an object has at most one read in flight.
-        let (queue, receive) = mpsc::unbounded_channel();
-        tokio::spawn(run(storage, receive));
-        Self { queue }
+        Self {
+            queue: Queue::start(storage, MAX_BATCH, load_batch),
+        }
     }
 
     /// Reads `key`'s stored state, in a batch with the reads queued meanwhile.
     pub(crate) async fn load(&self, key: ObjectKey) -> Loaded {
         let (reply, loaded) = oneshot::channel();
-        // If the loop is gone (its runtime is being torn down) the reply is dropped.
-        let _ = self.queue.send((key, reply));
+        self.queue.send((key, reply));
         loaded.await.unwrap_or_else(|_| {
             Err(StorageError::unavailable(std::io::Error::other(
                 "the load loop stopped before reading",
@@ -49,40 +50,8 @@ impl Loader {
     }
 }
 
-async fn run(storage: Arc<dyn Storage>, mut queue: mpsc::UnboundedReceiver<(ObjectKey, Reply)>) {
-    // Reads overlap as much as commits do: a server serves several, an embedded database one.
-    let concurrency = storage.max_concurrent_commits().max(1);
-    let in_flight = Arc::new(Semaphore::new(concurrency));
-    loop {
-        // Wait for a free slot first, so that reads arriving meanwhile join the batch.
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-            return;
-        };
-        let Some(first) = queue.recv().await else {
-            return;
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(read) => batch.push(read),
-                Err(_) => break,
-            }
-        }
-        if concurrency == 1 {
-            load_batch(storage.as_ref(), batch).await;
-            drop(permit);
-            continue;
-        }
-        let storage = Arc::clone(&storage);
-        tokio::spawn(async move {
-            load_batch(storage.as_ref(), batch).await;
-            drop(permit);
-        });
-    }
-}
-
 /// Reads a batch and answers each of its reads; a failed read fails every read of its batch.
-async fn load_batch(storage: &dyn Storage, mut batch: Vec<(ObjectKey, Reply)>) {
+async fn load_batch(storage: Arc<dyn Storage>, mut batch: Vec<(ObjectKey, Reply)>) {
     if batch.len() == 1 {
         if let Some((key, reply)) = batch.pop() {
             let _ = reply.send(storage.load(&key).await);
