@@ -90,6 +90,7 @@ const ALL: &[&str] = &[
     "seq",
     "hot",
     "spread",
+    "spread-alarm",
     "read",
     "cold",
     "memory",

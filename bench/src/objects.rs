@@ -5,7 +5,9 @@ use std::time::SystemTime;
 
 use durable_runtime::{Context, durable_object};
 
-/// A counter: the state-changing call of `seq`, `hot` and `spread`, the read of `read`.
+/// A counter: the state-changing call of `seq`, `hot` and `spread`, the read of `read`, and
+/// the call of `spread-alarm`, which also pushes back an expiry alarm (a session's or a rate
+/// limiter window's).
 #[durable_object]
 pub(crate) struct BenchCounter {
     count: i64,
@@ -22,6 +24,20 @@ impl BenchCounter {
     #[handler]
     fn handle_get(&self) -> i64 {
         self.count
+    }
+
+    /// Counts the call and moves the expiry an hour ahead.
+    #[handler]
+    fn handle_touch(&mut self, ctx: &Context) -> i64 {
+        self.count += 1;
+        ctx.schedule_alarm(BenchCounter::EXPIRE, std::time::Duration::from_secs(3600));
+        self.count
+    }
+
+    /// Never fires within a run.
+    #[alarm]
+    fn expire(&mut self) {
+        self.count = 0;
     }
 }
 

@@ -85,7 +85,7 @@ impl Figure {
 }
 
 /// Scenarios compared with `raw-commit`.
-const COMPARED: &[&str] = &["seq", "hot", "spread", "cold"];
+const COMPARED: &[&str] = &["seq", "hot", "spread", "spread-alarm", "cold"];
 
 /// Sets `figure`'s ratio against the `raw-commit` figure of the same backend, if measured.
 pub(crate) fn attach_baseline(figure: &mut Figure, earlier: &[Figure]) {

@@ -99,6 +99,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "seq" => calls(settings, "seq", Op::Increment, 1, 1).await,
         "hot" => calls(settings, "hot", Op::Increment, 64, 1).await,
         "spread" => calls(settings, "spread", Op::Increment, 64, 10_000).await,
+        "spread-alarm" => calls(settings, "spread-alarm", Op::Touch, 64, 10_000).await,
         "read" => {
             // Persistence is not involved: always in memory.
             let settings = Settings {
@@ -178,6 +179,7 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
 enum Op {
     Increment,
     Get,
+    Touch,
 }
 
 /// `callers` concurrent callers over `objects` objects for `settings.secs`.
@@ -287,6 +289,7 @@ async fn drive(
                 let result = match op {
                     Op::Increment => BenchCounter::increment(&rt, id).await,
                     Op::Get => BenchCounter::get(&rt, id).await,
+                    Op::Touch => BenchCounter::touch(&rt, id).await,
                 };
                 result.map_err(|e| e.to_string())?;
                 histogram.saturating_record(t.elapsed().as_nanos() as u64);

@@ -171,6 +171,7 @@ macro_rules! __conformance_cases {
             alarm_cancel_one
             alarm_cancel_all
             alarm_changes_apply_in_order
+            alarm_changes_of_a_batch_apply_per_object
             next_alarm_due_ignores_claimed_and_dead
             claim_respects_due_time_and_limit
             claim_expiry
@@ -1122,6 +1123,76 @@ pub async fn alarm_changes_apply_in_order<S: Storage + ?Sized>(store: &S) {
         alarm_times(store, &k).await,
         vec![("y".to_owned(), at(2)), ("z".to_owned(), at(3))]
     );
+}
+
+/// In a batch of several writes, each write's alarm changes apply to its own object, in its
+/// own order, whatever the other writes change.
+pub async fn alarm_changes_of_a_batch_apply_per_object<S: Storage + ?Sized>(store: &S) {
+    let case = "alarm_changes_of_a_batch_apply_per_object";
+    let (a, b, c, d) = (
+        key(case, "a"),
+        key(case, "b"),
+        key(case, "c"),
+        key(case, "d"),
+    );
+    let mut first = vec![insert(&a, b"{}"), insert(&b, b"{}"), insert(&c, b"{}")];
+    first[0].alarms = vec![set("old", at(1)), set("x", at(1))];
+    first[1].alarms = vec![set("p", at(1)), set("keep", at(5))];
+    first[2].alarms = vec![set("r", at(1))];
+    commit_ok(store, &first).await;
+    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed_at = |k: &ObjectKey, name: &str| {
+        claimed
+            .iter()
+            .find(|alarm| &alarm.key == k && alarm.name == name)
+            .and_then(|alarm| alarm.claimed_at)
+            .expect("claimed")
+    };
+    let (r_claim, x_claim) = (claimed_at(&c, "r"), claimed_at(&a, "x"));
+    let mut to_a = update(&a, 1, b"{\"n\":1}");
+    to_a.alarms = vec![set("x", at(9)), AlarmChange::CancelAll, set("y", at(2))];
+    let to_b = alarms_only(&b, 1, vec![set("p", at(7)), cancel("p"), set("q", at(3))]);
+    let mut to_c = update(&c, 1, b"{\"n\":1}");
+    to_c.alarms = vec![
+        AlarmChange::Finish {
+            name: "r".into(),
+            claimed_at: r_claim,
+        },
+        set("s", at(4)),
+    ];
+    let mut to_d = insert(&d, b"{}");
+    to_d.alarms = vec![set("n", at(6)), set("n", at(8))];
+    commit_ok(store, &[to_c, to_a, to_d, to_b]).await;
+    assert_eq!(
+        alarm_times(store, &a).await,
+        vec![("y".to_owned(), at(2))],
+        "a cancel-all voids what came before it, claimed or not"
+    );
+    assert_eq!(
+        alarm_times(store, &b).await,
+        vec![("q".to_owned(), at(3)), ("keep".to_owned(), at(5))],
+        "the last change of a name decides it"
+    );
+    assert_eq!(
+        alarm_times(store, &c).await,
+        vec![("s".to_owned(), at(4))],
+        "a finish under its claim removes the fired alarm"
+    );
+    assert_eq!(alarm_times(store, &d).await, vec![("n".to_owned(), at(8))]);
+    assert!(
+        alarms(store, &a)
+            .await
+            .iter()
+            .all(|alarm| alarm.claimed_at.is_none()),
+        "no claim survives a cancel-all (x was claimed at {x_claim:?})"
+    );
+    for (k, version) in [(&a, 2), (&b, 2), (&c, 2), (&d, 1)] {
+        assert_eq!(
+            load(store, k).await.map(|o| o.version),
+            Some(version),
+            "{k}"
+        );
+    }
 }
 
 /// The next due time is the earliest among alarms neither claimed nor dead.

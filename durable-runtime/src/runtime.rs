@@ -239,19 +239,24 @@ impl Runtime {
             .get_or_init(|| Loader::start(Arc::clone(&self.inner.storage)))
     }
 
-    /// A write with these alarm changes committed: wakes the scheduler if it scheduled one.
+    /// A write with these alarm changes committed: wakes the scheduler if it scheduled one
+    /// due before the scheduler looks at storage again anyway.
     pub(crate) fn alarms_committed(&self, changes: &[crate::storage::AlarmChange]) {
-        if changes
+        let earliest = changes
             .iter()
-            .any(|change| matches!(change, crate::storage::AlarmChange::Set { .. }))
-        {
-            self.signal_alarm_scheduled();
+            .filter_map(|change| match change {
+                crate::storage::AlarmChange::Set { due_at, .. } => Some(*due_at),
+                _ => None,
+            })
+            .min();
+        if let Some(due_at) = earliest {
+            self.inner.scheduler.alarm_scheduled(Some(due_at));
         }
     }
 
-    /// Wakes the scheduler: an alarm was committed and may be due earlier than it thought.
+    /// Wakes the scheduler: an alarm changed in storage and may be due earlier than it thought.
     pub(crate) fn signal_alarm_scheduled(&self) {
-        self.inner.scheduler.alarm_scheduled();
+        self.inner.scheduler.alarm_scheduled(None);
     }
 
     /// The scheduler's claims held in memory.

@@ -18,6 +18,7 @@
 //! claim based, so several schedulers on one database fire each alarm once per claim.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -40,12 +41,35 @@ use crate::storage::{AlarmRecord, StoredObject};
 pub(crate) struct SchedulerHandle {
     notify: Notify,
     claims: Claims,
+    /// While the scheduler sleeps: the due time (microseconds since the Unix epoch) from which
+    /// on it claims an alarm on time without being woken, since it looks at storage again
+    /// `claim_ahead` before it. Zero while it is awake: every scheduled alarm wakes it then.
+    horizon: AtomicU64,
 }
 
 impl SchedulerHandle {
-    /// An alarm was scheduled: look again at the earliest due time.
-    pub(crate) fn alarm_scheduled(&self) {
-        self.notify.notify_one();
+    /// An alarm due at `due_at` (at an unknown time if `None`) was committed: wakes the
+    /// scheduler unless its next look at storage is early enough for that alarm anyway, so
+    /// that calls scheduling alarms far ahead (timeouts, expiries) do not each cost a claim.
+    pub(crate) fn alarm_scheduled(&self, due_at: Option<SystemTime>) {
+        let horizon = self.horizon.load(Ordering::SeqCst);
+        let later =
+            due_at.is_some_and(|due_at| horizon != 0 && micros_since_epoch(due_at) >= horizon);
+        if !later {
+            self.notify.notify_one();
+        }
+    }
+
+    /// The scheduler is about to look at storage: every alarm committed from now on wakes it.
+    /// (A wake-up while it looks is kept and ends its next sleep at once.)
+    fn awake(&self) {
+        self.horizon.store(0, Ordering::SeqCst);
+    }
+
+    /// The scheduler sleeps, and will claim the alarms due before `horizon` when it wakes.
+    fn sleeping(&self, horizon: SystemTime) {
+        self.horizon
+            .store(micros_since_epoch(horizon).max(1), Ordering::SeqCst);
     }
 
     /// The claims held until they fire.
@@ -177,6 +201,14 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
     }
 }
 
+/// Microseconds since the Unix epoch (zero before it).
+fn micros_since_epoch(time: SystemTime) -> u64 {
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
+}
+
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
@@ -197,11 +229,15 @@ pub(crate) async fn run(
             return;
         };
         let settings = *runtime.alarm_settings();
+        handle.awake();
         let wait = match claim_and_arm(&runtime, &settings).await {
             Ok(true) => continue,
             Ok(false) => time_until_next(&runtime, &settings).await,
             Err(()) => STORAGE_RETRY,
         };
+        // The next look claims what is due `claim_ahead` after it, and it comes `wait` from
+        // now (or a hair later): an alarm due after that is claimed on time without a wake.
+        handle.sleeping(runtime.now() + wait + settings.claim_ahead);
         drop(runtime);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}

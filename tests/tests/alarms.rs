@@ -425,6 +425,45 @@ async fn the_objects_of_claimed_alarms_start_from_one_batched_read(store: Arc<dy
     rt2.shutdown().await;
 }
 
+async fn only_alarms_due_before_the_next_look_wake_the_scheduler(store: Arc<dyn Storage>) {
+    let counted = FaultyStorage::new(store);
+    let rt = Runtime::builder(counted.clone())
+        .alarm_settings(settings().with_poll_interval(Duration::from_secs(30)))
+        .register::<Reminder>()
+        .build();
+    let hour = 3_600_000;
+    Reminder::schedule(&rt, "far-0", "first".into(), hour)
+        .await
+        .unwrap();
+    // The scheduler looked, and sleeps until its poll.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let looks = counted.claims();
+    for i in 1..20 {
+        Reminder::schedule(&rt, &format!("far-{i}"), "first".into(), hour)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        counted.claims(),
+        looks,
+        "alarms due after the scheduler's next look did not wake it"
+    );
+    // One due before it does, and fires on time.
+    Reminder::schedule(&rt, "soon", "first".into(), 200)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while fired(&rt, "soon").await != ["first"] {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the earlier alarm woke the scheduler");
+    assert!(counted.claims() > looks);
+    rt.shutdown().await;
+}
+
 async fn an_alarm_for_an_unknown_type_is_reported_and_kept(store: Arc<dyn Storage>) {
     let rt1 = runtime(Arc::clone(&store));
     Reminder::schedule(&rt1, "orphan", "first".into(), 1)
@@ -584,5 +623,6 @@ backend_tests!(
     a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued,
     a_restarted_runtime_fires_pending_alarms_without_any_call,
     the_objects_of_claimed_alarms_start_from_one_batched_read,
+    only_alarms_due_before_the_next_look_wake_the_scheduler,
     an_alarm_for_an_unknown_type_is_reported_and_kept,
 );

@@ -51,6 +51,7 @@ struct Switches {
     commits: AtomicUsize,
     loads: AtomicUsize,
     batch_loads: AtomicUsize,
+    claims: AtomicUsize,
 }
 
 impl<S> FaultyStorage<S> {
@@ -103,6 +104,25 @@ impl<S: Storage> FaultyStorage<S> {
     /// Makes the next `n` loads fail (a batched load counts as one).
     pub fn fail_loads(&self, n: usize) {
         self.switches.failing_loads.store(n, Ordering::SeqCst);
+    }
+
+    /// How many times a scheduler looked for due alarms to claim
+    /// ([`Storage::claim_due_alarms`]) through this storage.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use durable_runtime::storage::{MemoryStorage, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let now = SystemTime::now();
+    /// assert!(store.claim_due_alarms(now, now, 10).await.unwrap().is_empty());
+    /// assert_eq!(store.claims(), 1);
+    /// # }
+    /// ```
+    pub fn claims(&self) -> usize {
+        self.switches.claims.load(Ordering::SeqCst)
     }
 
     /// Delays every load, single or batched, by `delay` (zero turns it off). A failure made
@@ -233,6 +253,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         claim_expired_before: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
+        self.switches.claims.fetch_add(1, Ordering::SeqCst);
         self.inner
             .claim_due_alarms(now, claim_expired_before, limit)
             .await

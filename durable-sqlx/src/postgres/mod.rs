@@ -19,6 +19,7 @@ use sqlx::postgres::{
 use sqlx::{Decode, Encode, PgConnection, Row, Type};
 
 use crate::error::{Dialect, Error, storage_error};
+use crate::net_alarms::NetAlarms;
 use crate::schema::{
     MAX_PREFIX_LEN, MAX_SCHEMA_LEN, Migration, Names, POSTGRES_MIGRATIONS, claim_limit,
     fetch_limit, first_missing, from_db_attempts, from_db_version, from_micros, id_page,
@@ -636,6 +637,12 @@ struct Sql {
     insert_many: String,
     update_many: String,
     finish_many: String,
+    /// `$1`–`$4`: types, ids, names and due times of alarms to schedule.
+    set_many: String,
+    /// `$1`–`$3`: types, ids and names of alarms to cancel.
+    cancel_many: String,
+    /// `$1`, `$2`: types and ids of objects whose alarms are all cancelled.
+    cancel_all_many: String,
     alarm_set: String,
     alarm_cancel: String,
     alarm_cancel_all: String,
@@ -706,6 +713,25 @@ impl Sql {
                      AS v(t, i, n, c)
                  WHERE a.object_type = v.t AND a.object_id = v.i AND a.name = v.n
                      AND a.claimed_at = v.c"
+            ),
+            set_many: format!(
+                "INSERT INTO {alarms}
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
+                 SELECT t, i, n, d, NULL, 0, NULL, false
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS v(t, i, n, d)
+                 ON CONFLICT (object_type, object_id, name) DO UPDATE SET
+                     due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
+                     last_error = NULL, dead = false"
+            ),
+            cancel_many: format!(
+                "DELETE FROM {alarms} a
+                 USING unnest($1::text[], $2::text[], $3::text[]) AS v(t, i, n)
+                 WHERE a.object_type = v.t AND a.object_id = v.i AND a.name = v.n"
+            ),
+            cancel_all_many: format!(
+                "DELETE FROM {alarms} a
+                 USING unnest($1::text[], $2::text[]) AS v(t, i)
+                 WHERE a.object_type = v.t AND a.object_id = v.i"
             ),
             alarm_set: format!(
                 "INSERT INTO {alarms}
@@ -980,39 +1006,83 @@ async fn apply_bulk(
             return Ok(Err(position));
         }
     }
-    // Fired alarms removed under their claim: one statement for every write whose alarm
-    // changes are only that (their order cannot matter); any other write keeps its order.
-    let only_finishes = |p: &Prepared<'_>| {
-        !p.alarms.is_empty()
-            && p.alarms
-                .iter()
-                .all(|(change, _)| matches!(change, AlarmChange::Finish { .. }))
-    };
-    let mut finishes = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for p in prepared.iter().filter(|p| only_finishes(p)) {
-        for (change, claimed_at) in &p.alarms {
-            if let (AlarmChange::Finish { name, .. }, Some(claimed_at)) = (change, claimed_at) {
-                finishes.0.push(p.write.key.object_type.as_str());
-                finishes.1.push(p.write.key.object_id.as_str());
-                finishes.2.push(name.as_str());
-                finishes.3.push(*claimed_at);
-            }
+    apply_alarms_bulk(conn, sql, prepared).await?;
+    Ok(Ok(()))
+}
+
+/// Applies the alarm changes of a batch with one statement per kind of change. Each write's
+/// changes are reduced to their net effect ([`NetAlarms`]: after any cancel-all, each name is
+/// touched once), and writes are for distinct objects, so applying cancel-alls first and then
+/// the per-name changes, kind by kind, does what applying each write's changes in order does.
+async fn apply_alarms_bulk(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    prepared: &[Prepared<'_>],
+) -> Result<(), StorageError> {
+    let mut cancel_alls: (Vec<&str>, Vec<&str>) = Default::default();
+    let mut cancels: (Vec<&str>, Vec<&str>, Vec<&str>) = Default::default();
+    let mut finishes: (Vec<&str>, Vec<&str>, Vec<&str>, Vec<PgTime>) = Default::default();
+    let mut sets: (Vec<&str>, Vec<&str>, Vec<&str>, Vec<PgTime>) = Default::default();
+    for p in prepared {
+        let net = NetAlarms::of(&p.write.alarms);
+        let (t, i) = (
+            p.write.key.object_type.as_str(),
+            p.write.key.object_id.as_str(),
+        );
+        if net.cancel_all {
+            cancel_alls.0.push(t);
+            cancel_alls.1.push(i);
+        }
+        for name in net.cancels {
+            cancels.0.push(t);
+            cancels.1.push(i);
+            cancels.2.push(name);
+        }
+        for (name, claimed_at) in net.finishes {
+            finishes.0.push(t);
+            finishes.1.push(i);
+            finishes.2.push(name);
+            finishes.3.push(PgTime::new(claimed_at)?);
+        }
+        for (name, due_at) in net.sets {
+            sets.0.push(t);
+            sets.1.push(i);
+            sets.2.push(name);
+            sets.3.push(PgTime::new(due_at)?);
         }
     }
-    if !finishes.0.is_empty() {
-        sqlx::query(&sql.finish_many)
-            .bind(finishes.0)
-            .bind(finishes.1)
-            .bind(finishes.2)
-            .bind(finishes.3)
+    if !cancel_alls.0.is_empty() {
+        sqlx::query(&sql.cancel_all_many)
+            .bind(cancel_alls.0)
+            .bind(cancel_alls.1)
             .execute(&mut *conn)
             .await
             .map_err(db_err)?;
     }
-    for p in prepared.iter().filter(|p| !only_finishes(p)) {
-        apply_alarm_changes(conn, sql, p).await?;
+    if !cancels.0.is_empty() {
+        sqlx::query(&sql.cancel_many)
+            .bind(cancels.0)
+            .bind(cancels.1)
+            .bind(cancels.2)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
     }
-    Ok(Ok(()))
+    for (statement, (types, ids, names, times)) in
+        [(&sql.finish_many, finishes), (&sql.set_many, sets)]
+    {
+        if !types.is_empty() {
+            sqlx::query(statement)
+                .bind(types)
+                .bind(ids)
+                .bind(names)
+                .bind(times)
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?;
+        }
+    }
+    Ok(())
 }
 
 /// The positions of `chunk` with the keys of their writes.
