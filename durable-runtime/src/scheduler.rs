@@ -2,7 +2,7 @@
 //! at its object on time.
 //!
 //! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
-//! whenever this runtime commits an alarm (which may be earlier). It then claims the alarms due
+//! whenever this runtime commits an alarm due before that. It then claims the alarms due
 //! within `claim_ahead` in one storage round trip, starts their objects from one batched read of
 //! their states, and gives each alarm a timer task that activates the object and fires the
 //! alarm when it is due, so that neither the claim nor the object's load is paid at the due
