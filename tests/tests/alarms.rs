@@ -435,9 +435,16 @@ async fn only_alarms_due_before_the_next_look_wake_the_scheduler(store: Arc<dyn 
     Reminder::schedule(&rt, "far-0", "first".into(), hour)
         .await
         .unwrap();
-    // The scheduler looked, and sleeps until its poll.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let looks = counted.claims();
+    // The scheduler looked, and sleeps until its poll: its count of looks settles.
+    let mut looks = counted.claims();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = counted.claims();
+        if now == looks {
+            break;
+        }
+        looks = now;
+    }
     for i in 1..20 {
         Reminder::schedule(&rt, &format!("far-{i}"), "first".into(), hour)
             .await

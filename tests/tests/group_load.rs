@@ -56,10 +56,11 @@ async fn objects_starting_together_share_reads(store: Arc<dyn Storage>) {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(readings, (0..OBJECTS).map(|i| i * 10).collect::<Vec<_>>());
-    // The first read goes alone; the others queue behind it and share what follows.
+    // The first reads go at once; the others queue behind them and share what follows (a
+    // server takes two batches at a time; a loaded machine may split the arrivals once more).
     let round_trips = slow.loads() + slow.batch_loads();
     assert!(
-        round_trips <= 3,
+        round_trips <= 5,
         "{OBJECTS} objects took {round_trips} reads ({} single, {} batched)",
         slow.loads(),
         slow.batch_loads()
