@@ -332,6 +332,11 @@ impl<O: DurableObject> Instance<O> {
             Slot::Active { .. } => settings
                 .hibernate_after
                 .map(|after| (self.last_activity + after, Idle::Hibernate)),
+            // Started ahead of a call that never came (its alarm was revoked): nothing decoded
+            // to keep, and what was read may go stale.
+            Slot::Fetched(_) => settings
+                .hibernate_after
+                .map(|after| (self.last_activity + after, Idle::Shutdown)),
             _ => None,
         };
         let shutdown = settings

@@ -789,4 +789,25 @@ mod tests {
         assert_eq!(Probe::n(&rt, "b").await.unwrap(), 0);
         rt.shutdown().await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_object_started_from_a_read_and_never_called_leaves_when_idle() {
+        let rt = Runtime::builder(MemoryStorage::new())
+            .register_with::<Probe>(
+                ObjectOptions::new().with_hibernate_after(Duration::from_millis(5)),
+            )
+            .build();
+        let started = rt.with_type_entry::<Probe, _>(|entry| {
+            let epoch = entry.fetch_epoch("idle").expect("not registered");
+            entry.start_fetched(&rt, "idle", stored(1), epoch)
+        });
+        assert!(started);
+        assert_eq!(rt.live_objects::<Probe>(), 1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while rt.live_objects::<Probe>() > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "still live");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        rt.shutdown().await;
+    }
 }
