@@ -12,8 +12,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::batches::Queue;
-
-use crate::storage::{ObjectKey, Storage, StorageError, StoredObject};
+use crate::storage::{ObjectKey, Storage, StorageError, StoredObject, load_all};
 
 /// The most objects read in one round trip.
 const MAX_BATCH: usize = 256;
@@ -59,20 +58,10 @@ async fn load_batch(storage: Arc<dyn Storage>, mut batch: Vec<(ObjectKey, Reply)
         return;
     }
     let (keys, replies): (Vec<ObjectKey>, Vec<Reply>) = batch.into_iter().unzip();
-    match storage.load_many(&keys).await {
-        Ok(loaded) if loaded.len() == keys.len() => {
+    match load_all(storage.as_ref(), &keys).await {
+        Ok(loaded) => {
             for (reply, stored) in replies.into_iter().zip(loaded) {
                 let _ = reply.send(Ok(stored));
-            }
-        }
-        Ok(loaded) => {
-            let error = StorageError::rejected(std::io::Error::other(format!(
-                "a batched load of {} objects answered {}",
-                keys.len(),
-                loaded.len()
-            )));
-            for reply in replies {
-                let _ = reply.send(Err(error.duplicate()));
             }
         }
         Err(error) => {

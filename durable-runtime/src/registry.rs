@@ -749,6 +749,12 @@ mod tests {
         }
     }
 
+    fn runtime(options: ObjectOptions) -> Runtime {
+        Runtime::builder(MemoryStorage::new())
+            .register_with::<Probe>(options)
+            .build()
+    }
+
     fn stored(n: u32) -> Option<StoredObject> {
         Some(StoredObject {
             state: format!(r#"{{"n":{n}}}"#).into_bytes(),
@@ -758,11 +764,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fetched_state_starts_its_object_only_while_no_object_left() {
-        let rt = Runtime::builder(MemoryStorage::new())
-            .register_with::<Probe>(
-                ObjectOptions::new().with_shutdown_after(Duration::from_millis(1)),
-            )
-            .build();
+        let rt = runtime(ObjectOptions::new().with_shutdown_after(Duration::from_millis(1)));
         // Storage holds nothing: a call that sees 7 ran on the fetched state.
         let started = rt.with_type_entry::<Probe, _>(|entry| {
             let epoch = entry.fetch_epoch("a").expect("not registered");
@@ -792,11 +794,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_object_started_from_a_read_and_never_called_leaves_when_idle() {
-        let rt = Runtime::builder(MemoryStorage::new())
-            .register_with::<Probe>(
-                ObjectOptions::new().with_hibernate_after(Duration::from_millis(5)),
-            )
-            .build();
+        let rt = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_millis(5)));
         let started = rt.with_type_entry::<Probe, _>(|entry| {
             let epoch = entry.fetch_epoch("idle").expect("not registered");
             entry.start_fetched(&rt, "idle", stored(1), epoch)

@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::runtime::{Runtime, Shared};
-use crate::storage::{AlarmRecord, StoredObject};
+use crate::storage::{AlarmRecord, StoredObject, load_all};
 
 /// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
 /// took that have not fired yet.
@@ -314,18 +314,10 @@ async fn start_objects(runtime: &Runtime, alarms: &[AlarmRecord]) {
     if keys.is_empty() {
         return;
     }
-    let loaded = match runtime.storage().load_many(&keys).await {
-        Ok(loaded) if loaded.len() == keys.len() => loaded,
-        Ok(loaded) => {
-            tracing::warn!(
-                keys = keys.len(),
-                rows = loaded.len(),
-                "a batched load answered the wrong number of keys; objects load one by one"
-            );
-            return;
-        }
+    let loaded = match load_all(runtime.storage().as_ref(), &keys).await {
+        Ok(loaded) => loaded,
         Err(error) => {
-            tracing::debug!(%error, "loading the objects of claimed alarms failed; they load one by one");
+            tracing::warn!(%error, "loading the objects of claimed alarms failed; they load one by one");
             return;
         }
     };

@@ -453,6 +453,23 @@ pub trait Storage: Send + Sync + 'static {
     ) -> Result<bool, StorageError>;
 }
 
+/// [`Storage::load_many`] with its contract checked: a backend that answers a different number
+/// of results than keys gets a rejected error rather than results paired with the wrong keys.
+pub(crate) async fn load_all(
+    storage: &dyn Storage,
+    keys: &[ObjectKey],
+) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    let loaded = storage.load_many(keys).await?;
+    if loaded.len() != keys.len() {
+        return Err(StorageError::rejected(std::io::Error::other(format!(
+            "a batched load of {} objects answered {}",
+            keys.len(),
+            loaded.len()
+        ))));
+    }
+    Ok(loaded)
+}
+
 /// A shared storage is a storage: lets one backend value serve several runtimes, and lets
 /// `Arc<dyn Storage>` be passed where `impl Storage` is expected.
 #[async_trait]
