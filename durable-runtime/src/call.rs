@@ -238,7 +238,7 @@ impl<B, R, E> Call<B, R, E> {
 }
 
 /// The text of a panic payload, when it is a string.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -276,6 +276,14 @@ where
             chain,
         });
     }
+    let body = if access == Access::Read {
+        match crate::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
+            Ok(result) => return result,
+            Err(body) => body,
+        }
+    } else {
+        body
+    };
     let (reply, receive) = oneshot::channel();
     let call = Box::new(Call {
         handler,

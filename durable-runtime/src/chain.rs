@@ -22,7 +22,7 @@ pub(crate) struct Chain(Option<Arc<Link>>);
 
 /// The chain of just one object: where its calls from outside any handler start. It also
 /// holds the object's key for the object's context, so the key is kept once per object.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Root(Arc<Link>);
 
 impl Root {

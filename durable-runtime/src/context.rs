@@ -49,9 +49,15 @@ pub struct Context {
 }
 
 impl Context {
+    #[cfg(feature = "testing")]
     pub(crate) fn new(key: ObjectKey, runtime: Runtime) -> Self {
+        Self::with_root(Root::new(key), runtime)
+    }
+
+    /// The context of the object whose key `root` holds.
+    pub(crate) fn with_root(root: Root, runtime: Runtime) -> Self {
         Self {
-            root: Root::new(key),
+            root,
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
             writable: AtomicBool::new(true),

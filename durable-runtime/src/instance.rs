@@ -29,6 +29,9 @@ use crate::storage::{CommitError, ObjectKey, ObjectWrite, StoredObject};
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
 
+/// The largest queue capacity: an inbox counts its envelopes in 32 bits.
+const MAX_QUEUE_CAPACITY: usize = u32::MAX as usize - 1;
+
 /// The options of one object type with every default applied.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
@@ -45,23 +48,23 @@ impl Settings {
             hibernate_after: options.hibernate_after,
             shutdown_after: options.shutdown_after,
             call_timeout: options.call_timeout,
-            queue_capacity: options.queue_capacity.unwrap_or(1).max(1),
+            queue_capacity: options
+                .queue_capacity
+                .unwrap_or(1)
+                .clamp(1, MAX_QUEUE_CAPACITY),
         }
     }
 }
 
 /// What the instance holds of its object.
-enum Slot<O> {
+enum Slot {
     /// Nothing in memory: the next call loads from storage.
     Unloaded,
-    /// Decoded and ready. `committed` is the encoding of the state as of the last finished
-    /// call (committed, or carried by the writes the output gate waits for); `version` is the
-    /// last committed version.
-    Active {
-        state: O,
-        committed: Vec<u8>,
-        version: u64,
-    },
+    /// Decoded and ready; the decoded state is in the inbox, where a read-only call may run
+    /// on it from the caller's task while the object is idle. `committed` is the encoding of
+    /// the state as of the last finished call (committed, or carried by the writes the output
+    /// gate waits for); `version` is the last committed version.
+    Active { committed: Vec<u8>, version: u64 },
     /// Woken from dormancy (or hibernated while the object could not go dormant): the
     /// committed bytes wake it without a storage read.
     Hibernated { committed: Vec<u8>, version: u64 },
@@ -86,8 +89,7 @@ pub(crate) struct Instance<O: DurableObject> {
     /// Shared with the registry entry while the object is registered.
     inbox: Arc<Inbox<O>>,
     ctx: Context,
-    slot: Slot<O>,
-    last_activity: Instant,
+    slot: Slot,
     /// Calls whose replies wait for their writes.
     gate: Gate<O>,
     /// The object went dormant: it stays live (holding its slot) without this task.
@@ -123,7 +125,6 @@ impl<O: DurableObject> Instance<O> {
     pub(crate) fn new(
         runtime: Runtime,
         entry: Arc<TypeEntry<O>>,
-        key: ObjectKey,
         inbox: Arc<Inbox<O>>,
         origin: Origin,
     ) -> Self {
@@ -135,12 +136,12 @@ impl<O: DurableObject> Instance<O> {
             },
             Origin::Fetched(stored) => Slot::Fetched(stored),
         };
+        inbox.touch(runtime.uptime_millis_at(Instant::now()));
         Self {
             entry,
+            ctx: Context::with_root(inbox.root().clone(), runtime),
             inbox,
-            ctx: Context::new(key, runtime),
             slot,
-            last_activity: Instant::now(),
             gate: Gate::new(),
             dormant: false,
         }
@@ -190,9 +191,8 @@ impl<O: DurableObject> Instance<O> {
                                 .call_metrics
                                 .finished(handler, outcome, now - started);
                         }
-                        self.last_activity = now;
                         self.inbox.set_gate_busy(!self.gate.is_open());
-                        self.inbox.finished(self.runtime().uptime_millis_of(now));
+                        self.inbox.finished(self.runtime().uptime_millis_at(now));
                     }
                     Wake::Idle(Idle::Hibernate) => {
                         if self.hibernate() {
@@ -243,7 +243,8 @@ impl<O: DurableObject> Instance<O> {
                 envelope = self.inbox.recv(), if accepting => {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
-                () = fired(idle.as_mut()), if deadline.is_some() => match deadline {
+                // Computed again: reads in callers' tasks may have used the object meanwhile.
+                () = fired(idle.as_mut()), if deadline.is_some() => match self.next_deadline() {
                     // The timer was armed for an earlier deadline: the object was used since.
                     Some((at, _)) if at > Instant::now() => {
                         if let Some(sleep) = idle.as_mut().as_pin_mut() {
@@ -328,20 +329,22 @@ impl<O: DurableObject> Instance<O> {
     /// The next idle transition and when it is due, if any.
     fn next_deadline(&self) -> Option<(Instant, Idle)> {
         let settings = &self.entry.settings;
+        // Counted from the last call, whichever task ran it.
+        let last_used = self.runtime().instant_at_uptime(self.inbox.last_used());
         let hibernate = match self.slot {
             Slot::Active { .. } => settings
                 .hibernate_after
-                .map(|after| (self.last_activity + after, Idle::Hibernate)),
+                .map(|after| (last_used + after, Idle::Hibernate)),
             // Started ahead of a call that never came (its alarm was revoked): nothing decoded
             // to keep, and what was read may go stale.
             Slot::Fetched(_) => settings
                 .hibernate_after
-                .map(|after| (self.last_activity + after, Idle::Shutdown)),
+                .map(|after| (last_used + after, Idle::Shutdown)),
             _ => None,
         };
         let shutdown = settings
             .shutdown_after
-            .map(|after| (self.last_activity + after, Idle::Shutdown));
+            .map(|after| (last_used + after, Idle::Shutdown));
         match (hibernate, shutdown) {
             (Some(h), Some(s)) => Some(if h.0 < s.0 { h } else { s }),
             (h, s) => h.or(s),
@@ -359,18 +362,20 @@ impl<O: DurableObject> Instance<O> {
             return false;
         };
         let runtime = self.ctx.runtime();
-        let idle_since = runtime.uptime_millis_at(self.last_activity);
+        let idle_since = self.inbox.last_used();
         let dormant =
             self.entry
                 .make_dormant(runtime, &self.ctx.key().object_id, &self.inbox, || {
                     Dormant::new(committed, *version, idle_since)
                 });
+        // Waits for a read running in a caller's task, if any.
+        let state = self.inbox.state().take();
+        drop(state);
         if dormant {
             self.slot = Slot::Unloaded;
             self.dormant = true;
-        } else if let Slot::Active {
-            committed, version, ..
-        } = std::mem::replace(&mut self.slot, Slot::Unloaded)
+        } else if let Slot::Active { committed, version } =
+            std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
             self.inbox.set_residency(Residency::Hibernated);
@@ -397,6 +402,8 @@ impl<O: DurableObject> Instance<O> {
 
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
+        let state = self.inbox.state().take();
+        drop(state);
         self.inbox.set_residency(Residency::Unloaded);
     }
 
@@ -448,10 +455,18 @@ impl<O: DurableObject> Instance<O> {
             call.fail(error);
             return "activation_failed";
         }
-        let outcome = match self.run_call(&mut call) {
+        // Taken out of the inbox while the handler runs (it may wait): calls from other tasks
+        // find the object busy meanwhile.
+        let Some(mut state) = self.inbox.state().take() else {
+            unreachable!("an activated object's state is in its inbox");
+        };
+        let outcome = match self.run_call(&mut call, &mut state) {
             Run::Finished(outcome) => Some(outcome),
             Run::Running(future) => future.await,
         };
+        if outcome.is_some() {
+            *self.inbox.state() = Some(state);
+        }
         let Some(outcome) = outcome else {
             // The handler was cut off at an arbitrary await point: its in-memory changes
             // cannot be trusted, so the activation goes, once the writes of the calls before
@@ -483,22 +498,30 @@ impl<O: DurableObject> Instance<O> {
         };
         let handler = call.handler();
         let _entered = call_span::<O>(handler).entered();
-        let Run::Finished(outcome) = self.run_call(&mut call) else {
-            unreachable!("a call that runs in place finishes at once");
+        let outcome = {
+            let mut state = self.inbox.state();
+            let Some(state) = state.as_mut() else {
+                unreachable!("an active object's state is in its inbox");
+            };
+            let Run::Finished(outcome) = self.run_call(&mut call, state) else {
+                unreachable!("a call that runs in place finishes at once");
+            };
+            outcome
         };
         Ok((handler, self.settle_call(call, outcome)))
     }
 
     /// Starts the handler of `call` on the active state.
-    fn run_call<'a>(&'a mut self, call: &'a mut Box<dyn crate::call::Invocation<O>>) -> Run<'a> {
+    fn run_call<'a>(
+        &'a self,
+        call: &'a mut Box<dyn crate::call::Invocation<O>>,
+        state: &'a mut O,
+    ) -> Run<'a> {
         self.ctx.set_writable(call.access() == Access::Write);
         let chain = if call.chain().is_empty() {
             self.ctx.own_chain()
         } else {
             call.chain().push(self.key().clone())
-        };
-        let Slot::Active { state, .. } = &mut self.slot else {
-            unreachable!("calls run on an active slot");
         };
         call.run(state, &self.ctx, chain, self.entry.settings.call_timeout)
     }
@@ -557,11 +580,8 @@ impl<O: DurableObject> Instance<O> {
             Slot::Hibernated { committed, version } => {
                 let started = Instant::now();
                 let state = self.decode(&committed)?;
-                self.slot = Slot::Active {
-                    state,
-                    committed,
-                    version,
-                };
+                *self.inbox.state() = Some(state);
+                self.slot = Slot::Active { committed, version };
                 self.inbox.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
@@ -661,8 +681,8 @@ impl<O: DurableObject> Instance<O> {
         }
         let mut after = after;
         after.shrink_to_fit();
+        *self.inbox.state() = Some(state);
         self.slot = Slot::Active {
-            state,
             committed: after,
             version: committed_version,
         };
@@ -680,13 +700,14 @@ impl<O: DurableObject> Instance<O> {
     /// a write unless one is in flight (then it joins the next one).
     fn stage_write(&mut self) -> Result<(), Error> {
         let alarms = self.ctx.take_alarm_changes();
-        let Slot::Active {
-            state, committed, ..
-        } = &mut self.slot
-        else {
+        let Slot::Active { committed, .. } = &mut self.slot else {
             unreachable!("stage_write runs on an active slot");
         };
-        let encoded = match codec::encode(state) {
+        let encoded = match self.inbox.state().as_ref().map(codec::encode) {
+            Some(encoded) => encoded,
+            None => unreachable!("an active object's state is in its inbox"),
+        };
+        let encoded = match encoded {
             Ok(encoded) => encoded,
             Err(message) => {
                 let key = self.key().clone();
@@ -760,12 +781,9 @@ impl<O: DurableObject> Instance<O> {
         if access == Access::Read {
             return;
         }
-        if let Slot::Active {
-            state, committed, ..
-        } = &mut self.slot
-        {
+        if let Slot::Active { committed, .. } = &self.slot {
             match codec::decode::<O>(committed) {
-                Ok(restored) => *state = restored,
+                Ok(restored) => *self.inbox.state() = Some(restored),
                 // Cannot happen for bytes this runtime encoded; reload from storage if it does.
                 Err(_) => self.set_slot_unloaded(),
             }
@@ -789,7 +807,7 @@ impl<O: DurableObject> Instance<O> {
 }
 
 /// The span of one call, from the moment the object takes it to its reply.
-fn call_span<O: DurableObject>(handler: &'static str) -> tracing::Span {
+pub(crate) fn call_span<O: DurableObject>(handler: &'static str) -> tracing::Span {
     tracing::debug_span!("durable.call", object_type = O::TYPE_NAME, handler)
 }
 

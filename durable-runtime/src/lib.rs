@@ -50,6 +50,7 @@ mod clock;
 mod codec;
 mod committer;
 mod context;
+mod direct;
 mod error;
 mod events;
 mod gate;

@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -24,6 +24,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::Invocation;
+use crate::chain::Root;
 use crate::error::Error;
 use crate::events::Event;
 use crate::instance::{Instance, Origin, Settings};
@@ -72,41 +73,53 @@ pub(crate) enum SendError<O> {
     Closed(Envelope<O>),
 }
 
-/// One live object's queue of envelopes and what the registry knows of its activity, shared
-/// by its registry entry and its task. (A plain queue under a lock: far smaller than a
-/// channel, which preallocates a block of slots and pads its fields to cache lines.)
+/// One live object's queue of envelopes, its decoded state and what the registry knows of its
+/// activity, shared by its registry entry and its task. (A plain queue under a lock: far
+/// smaller than a channel, which preallocates a block of slots and pads its fields to cache
+/// lines.)
 pub(crate) struct Inbox<O> {
     queue: Mutex<Queue<O>>,
+    /// The decoded state while the object is active, `None` otherwise. Under a lock of its own
+    /// so that a read-only call can run on it from the caller's task while the object is idle
+    /// ([`crate::direct`]); whoever runs a call holds the lock (or has taken the state out).
+    state: Mutex<Option<O>>,
+    /// The object's key, as the root of the call chains its handlers run in.
+    root: Root,
     residency: AtomicU8,
     /// Envelopes enqueued and not yet fully handled. Incremented under the entry's read
-    /// guard, so a zero seen under its write guard means the object is idle.
-    outstanding: AtomicUsize,
-    /// When the object last finished an envelope, in milliseconds of the runtime's uptime.
+    /// guard, so a zero seen under its write guard means the object is idle. (At most the
+    /// queue's capacity, which is kept below `u32::MAX`, plus the one running.)
+    outstanding: AtomicU32,
+    /// When the object last finished a call (or started), in milliseconds of the runtime's
+    /// uptime, rounded up: the idle timer and the least-recently-used order count from it.
     last_used: AtomicU64,
     /// Whether replies wait in the object's output gate (writes not yet committed).
     gate_busy: AtomicBool,
+    /// Nothing more is accepted; the task ends once the queue is empty. Read and written only
+    /// under the queue's lock (kept out of the queue, where it would cost a padded word).
+    closed: AtomicBool,
 }
 
 struct Queue<O> {
     envelopes: VecDeque<Envelope<O>>,
     /// The task waiting for the next envelope.
     waker: Option<Waker>,
-    /// Nothing more is accepted; the task ends once the queue is empty.
-    closed: bool,
 }
 
 impl<O> Inbox<O> {
-    pub(crate) fn new(residency: Residency) -> Self {
+    pub(crate) fn new(residency: Residency, key: ObjectKey) -> Self {
         Self {
             queue: Mutex::new(Queue {
                 envelopes: VecDeque::new(),
                 waker: None,
-                closed: false,
             }),
+            state: Mutex::new(None),
+            root: Root::new(key),
             residency: AtomicU8::new(residency as u8),
-            outstanding: AtomicUsize::new(0),
+            outstanding: AtomicU32::new(0),
             last_used: AtomicU64::new(0),
             gate_busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -119,7 +132,7 @@ impl<O> Inbox<O> {
     /// Enqueues without waiting, counting the envelope as outstanding.
     fn try_send(&self, envelope: Envelope<O>, capacity: usize) -> Result<(), SendError<O>> {
         let mut queue = self.lock();
-        if queue.closed {
+        if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(envelope));
         }
         if queue.envelopes.len() >= capacity {
@@ -143,7 +156,7 @@ impl<O> Inbox<O> {
             if let Some(envelope) = queue.envelopes.pop_front() {
                 return Poll::Ready(Some(envelope));
             }
-            if queue.closed {
+            if self.closed.load(Ordering::Relaxed) {
                 return Poll::Ready(None);
             }
             match &queue.waker {
@@ -158,7 +171,7 @@ impl<O> Inbox<O> {
     pub(crate) fn close(&self) {
         let waker = {
             let mut queue = self.lock();
-            queue.closed = true;
+            self.closed.store(true, Ordering::Relaxed);
             queue.waker.take()
         };
         if let Some(waker) = waker {
@@ -166,20 +179,47 @@ impl<O> Inbox<O> {
         }
     }
 
-    /// Closes and drops what is queued (its callers see the runtime shutting down): the task
-    /// is gone.
+    /// Closes and drops what is queued (its callers see the runtime shutting down) and the
+    /// state: the task is gone.
     pub(crate) fn abandon(&self) {
         let envelopes = {
             let mut queue = self.lock();
-            queue.closed = true;
+            self.closed.store(true, Ordering::Relaxed);
             queue.waker = None;
             std::mem::take(&mut queue.envelopes)
         };
         drop(envelopes);
+        let state = self.state().take();
+        drop(state);
+    }
+
+    /// The decoded state, locked.
+    pub(crate) fn state(&self) -> MutexGuard<'_, Option<O>> {
+        lock(&self.state)
+    }
+
+    /// The decoded state, if the object is active, idle and nobody else holds it.
+    ///
+    /// Idleness is checked under the state's lock: the task counts an envelope as finished
+    /// only after marking its writes as in flight, and takes the lock to run it, so an object
+    /// found idle here has no call running and its state is committed.
+    pub(crate) fn try_idle_state(&self) -> Option<MutexGuard<'_, Option<O>>> {
+        let guard = match self.state.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        (guard.is_some() && self.is_idle()).then_some(guard)
+    }
+
+    /// The root of the object's call chains (its key).
+    pub(crate) fn root(&self) -> &Root {
+        &self.root
     }
 
     fn is_closed(&self) -> bool {
-        self.lock().closed
+        let _queue = self.lock();
+        self.closed.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -200,8 +240,18 @@ impl<O> Inbox<O> {
 
     /// An envelope was handled.
     pub(crate) fn finished(&self, at_millis: u64) {
-        self.last_used.store(at_millis, Ordering::Relaxed);
+        self.touch(at_millis);
         self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The object was used at `at_millis` (uptime, rounded up).
+    pub(crate) fn touch(&self, at_millis: u64) {
+        self.last_used.store(at_millis, Ordering::Relaxed);
+    }
+
+    /// When the object was last used (uptime milliseconds, rounded up).
+    pub(crate) fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
     }
 
     /// Set before the envelope that made the gate busy is counted as finished.
@@ -441,8 +491,11 @@ impl<O: DurableObject> TypeEntry<O> {
     /// Starts an instance that loads the object from storage (or from `fetched`, what was
     /// read from it on the object's behalf).
     fn start(self: &Arc<Self>, runtime: &Runtime, id: &str, origin: Origin) -> Mailbox<O> {
-        let inbox = Arc::new(Inbox::new(Residency::Unloaded));
-        self.spawn(runtime, id, Arc::clone(&inbox), origin);
+        let inbox = Arc::new(Inbox::new(
+            Residency::Unloaded,
+            ObjectKey::new(O::TYPE_NAME, id),
+        ));
+        self.spawn(runtime, Arc::clone(&inbox), origin);
         metrics::live_objects(O::TYPE_NAME, 1.0);
         Mailbox { inbox }
     }
@@ -494,24 +547,32 @@ impl<O: DurableObject> TypeEntry<O> {
 
     /// Turns the dormant `entry` live: a task starts from its encoded state.
     fn wake(self: &Arc<Self>, runtime: &Runtime, id: &str, entry: &mut Entry<O>) {
-        let inbox = Arc::new(Inbox::new(Residency::Hibernated));
+        let inbox = Arc::new(Inbox::new(
+            Residency::Hibernated,
+            ObjectKey::new(O::TYPE_NAME, id),
+        ));
         let mailbox = Mailbox {
             inbox: Arc::clone(&inbox),
         };
         if let Entry::Dormant(dormant) = std::mem::replace(entry, Entry::Live(mailbox)) {
-            self.spawn(runtime, id, inbox, Origin::Dormant(dormant));
+            self.spawn(runtime, inbox, Origin::Dormant(dormant));
         }
     }
 
-    fn spawn(self: &Arc<Self>, runtime: &Runtime, id: &str, inbox: Arc<Inbox<O>>, origin: Origin) {
-        let instance = Instance::new(
-            runtime.clone(),
-            Arc::clone(self),
-            ObjectKey::new(O::TYPE_NAME, id),
-            inbox,
-            origin,
-        );
+    fn spawn(self: &Arc<Self>, runtime: &Runtime, inbox: Arc<Inbox<O>>, origin: Origin) {
+        let instance = Instance::new(runtime.clone(), Arc::clone(self), inbox, origin);
         runtime.spawn_task(instance.run());
+    }
+
+    /// The inbox of the object `id` if it is live and looks idle (to be checked again under
+    /// its state's lock).
+    pub(crate) fn idle_inbox(&self, id: &str) -> Option<Arc<Inbox<O>>> {
+        match self.objects.get(id).as_deref() {
+            Some(Entry::Live(mailbox)) if mailbox.inbox.is_idle() => {
+                Some(Arc::clone(&mailbox.inbox))
+            }
+            _ => None,
+        }
     }
 
     /// What the object `id` holds in memory, or `None` if it is not live.
@@ -684,9 +745,7 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
             .iter()
             .filter_map(|entry| {
                 let last_used = match entry.value() {
-                    Entry::Live(mailbox) if mailbox.inbox.is_idle() => {
-                        mailbox.inbox.last_used.load(Ordering::Relaxed)
-                    }
+                    Entry::Live(mailbox) if mailbox.inbox.is_idle() => mailbox.inbox.last_used(),
                     Entry::Live(_) => return None,
                     Entry::Dormant(dormant) => dormant.idle_since(),
                 };

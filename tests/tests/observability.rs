@@ -29,6 +29,11 @@ impl Meter {
     }
 
     #[handler]
+    fn handle_peek(&self) -> u64 {
+        self.n
+    }
+
+    #[handler]
     fn handle_boom(&mut self) {
         panic!("boom");
     }
@@ -53,6 +58,10 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     assert!(Meter::checked(&rt, "secret-id-1", true).await.is_err());
     Meter::checked(&rt, "secret-id-1", false).await.unwrap();
     Meter::tick(&rt, "secret-id-2").await.unwrap();
+    // Reads of an idle object, run in this task, are counted the same way.
+    for _ in 0..4 {
+        Meter::peek(&rt, "secret-id-2").await.unwrap();
+    }
     // The handler runs, its commit fails: the call fails and the object reloads.
     store.fail_commits(1);
     assert!(Meter::tick(&rt, "secret-id-2").await.is_err());
@@ -117,6 +126,11 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
             .sum()
     };
     assert_eq!(samples("tick"), 5, "one duration per tick call");
+    assert_eq!(
+        counter(names::CALLS, &[("handler", "peek"), ("outcome", "ok")]),
+        4
+    );
+    assert_eq!(samples("peek"), 4, "one duration per read");
     assert_eq!(
         samples("checked"),
         3,

@@ -1,6 +1,7 @@
 //! Tracing: every call runs inside a `durable.call` span naming its type and handler, and spans
 //! a handler opens nest under it, whether the handler is synchronous (run in place by the
-//! object's task) or `async` (run as a future).
+//! object's task, or by the caller's task for a read of an idle object) or `async` (run as a
+//! future).
 
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +23,12 @@ impl Traced {
     fn handle_bump(&mut self) -> u64 {
         let _inner = tracing::info_span!("inner", from = "bump").entered();
         self.n += 1;
+        self.n
+    }
+
+    #[handler]
+    fn handle_peek(&self) -> u64 {
+        let _inner = tracing::info_span!("inner", from = "peek").entered();
         self.n
     }
 
@@ -104,11 +111,13 @@ async fn handler_spans_nest_under_the_call_span_on_both_paths() {
     assert_eq!(Traced::bump(&rt, "t").await.unwrap(), 1);
     assert_eq!(Traced::bump(&rt, "t").await.unwrap(), 2);
     assert_eq!(Traced::bump_later(&rt, "t").await.unwrap(), 3);
+    // Idle and active: the read runs in this task.
+    assert_eq!(Traced::peek(&rt, "t").await.unwrap(), 3);
     rt.shutdown().await;
 
     let opened = recorder.0.lock().unwrap().clone();
     let calls: Vec<_> = opened.iter().filter(|s| s.name == "durable.call").collect();
-    assert_eq!(calls.len(), 3, "{opened:#?}");
+    assert_eq!(calls.len(), 4, "{opened:#?}");
     for call in &calls {
         assert_eq!(
             field(&call.fields, "object_type"),
@@ -122,12 +131,12 @@ async fn handler_spans_nest_under_the_call_span_on_both_paths() {
         .collect();
     assert_eq!(
         handlers,
-        [Some("bump"), Some("bump"), Some("bump_later")],
+        [Some("bump"), Some("bump"), Some("bump_later"), Some("peek")],
         "{opened:#?}"
     );
 
     let inner: Vec<_> = opened.iter().filter(|s| s.name == "inner").collect();
-    assert_eq!(inner.len(), 3, "{opened:#?}");
+    assert_eq!(inner.len(), 4, "{opened:#?}");
     for span in inner {
         let (parent, parent_fields) = span.parent.as_ref().expect("a parent span");
         assert_eq!(*parent, "durable.call", "{span:?}");
