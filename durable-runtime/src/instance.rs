@@ -368,9 +368,7 @@ impl<O: DurableObject> Instance<O> {
                 .make_dormant(runtime, &self.ctx.key().object_id, &self.inbox, || {
                     Dormant::new(committed, *version, idle_since)
                 });
-        // Waits for a read running in a caller's task, if any.
-        let state = self.inbox.state().take();
-        drop(state);
+        self.inbox.clear_state();
         if dormant {
             self.slot = Slot::Unloaded;
             self.dormant = true;
@@ -402,8 +400,7 @@ impl<O: DurableObject> Instance<O> {
 
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
-        let state = self.inbox.state().take();
-        drop(state);
+        self.inbox.clear_state();
         self.inbox.set_residency(Residency::Unloaded);
     }
 

@@ -189,6 +189,12 @@ impl<O> Inbox<O> {
             std::mem::take(&mut queue.envelopes)
         };
         drop(envelopes);
+        self.clear_state();
+    }
+
+    /// Drops the decoded state, once a read running on it in a caller's task is done (and
+    /// outside the lock: dropping a state may take a while).
+    pub(crate) fn clear_state(&self) {
         let state = self.state().take();
         drop(state);
     }
