@@ -1,0 +1,339 @@
+//! Checks on the state of objects: loads (one key or many), first writes and updates under
+//! an expected version, version conflicts, atomic batches, writes without a state, and delete.
+
+use super::support::{
+    alarm_times, alarms, alarms_only, assert_conflict, at, cancel, commit_ok, insert, json, key,
+    load, next_due, set, update,
+};
+use crate::storage::{ObjectKey, ObjectWrite, Storage, StoredObject};
+
+/// A key never written loads as `None`; an empty store lists nothing and deletes nothing.
+pub async fn load_missing<S: Storage + ?Sized>(store: &S) {
+    let k = key("load_missing", "a");
+    assert_eq!(
+        load(store, &k).await,
+        None,
+        "a missing object must load as None"
+    );
+    let page = store.list_ids(&k.object_type, None, 10).await.unwrap();
+    assert!(page.ids.is_empty() && page.next.is_none(), "{page:?}");
+    assert!(alarms(store, &k).await.is_empty());
+    assert_eq!(next_due(store).await, None);
+    assert!(
+        !store.delete(&k).await.unwrap(),
+        "deleting nothing returns false"
+    );
+}
+
+/// A first write (expected version 0) stores the state at version 1, exactly.
+pub async fn insert_then_load<S: Storage + ?Sized>(store: &S) {
+    let k = key("insert_then_load", "a");
+    let state = json(serde_json::json!({"count": 1, "name": "a"}));
+    commit_ok(store, &[insert(&k, &state)]).await;
+    assert_eq!(
+        load(store, &k).await,
+        Some(StoredObject {
+            state: state.clone(),
+            version: 1
+        })
+    );
+    // Same id, other type: a different object.
+    let other = ObjectKey::new("conformance.insert_then_load.other", "a");
+    assert_eq!(load(store, &other).await, None, "types must not share ids");
+}
+
+/// A batched load answers every key in the order given: what [`Storage::load`] would return
+/// for each, repeats and unknown keys included.
+pub async fn load_many_in_key_order<S: Storage + ?Sized>(store: &S) {
+    let loaded = store.load_many(&[]).await.expect("an empty batched load");
+    assert!(loaded.is_empty(), "no keys, no results: {loaded:?}");
+    let a = key("load_many_in_key_order", "a");
+    let b = key("load_many_in_key_order", "b/\u{e9} 'quoted'");
+    let missing = key("load_many_in_key_order", "missing");
+    let other_type = ObjectKey::new("conformance.load_many_in_key_order.other", "a");
+    let (state_a, state_b) = (
+        json(serde_json::json!({"n": 1})),
+        json(serde_json::json!({"n": 2})),
+    );
+    commit_ok(store, &[insert(&a, &state_a), insert(&b, &state_b)]).await;
+    commit_ok(store, &[update(&b, 1, &state_b)]).await;
+    let keys = [b.clone(), missing, a.clone(), other_type, b.clone()];
+    let loaded = store.load_many(&keys).await.expect("a batched load");
+    let stored_a = Some(StoredObject {
+        state: state_a,
+        version: 1,
+    });
+    let stored_b = Some(StoredObject {
+        state: state_b,
+        version: 2,
+    });
+    assert_eq!(
+        loaded,
+        vec![stored_b.clone(), None, stored_a, None, stored_b],
+        "one result per key, in key order"
+    );
+    // More keys than any one claim of alarms, every other one stored.
+    let many: Vec<ObjectKey> = (0..1200)
+        .map(|i| key("load_many_in_key_order", &format!("many-{i}")))
+        .collect();
+    let writes: Vec<ObjectWrite> = many
+        .iter()
+        .step_by(2)
+        .map(|k| insert(k, &json(serde_json::json!({ "id": k.object_id }))))
+        .collect();
+    commit_ok(store, &writes).await;
+    let loaded = store.load_many(&many).await.expect("a large batched load");
+    assert_eq!(loaded.len(), many.len());
+    for (i, (k, stored)) in many.iter().zip(&loaded).enumerate() {
+        let expected = (i % 2 == 0).then(|| StoredObject {
+            state: json(serde_json::json!({ "id": k.object_id })),
+            version: 1,
+        });
+        assert_eq!(stored, &expected, "key {k}");
+    }
+}
+
+/// Each write naming the current version replaces the state and advances the version by one.
+pub async fn update_with_expected_version<S: Storage + ?Sized>(store: &S) {
+    let k = key("update_with_expected_version", "a");
+    commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
+    for version in 1..=5u64 {
+        let state = format!("{{\"n\":{}}}", version + 1).into_bytes();
+        commit_ok(store, &[update(&k, version, &state)]).await;
+        assert_eq!(
+            load(store, &k).await,
+            Some(StoredObject {
+                state,
+                version: version + 1
+            })
+        );
+    }
+}
+
+/// A write naming an older (or newer) version than stored is a conflict and changes nothing.
+pub async fn stale_version_conflicts<S: Storage + ?Sized>(store: &S) {
+    let k = key("stale_version_conflicts", "a");
+    commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
+    commit_ok(store, &[update(&k, 1, b"{\"n\":2}")]).await;
+    assert_conflict(
+        store.commit(&[update(&k, 1, b"{\"n\":3}")]).await,
+        0,
+        &k,
+        1,
+        Some(2),
+    );
+    assert_conflict(
+        store.commit(&[update(&k, 7, b"{\"n\":3}")]).await,
+        0,
+        &k,
+        7,
+        Some(2),
+    );
+    assert_eq!(
+        load(store, &k).await,
+        Some(StoredObject {
+            state: b"{\"n\":2}".to_vec(),
+            version: 2
+        }),
+        "a rejected write must not change the stored state"
+    );
+}
+
+/// A first write (expected version 0) of an object that exists is a conflict.
+pub async fn insert_over_existing_conflicts<S: Storage + ?Sized>(store: &S) {
+    let k = key("insert_over_existing_conflicts", "a");
+    commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
+    assert_conflict(
+        store.commit(&[insert(&k, b"{\"n\":9}")]).await,
+        0,
+        &k,
+        0,
+        Some(1),
+    );
+    assert_eq!(
+        load(store, &k).await,
+        Some(StoredObject {
+            state: b"{\"n\":1}".to_vec(),
+            version: 1
+        })
+    );
+}
+
+/// A write expecting a version of an object that does not exist is a conflict (found `None`),
+/// with or without a state.
+pub async fn update_missing_conflicts<S: Storage + ?Sized>(store: &S) {
+    let k = key("update_missing_conflicts", "a");
+    assert_conflict(store.commit(&[update(&k, 1, b"{}")]).await, 0, &k, 1, None);
+    assert_conflict(
+        store
+            .commit(&[alarms_only(&k, 0, vec![set("x", at(0))])])
+            .await,
+        0,
+        &k,
+        0,
+        None,
+    );
+    assert_conflict(
+        store.commit(&[alarms_only(&k, 3, vec![])]).await,
+        0,
+        &k,
+        3,
+        None,
+    );
+    assert_eq!(load(store, &k).await, None);
+    assert!(
+        alarms(store, &k).await.is_empty(),
+        "a rejected write sets no alarm"
+    );
+}
+
+/// One conflicting write rejects its whole batch, wherever it is in the batch, and the error
+/// names its index in the batch.
+pub async fn batch_is_atomic<S: Storage + ?Sized>(store: &S) {
+    let a = key("batch_is_atomic", "a");
+    let b = key("batch_is_atomic", "b");
+    let z = key("batch_is_atomic", "z");
+    commit_ok(store, &[insert(&b, b"{\"b\":1}")]).await;
+
+    // The conflict comes after a good write (and sorts before it by key).
+    let mut good = insert(&z, b"{\"z\":1}");
+    good.alarms.push(set("ring", at(0)));
+    assert_conflict(
+        store.commit(&[good.clone(), update(&b, 7, b"{}")]).await,
+        1,
+        &b,
+        7,
+        Some(1),
+    );
+    assert_eq!(
+        load(store, &z).await,
+        None,
+        "the first write of a rejected batch was applied"
+    );
+    assert!(
+        alarms(store, &z).await.is_empty(),
+        "alarms of a rejected batch were applied"
+    );
+
+    // The conflict comes first.
+    assert_conflict(
+        store
+            .commit(&[update(&b, 0, b"{}"), insert(&a, b"{}")])
+            .await,
+        0,
+        &b,
+        0,
+        Some(1),
+    );
+    assert_eq!(load(store, &a).await, None);
+
+    // Without the conflict the same batch goes through.
+    commit_ok(store, &[good, update(&b, 1, b"{\"b\":2}")]).await;
+    assert_eq!(load(store, &z).await.map(|o| o.version), Some(1));
+    assert_eq!(load(store, &b).await.map(|o| o.version), Some(2));
+    assert_eq!(alarms(store, &z).await.len(), 1);
+}
+
+/// A batch writes many objects at once.
+pub async fn batch_commits_many_objects<S: Storage + ?Sized>(store: &S) {
+    let keys: Vec<ObjectKey> = (0..50)
+        .map(|i| key("batch_commits_many_objects", &format!("obj-{i:02}")))
+        .collect();
+    let batch: Vec<ObjectWrite> = keys
+        .iter()
+        .map(|k| insert(k, format!("{{\"id\":\"{}\"}}", k.object_id).as_bytes()))
+        .collect();
+    commit_ok(store, &batch).await;
+    let batch: Vec<ObjectWrite> = keys.iter().map(|k| update(k, 1, b"{\"v\":2}")).collect();
+    commit_ok(store, &batch).await;
+    for k in &keys {
+        assert_eq!(
+            load(store, k).await,
+            Some(StoredObject {
+                state: b"{\"v\":2}".to_vec(),
+                version: 2
+            })
+        );
+    }
+    let page = store
+        .list_ids("conformance.batch_commits_many_objects", None, 100)
+        .await
+        .unwrap();
+    assert_eq!(page.ids.len(), 50);
+}
+
+/// A write without a state keeps the state, still checks and advances the version, and applies
+/// its alarm changes.
+pub async fn stateless_write_bumps_version<S: Storage + ?Sized>(store: &S) {
+    let k = key("stateless_write_bumps_version", "a");
+    commit_ok(store, &[insert(&k, b"{\"n\":1}")]).await;
+    commit_ok(store, &[alarms_only(&k, 1, vec![set("tick", at(10))])]).await;
+    assert_eq!(
+        load(store, &k).await,
+        Some(StoredObject {
+            state: b"{\"n\":1}".to_vec(),
+            version: 2
+        })
+    );
+    assert_eq!(
+        alarm_times(store, &k).await,
+        vec![("tick".to_owned(), at(10))]
+    );
+    commit_ok(store, &[alarms_only(&k, 2, vec![])]).await;
+    assert_eq!(load(store, &k).await.map(|o| o.version), Some(3));
+    assert_conflict(
+        store
+            .commit(&[alarms_only(&k, 2, vec![cancel("tick")])])
+            .await,
+        0,
+        &k,
+        2,
+        Some(3),
+    );
+    assert_eq!(
+        alarms(store, &k).await.len(),
+        1,
+        "a rejected write cancelled an alarm"
+    );
+}
+
+/// Delete removes the state and every alarm of one object (and only of that object), and says
+/// whether a state existed; the object can then be created again from version 0.
+pub async fn delete_removes_state_and_alarms<S: Storage + ?Sized>(store: &S) {
+    let a = key("delete_removes_state_and_alarms", "a");
+    let b = key("delete_removes_state_and_alarms", "b");
+    let mut write_a = insert(&a, b"{\"a\":1}");
+    write_a.alarms = vec![set("x", at(1)), set("y", at(2))];
+    let mut write_b = insert(&b, b"{\"b\":1}");
+    write_b.alarms = vec![set("x", at(1))];
+    commit_ok(store, &[write_a, write_b]).await;
+
+    assert!(
+        store.delete(&a).await.unwrap(),
+        "delete of a stored object returns true"
+    );
+    assert_eq!(load(store, &a).await, None);
+    assert!(
+        alarms(store, &a).await.is_empty(),
+        "delete must remove the object's alarms"
+    );
+    assert_eq!(load(store, &b).await.map(|o| o.version), Some(1));
+    assert_eq!(
+        alarms(store, &b).await.len(),
+        1,
+        "delete touched another object's alarms"
+    );
+    assert!(
+        !store.delete(&a).await.unwrap(),
+        "a second delete returns false"
+    );
+
+    commit_ok(store, &[insert(&a, b"{\"a\":2}")]).await;
+    assert_eq!(
+        load(store, &a).await,
+        Some(StoredObject {
+            state: b"{\"a\":2}".to_vec(),
+            version: 1
+        })
+    );
+}
