@@ -619,6 +619,10 @@ async fn connection_loss_is_retryable_and_recovers() {
         }
     };
     assert_eq!(stored.unwrap().version, 1);
+    // The connection kept for commits died too. One used within the last half second would
+    // be trusted without a ping (and fail the next commit, retryably); after that it is
+    // pinged, found dead and replaced before the commit below uses it.
+    tokio::time::sleep(Duration::from_millis(700)).await;
 
     // 2. A commit waiting on a row lock loses its connection in the middle of its transaction.
     let mut blocker = admin.begin().await.unwrap();
@@ -735,4 +739,89 @@ async fn connection_loss_is_retryable_and_recovers() {
     assert!(version >= 102, "version {version}");
     admin.close().await.ok();
     monitor.close().await.ok();
+}
+
+/// How many server processes serve `application_name`.
+async fn connections_of(monitor: &mut PgConnection, application_name: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+        .bind(application_name)
+        .fetch_one(monitor)
+        .await
+        .unwrap()
+}
+
+/// The connections kept for commits count within `max_connections`: many concurrent commits
+/// and loads never open more.
+#[tokio::test]
+async fn commits_stay_within_max_connections() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "max_connections").await;
+    let app = format!("durable-max-conn-{}", std::process::id());
+    let store = PostgresStore::builder(&url)
+        .schema(&guard.name)
+        .application_name(&app)
+        .max_connections(4)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(store.max_concurrent_commits(), 1);
+    let mut monitor = PgConnection::connect(&url).await.unwrap();
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for round in 0..20 {
+                    let key = ObjectKey::new("Counter", format!("{worker}-{round}"));
+                    store.commit(&[insert(&key, "{}")]).await.unwrap();
+                    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+                }
+            })
+        })
+        .collect();
+    let mut peak = 0;
+    while workers.iter().any(|w| !w.is_finished()) {
+        peak = peak.max(connections_of(&mut monitor, &app).await);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert!((1..=4).contains(&peak), "{peak} connections open at once");
+    monitor.close().await.ok();
+}
+
+/// A connection kept for commits that the server dropped while it sat idle is found out by a
+/// ping before use: the next commit and load succeed at the first attempt.
+#[tokio::test]
+async fn idle_connections_dropped_by_the_server_are_replaced_unseen() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "idle_dropped").await;
+    let app = format!("durable-idle-dropped-{}", std::process::id());
+    let store = PostgresStore::builder(&url)
+        .schema(&guard.name)
+        .application_name(&app)
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+    for round in 1..=3 {
+        assert!(terminate(&mut admin, &app).await >= 1);
+        // Longer than a connection is trusted without a ping after its last use.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let write = ObjectWrite {
+            key: key.clone(),
+            expected_version: round,
+            state: Some(format!("{{\"n\":{}}}", round + 1).into_bytes()),
+            alarms: vec![],
+        };
+        store.commit(&[write]).await.unwrap();
+        assert_eq!(store.load(&key).await.unwrap().unwrap().version, round + 1);
+    }
+    admin.close().await.ok();
 }

@@ -16,7 +16,7 @@ use sqlx::postgres::{
     PgArgumentBuffer, PgConnectOptions, PgHasArrayType, PgPool, PgPoolOptions, PgRow, PgTypeInfo,
     PgValueFormat, PgValueRef, Postgres,
 };
-use sqlx::{Decode, Encode, PgConnection, Row, Type};
+use sqlx::{Connection, Decode, Encode, PgConnection, Row, Type};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::net_alarms::NetAlarms;
@@ -26,7 +26,10 @@ use crate::schema::{
     state_text, to_db_version, to_micros, validate_name,
 };
 
+mod commit_connections;
 mod states;
+
+use commit_connections::{CommitConnections, TRUSTED_AFTER_USE};
 
 fn db_err(err: sqlx::Error) -> StorageError {
     storage_error(Dialect::Postgres, err)
@@ -136,8 +139,10 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// The most connections the store's pool opens (default 10; at least 1). Not applied to a pool given
-    /// to [`PostgresStore::builder_with_pool`].
+    /// The most connections the store opens (default 10; at least 1): a few of them, a quarter
+    /// from 1 to 4, are kept for commits, and the pool opens the others (at least one). Not
+    /// applied to a pool given to [`PostgresStore::builder_with_pool`], beside which the store
+    /// keeps a quarter of the pool's size, from 1 to 4.
     ///
     /// # Examples
     ///
@@ -214,22 +219,38 @@ impl PostgresStoreBuilder {
     /// ```
     pub async fn connect(self) -> Result<PostgresStore, Error> {
         let names = self.names()?;
-        let pool = match &self.source {
-            Source::Pool(pool) => pool.clone(),
+        let (pool, kept) = match &self.source {
+            Source::Pool(pool) => (
+                pool.clone(),
+                kept_for_commits(pool.options().get_max_connections()),
+            ),
             Source::Url(url) => {
                 let options = PgConnectOptions::from_str(url)
                     .map_err(|err| Error::InvalidLocation(Box::new(err)))?
                     .application_name(&self.application_name);
-                PgPoolOptions::new()
-                    .max_connections(self.max_connections)
+                let kept = kept_for_commits(self.max_connections);
+                let pooled = (self.max_connections - kept as u32).max(1);
+                let pool = PgPoolOptions::new()
+                    .max_connections(pooled)
                     .acquire_timeout(self.acquire_timeout)
-                    .test_before_acquire(true)
+                    .test_before_acquire(false)
+                    // Ping only a connection idle for a while: one used a moment ago is
+                    // most likely alive, and the ping would add a round trip to every query.
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for >= TRUSTED_AFTER_USE {
+                                conn.ping().await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .connect_with(options)
                     .await
-                    .map_err(db_err)?
+                    .map_err(db_err)?;
+                (pool, kept)
             }
         };
-        PostgresStore::finish(pool, names, self.migrate).await
+        PostgresStore::finish(pool, kept, names, self.migrate).await
     }
 
     fn names(&self) -> Result<Names, Error> {
@@ -272,6 +293,7 @@ impl PostgresStoreBuilder {
 #[derive(Clone, Debug)]
 pub struct PostgresStore {
     pool: PgPool,
+    commits: Arc<CommitConnections>,
     names: Arc<Names>,
     sql: Arc<Sql>,
 }
@@ -294,7 +316,9 @@ impl PostgresStore {
 
     /// Builds a store on an existing pool with the default settings and applies the pending
     /// migrations. The pool keeps its own settings; keep `test_before_acquire` on (sqlx's
-    /// default) so that connections the server dropped are replaced.
+    /// default), or an equivalent `before_acquire` check, so that connections the server
+    /// dropped are replaced. Beside the pool, the store keeps a quarter of its size (from 1 to
+    /// 4) of connections of its own for commits.
     ///
     /// # Examples
     ///
@@ -347,8 +371,9 @@ impl PostgresStore {
         PostgresStoreBuilder::new(Source::Pool(pool))
     }
 
-    async fn finish(pool: PgPool, names: Names, migrate: bool) -> Result<Self, Error> {
+    async fn finish(pool: PgPool, kept: usize, names: Names, migrate: bool) -> Result<Self, Error> {
         let store = Self {
+            commits: Arc::new(CommitConnections::new(pool.clone(), kept)),
             pool,
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
@@ -417,12 +442,21 @@ impl PostgresStore {
             "SELECT version FROM {} ORDER BY version",
             self.names.migrations
         );
-        // Cheap path: read what is applied without taking the lock.
-        // An error here means that the table does not exist yet: everything is pending.
-        let applied: Vec<i64> = sqlx::query_scalar(&applied_sql)
-            .fetch_all(&self.pool)
+        // Cheap path: read what is applied without taking the lock. Before the first
+        // migration the table does not exist (asked first, so that the server logs no error).
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&self.names.migrations)
+            .fetch_one(&self.pool)
             .await
-            .unwrap_or_default();
+            .map_err(db_err)?;
+        let applied: Vec<i64> = if exists {
+            sqlx::query_scalar(&applied_sql)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?
+        } else {
+            Vec::new()
+        };
         for migration in POSTGRES_MIGRATIONS
             .iter()
             .filter(|m| m.version <= version && !applied.contains(&m.version))
@@ -541,6 +575,13 @@ impl PostgresStore {
             .rows_affected();
         Ok(changed > 0)
     }
+}
+
+/// How many connections a store of `max_connections` keeps for commits: a quarter, from 1 to 4.
+/// More commits in flight make each batch smaller, and a batch costs about the same round trips
+/// whatever its size, so a few large batches commit more calls per second than many small ones.
+fn kept_for_commits(max_connections: u32) -> usize {
+    (max_connections as usize / 4).clamp(1, 4)
 }
 
 /// A stable advisory-lock key for a migrations table (FNV-1a of its qualified name).
@@ -1098,14 +1139,59 @@ fn attempts_param(attempts: u32) -> Result<i32, StorageError> {
         .map_err(|_| crate::error::rejected(format!("attempt count {attempts} is out of range")))
 }
 
+/// Commits `prepared` on `conn`.
+async fn commit_on(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    prepared: &[Prepared<'_>],
+) -> Result<(), CommitError> {
+    if let [single] = prepared {
+        if single.alarms.is_empty() {
+            // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
+            if apply_object_row(conn, sql, single).await? {
+                return Ok(());
+            }
+            let found = PostgresStore::found_version(conn, sql, &single.write.key).await?;
+            return Err(CommitError::Conflict {
+                index: single.index,
+                key: single.write.key.clone(),
+                expected: single.write.expected_version,
+                found,
+            });
+        }
+    }
+    if states::applies(prepared) {
+        return states::commit(conn, &sql.states, prepared).await;
+    }
+    let mut tx = conn.begin().await.map_err(db_err)?;
+    // A batch of several writes goes through a few array statements: one round trip to
+    // the server per statement is most of what a commit costs.
+    let applied = if prepared.len() == 1 {
+        apply_each(&mut tx, sql, prepared).await?
+    } else {
+        apply_bulk(&mut tx, sql, prepared).await?
+    };
+    if let Err(position) = applied {
+        let p = &prepared[position];
+        let found = PostgresStore::found_version(&mut tx, sql, &p.write.key).await?;
+        tx.rollback().await.map_err(db_err)?;
+        return Err(CommitError::Conflict {
+            index: p.index,
+            key: p.write.key.clone(),
+            expected: p.write.expected_version,
+            found,
+        });
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(())
+}
+
 #[async_trait]
 impl Storage for PostgresStore {
-    /// Batches overlap on a server: a quarter of the pool's connections, from 1 to 4 (2 with
-    /// the default pool of 10). More overlap makes each batch smaller, and a batch costs about
-    /// the same round trips whatever its size, so a few large batches commit more calls per
-    /// second than many small ones.
+    /// One batch in flight per connection kept for commits: a quarter of
+    /// [`max_connections`](PostgresStoreBuilder::max_connections), from 1 to 4 (2 by default).
     fn max_concurrent_commits(&self) -> usize {
-        (self.pool.options().get_max_connections() as usize / 4).clamp(1, 4)
+        self.commits.capacity()
     }
 
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
@@ -1148,47 +1234,14 @@ impl Storage for PostgresStore {
             return Ok(());
         }
         let prepared = prepare(batch)?;
-        let sql = &*self.sql;
-        if let [single] = prepared.as_slice() {
-            if single.alarms.is_empty() {
-                // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
-                let mut conn = self.pool.acquire().await.map_err(db_err)?;
-                if apply_object_row(&mut conn, sql, single).await? {
-                    return Ok(());
-                }
-                let found = Self::found_version(&mut conn, sql, &single.write.key).await?;
-                return Err(CommitError::Conflict {
-                    index: single.index,
-                    key: single.write.key.clone(),
-                    expected: single.write.expected_version,
-                    found,
-                });
-            }
+        let mut lease = self.commits.lend().await?;
+        let committed = commit_on(lease.conn(), &self.sql, &prepared).await;
+        // A conflict is the server's answer; after any other error the connection may be
+        // broken or in the middle of an exchange, and is not used again.
+        if matches!(committed, Ok(()) | Err(CommitError::Conflict { .. })) {
+            lease.release();
         }
-        if states::applies(&prepared) {
-            return states::commit(&self.pool, &sql.states, &prepared).await;
-        }
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
-        // A batch of several writes goes through a few array statements: one round trip to
-        // the server per statement is most of what a commit costs.
-        let applied = if prepared.len() == 1 {
-            apply_each(&mut tx, sql, &prepared).await?
-        } else {
-            apply_bulk(&mut tx, sql, &prepared).await?
-        };
-        if let Err(position) = applied {
-            let p = &prepared[position];
-            let found = Self::found_version(&mut tx, sql, &p.write.key).await?;
-            tx.rollback().await.map_err(db_err)?;
-            return Err(CommitError::Conflict {
-                index: p.index,
-                key: p.write.key.clone(),
-                expected: p.write.expected_version,
-                found,
-            });
-        }
-        tx.commit().await.map_err(db_err)?;
-        Ok(())
+        committed
     }
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {

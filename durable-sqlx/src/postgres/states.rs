@@ -9,7 +9,7 @@
 //! name the write that did not match.
 
 use durable_runtime::storage::{CommitError, StorageError};
-use sqlx::PgPool;
+use sqlx::PgConnection;
 
 use super::{Prepared, db_err};
 use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
@@ -67,7 +67,7 @@ pub(super) fn applies(prepared: &[Prepared<'_>]) -> bool {
 
 /// Commits a batch of state writes (see [`applies`]) in one statement.
 pub(super) async fn commit(
-    pool: &PgPool,
+    pool: &mut PgConnection,
     statements: &Statements,
     prepared: &[Prepared<'_>],
 ) -> Result<(), CommitError> {
@@ -85,12 +85,12 @@ pub(super) async fn commit(
             .bind(&update_ids)
             .bind(&update_states)
             .bind(&expected)
-            .execute(pool)
+            .execute(&mut *pool)
             .await;
         match written {
             Ok(_) => return Ok(()),
             Err(error) if raised_by(&error, VERSION_MISMATCH) => {
-                if let Some(conflict) = locate_conflict(pool, statements, prepared).await? {
+                if let Some(conflict) = locate_conflict(&mut *pool, statements, prepared).await? {
                     return Err(conflict);
                 }
             }
@@ -118,7 +118,7 @@ fn columns<'a>(writes: &[&Prepared<'a>]) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a
 /// Reads the stored versions of the batch's objects and names the first write, in batch order,
 /// whose expectation does not hold.
 async fn locate_conflict(
-    pool: &PgPool,
+    pool: &mut PgConnection,
     statements: &Statements,
     prepared: &[Prepared<'_>],
 ) -> Result<Option<CommitError>, StorageError> {
@@ -133,7 +133,7 @@ async fn locate_conflict(
     let stored: Vec<(String, String, i64)> = sqlx::query_as(&statements.versions)
         .bind(types)
         .bind(ids)
-        .fetch_all(pool)
+        .fetch_all(&mut *pool)
         .await
         .map_err(db_err)?;
     let mut in_batch_order: Vec<&Prepared<'_>> = prepared.iter().collect();
