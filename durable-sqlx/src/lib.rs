@@ -78,7 +78,7 @@
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod conflict;
 mod error;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod net_alarms;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -11,7 +11,8 @@
 use durable_runtime::storage::{CommitError, StorageError};
 use sqlx::PgConnection;
 
-use super::{Prepared, db_err};
+use super::db_err;
+use super::writes::Prepared;
 use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 
 /// The name in the error of `durable_version_mismatch()`.

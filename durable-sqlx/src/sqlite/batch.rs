@@ -15,8 +15,9 @@
 use durable_runtime::storage::{CommitError, ObjectWrite, StorageError};
 use sqlx::SqliteConnection;
 
+use super::db_err;
+use super::sql::Sql;
 use super::writer::WriterGuard;
-use super::{Sql, db_err};
 use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 use crate::net_alarms::NetAlarms;
 use crate::schema::{now_micros, state_text, to_db_version, to_micros};

@@ -1,0 +1,162 @@
+//! The store's schema migrations: the embedded Postgres migrations, each applied once, in its
+//! own transaction, under an advisory lock keyed by the store's migrations table, so that
+//! processes opening the store at the same time do not apply one twice.
+
+use durable_runtime::storage::StorageError;
+
+use super::{PostgresStore, db_err};
+use crate::error::Error;
+use crate::schema::{Migration, POSTGRES_MIGRATIONS};
+
+impl PostgresStore {
+    /// Applies the store's pending schema migrations; applying them again is a no-op.
+    ///
+    /// Migrations are recorded in the store's own table `durable_schema_migrations` (in the
+    /// store's schema, with its table prefix), never in sqlx's `_sqlx_migrations`, so your own
+    /// sqlx migrations in the same database are unaffected. Each migration runs in its own
+    /// transaction under an advisory lock, so concurrent processes apply each one exactly once.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/app")
+    ///     .migrate_on_open(false)
+    ///     .connect()
+    ///     .await?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.migrate_to(i64::MAX).await
+    }
+
+    /// Applies the pending migrations up to and including `version` only. For testing
+    /// upgrades from an older schema; applications call [`migrate`](Self::migrate).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/app")
+    ///     .migrate_on_open(false)
+    ///     .connect()
+    ///     .await?;
+    /// store.migrate_to(1).await?;
+    /// # Ok(()) }
+    /// ```
+    #[doc(hidden)]
+    pub async fn migrate_to(&self, version: i64) -> Result<(), Error> {
+        let applied_sql = format!(
+            "SELECT version FROM {} ORDER BY version",
+            self.names.migrations
+        );
+        // Cheap path: read what is applied without taking the lock. Before the first
+        // migration the table does not exist (asked first, so that the server logs no error).
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&self.names.migrations)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let applied: Vec<i64> = if exists {
+            sqlx::query_scalar(&applied_sql)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?
+        } else {
+            Vec::new()
+        };
+        for migration in POSTGRES_MIGRATIONS
+            .iter()
+            .filter(|m| m.version <= version && !applied.contains(&m.version))
+        {
+            self.apply(migration)
+                .await
+                .map_err(|source| Error::Migration {
+                    version: migration.version,
+                    description: migration.description,
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, migration: &Migration) -> Result<(), StorageError> {
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        // Serializes migrations of this store (same schema and prefix) across processes; the
+        // lock is released with the transaction.
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(lock_key(&self.names.migrations))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if let Some(schema) = &self.names.schema {
+            let exists: Option<i32> =
+                sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
+                    .bind(schema)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            if exists.is_none() {
+                sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            }
+        }
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                version BIGINT PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )",
+            self.names.migrations
+        ))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let done: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {} WHERE version = $1",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if done.is_some() {
+            // Another process applied it since we looked.
+            return tx.commit().await.map_err(db_err);
+        }
+        let sql = self.names.render(migration.sql);
+        sqlx::raw_sql(&sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query(&format!(
+            "INSERT INTO {} (version, description) VALUES ($1, $2)",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .bind(migration.description)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        tracing::info!(
+            version = migration.version,
+            description = migration.description,
+            "applied durable-sqlx Postgres migration"
+        );
+        Ok(())
+    }
+}
+
+/// A stable advisory-lock key for a migrations table (FNV-1a of its qualified name).
+fn lock_key(table: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in "durable-sqlx:".bytes().chain(table.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}

@@ -1,0 +1,126 @@
+//! The store's schema migrations: the embedded SQLite migrations, each applied once, in its own
+//! `BEGIN IMMEDIATE` transaction, so that processes opening the store at the same time do not
+//! apply one twice.
+
+use durable_runtime::storage::StorageError;
+
+use super::{SqliteStore, db_err};
+use crate::error::Error;
+use crate::schema::{Migration, SQLITE_MIGRATIONS, now_micros};
+
+impl SqliteStore {
+    /// Applies the store's pending schema migrations; applying them again is a no-op.
+    ///
+    /// Migrations are recorded in the store's own table `durable_schema_migrations` (with the
+    /// table prefix), never in sqlx's `_sqlx_migrations`, so your own sqlx migrations in the
+    /// same database are unaffected. Each migration runs in its own `BEGIN IMMEDIATE`
+    /// transaction, so concurrent processes apply each one exactly once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::SqliteStore::open("sqlite::memory:").await?;
+    /// store.migrate().await?; // already applied on open: nothing to do
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.migrate_to(i64::MAX).await
+    }
+
+    /// Applies the pending migrations up to and including `version` only. For testing
+    /// upgrades from an older schema; applications call [`migrate`](Self::migrate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::SqliteStore::builder("sqlite::memory:")
+    ///     .migrate_on_open(false)
+    ///     .open()
+    ///     .await?;
+    /// store.migrate_to(1).await?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    #[doc(hidden)]
+    pub async fn migrate_to(&self, version: i64) -> Result<(), Error> {
+        let create_table = format!(
+            "CREATE TABLE IF NOT EXISTS {} (
+                version INTEGER PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at INTEGER NOT NULL
+            )",
+            self.names.migrations
+        );
+        let applied_sql = format!(
+            "SELECT version FROM {} ORDER BY version",
+            self.names.migrations
+        );
+        // Cheap path: read what is applied without taking the write lock.
+        // An error here means that the table does not exist yet: everything is pending.
+        let applied: Vec<i64> = sqlx::query_scalar(&applied_sql)
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_default();
+        for migration in SQLITE_MIGRATIONS
+            .iter()
+            .filter(|m| m.version <= version && !applied.contains(&m.version))
+        {
+            self.apply(migration, &create_table)
+                .await
+                .map_err(|source| Error::Migration {
+                    version: migration.version,
+                    description: migration.description,
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, migration: &Migration, create_table: &str) -> Result<(), StorageError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)?;
+        sqlx::raw_sql(create_table)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let done: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {} WHERE version = ?1",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if done.is_some() {
+            // Another process applied it since we looked.
+            return tx.commit().await.map_err(db_err);
+        }
+        let sql = self.names.render(migration.sql);
+        sqlx::raw_sql(&sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query(&format!(
+            "INSERT INTO {} (version, description, applied_at) VALUES (?1, ?2, ?3)",
+            self.names.migrations
+        ))
+        .bind(migration.version)
+        .bind(migration.description)
+        .bind(now_micros())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        tracing::info!(
+            version = migration.version,
+            description = migration.description,
+            "applied durable-sqlx SQLite migration"
+        );
+        Ok(())
+    }
+}

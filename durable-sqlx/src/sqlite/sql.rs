@@ -1,0 +1,119 @@
+//! [`Sql`]: the texts of the store's statements, built once per store with its table prefix
+//! filled in, and the decoding of the alarm rows they return. A batch's statements are built
+//! in [`batch`].
+
+use durable_runtime::storage::{AlarmRecord, ObjectKey, StorageError};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::{batch, db_err};
+use crate::schema::{Names, from_db_attempts, from_micros};
+
+/// The store's statements, with its table names filled in.
+#[derive(Debug)]
+pub(super) struct Sql {
+    /// A whole batch, in one round trip (see [`batch`]).
+    pub(super) commit_batch: batch::Statements,
+    pub(super) load: String,
+    /// `$1`: a JSON array of `[type, id]`; one row per element, in order.
+    pub(super) load_many: String,
+    pub(super) alarm_cancel_all: String,
+    pub(super) delete_object: String,
+    pub(super) list_first: String,
+    pub(super) list_after: String,
+    pub(super) list_alarms: String,
+    pub(super) next_due: String,
+    pub(super) claim: String,
+    pub(super) finish: String,
+    pub(super) fail_retry: String,
+    pub(super) fail_dead: String,
+    pub(super) release: String,
+}
+
+const ALARM_COLUMNS: &str =
+    "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
+
+impl Sql {
+    pub(super) fn new(names: &Names) -> Self {
+        let objects = &names.objects;
+        let alarms = &names.alarms;
+        let guard = &names.commit_guard;
+        Self {
+            commit_batch: batch::Statements::new(objects, alarms, guard),
+            load: format!(
+                "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
+            ),
+            load_many: format!(
+                "SELECT o.state, o.version FROM json_each($1) AS k
+                 LEFT JOIN {objects} AS o
+                     ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
+                 ORDER BY k.key"
+            ),
+            alarm_cancel_all: format!(
+                "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2"
+            ),
+            delete_object: format!(
+                "DELETE FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
+            ),
+            list_first: format!(
+                "SELECT object_id FROM {objects} WHERE object_type = ?1
+                 ORDER BY object_id LIMIT ?2"
+            ),
+            list_after: format!(
+                "SELECT object_id FROM {objects} WHERE object_type = ?1 AND object_id > ?3
+                 ORDER BY object_id LIMIT ?2"
+            ),
+            list_alarms: format!(
+                "SELECT {ALARM_COLUMNS} FROM {alarms} WHERE object_type = ?1 AND object_id = ?2
+                 ORDER BY due_at, name"
+            ),
+            next_due: format!(
+                "SELECT min(due_at) FROM {alarms} WHERE dead = 0 AND claimed_at IS NULL"
+            ),
+            claim: format!(
+                "UPDATE {alarms} SET claimed_at = ?1
+                 WHERE rowid IN (
+                     SELECT rowid FROM {alarms}
+                     WHERE dead = 0 AND due_at <= ?1 AND (claimed_at IS NULL OR claimed_at < ?2)
+                     ORDER BY due_at, object_type, object_id, name
+                     LIMIT ?3
+                 )
+                 RETURNING {ALARM_COLUMNS}"
+            ),
+            finish: format!(
+                "DELETE FROM {alarms}
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            ),
+            fail_retry: format!(
+                "UPDATE {alarms} SET attempts = ?5, last_error = ?6, claimed_at = NULL,
+                     due_at = ?7, dead = 0
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            ),
+            fail_dead: format!(
+                "UPDATE {alarms} SET attempts = ?5, last_error = ?6, claimed_at = NULL, dead = 1
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            ),
+            release: format!(
+                "UPDATE {alarms} SET claimed_at = NULL
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            ),
+        }
+    }
+}
+
+pub(super) fn alarm_from_row(row: &SqliteRow) -> Result<AlarmRecord, StorageError> {
+    let get_err = |err: sqlx::Error| db_err(err);
+    let claimed_at: Option<i64> = row.try_get("claimed_at").map_err(get_err)?;
+    Ok(AlarmRecord {
+        key: ObjectKey::new(
+            row.try_get::<String, _>("object_type").map_err(get_err)?,
+            row.try_get::<String, _>("object_id").map_err(get_err)?,
+        ),
+        name: row.try_get("name").map_err(get_err)?,
+        due_at: from_micros(row.try_get("due_at").map_err(get_err)?)?,
+        attempts: from_db_attempts(row.try_get("attempts").map_err(get_err)?)?,
+        claimed_at: claimed_at.map(from_micros).transpose()?,
+        last_error: row.try_get("last_error").map_err(get_err)?,
+        dead: row.try_get("dead").map_err(get_err)?,
+    })
+}
