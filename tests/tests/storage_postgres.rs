@@ -825,3 +825,130 @@ async fn idle_connections_dropped_by_the_server_are_replaced_unseen() {
     }
     admin.close().await.ok();
 }
+
+/// A TCP proxy to the Postgres server that can go silent: while frozen it forwards nothing,
+/// in either direction, on old and new connections alike, and closes nothing — a peer lost
+/// behind a network partition.
+struct SilentProxy {
+    port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentProxy {
+    async fn start(server: (String, u16)) -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&frozen);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::TcpStream::connect(&server).await else {
+                    continue;
+                };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = upstream.into_split();
+                tokio::spawn(Self::pipe(client_read, server_write, Arc::clone(&flag)));
+                tokio::spawn(Self::pipe(server_read, client_write, Arc::clone(&flag)));
+            }
+        });
+        Self { port, frozen }
+    }
+
+    async fn pipe(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buf = vec![0; 16 * 1024];
+        loop {
+            while frozen.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            while frozen.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen
+            .store(frozen, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A connection kept for commits whose server went silent while it sat idle does not hold the
+/// next commit forever: its ping gives up after the pool's acquire timeout, and the commit
+/// fails with a retryable error. Once the server answers again, commits succeed.
+#[tokio::test]
+async fn commits_do_not_wait_forever_on_a_silent_server() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "silent_server").await;
+    let direct = PgConnectOptions::from_str(&url).unwrap();
+    let proxy = SilentProxy::start((direct.get_host().to_owned(), direct.get_port())).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(direct.clone().host("127.0.0.1").port(proxy.port))
+        .await
+        .unwrap();
+    let store = PostgresStore::builder_with_pool(pool)
+        .schema(&guard.name)
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+
+    proxy.freeze(true);
+    // Past the time a connection is trusted without a ping.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let touch = ObjectWrite {
+        key: key.clone(),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![],
+    };
+    let started = std::time::Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        store.commit(std::slice::from_ref(&touch)),
+    )
+    .await
+    .expect("the commit waited on the silent server for 20 s");
+    match outcome {
+        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
+        other => panic!("expected a retryable storage error, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    proxy.freeze(false);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match store.commit(std::slice::from_ref(&touch)).await {
+            Ok(()) => break,
+            Err(CommitError::Storage(err)) if attempts < 5 => {
+                assert!(err.is_retryable(), "not retryable: {err}")
+            }
+            Err(err) => panic!("no recovery after {attempts} attempts: {err}"),
+        }
+    }
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+}

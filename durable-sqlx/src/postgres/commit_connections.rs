@@ -99,7 +99,13 @@ impl CommitConnections {
                     // Lent from here on: should this future be dropped during the ping, the
                     // lease's drop closes the connection and frees its place.
                     let mut lease = Lease::Kept(conn, Place(self));
-                    if used.elapsed() < TRUSTED_AFTER_USE || lease.conn().ping().await.is_ok() {
+                    if used.elapsed() < TRUSTED_AFTER_USE {
+                        return Ok(lease);
+                    }
+                    // Bounded like the pool's own check: a peer that went silent must not
+                    // hold the commit forever.
+                    let limit = self.pool.options().get_acquire_timeout();
+                    if let Ok(Ok(())) = tokio::time::timeout(limit, lease.conn().ping()).await {
                         return Ok(lease);
                     }
                 }
