@@ -12,6 +12,7 @@
 //! write cannot fail its neighbours.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -78,8 +79,9 @@ async fn commit_batch(
     mut writes: Vec<ObjectWrite>,
     mut replies: Vec<Reply>,
 ) {
+    crate::metrics::commit_batch(writes.len());
     loop {
-        match storage.commit(&writes).await {
+        match timed_commit(storage, &writes).await {
             Ok(()) => {
                 for (write, reply) in writes.into_iter().zip(replies) {
                     let _ = reply.send(Ok(write));
@@ -111,11 +113,24 @@ async fn commit_batch(
             Err(_) => {
                 // Which write the failure belongs to is unknown: commit them one at a time.
                 for (write, reply) in writes.into_iter().zip(replies) {
-                    let outcome = storage.commit(std::slice::from_ref(&write)).await;
+                    let outcome = timed_commit(storage, std::slice::from_ref(&write)).await;
                     let _ = reply.send(outcome.map(|()| write));
                 }
                 return;
             }
         }
     }
+}
+
+/// `storage.commit(writes)`, with its duration and outcome recorded.
+async fn timed_commit(storage: &dyn Storage, writes: &[ObjectWrite]) -> Result<(), CommitError> {
+    let started = Instant::now();
+    let committed = storage.commit(writes).await;
+    let outcome = match &committed {
+        Ok(()) => "ok",
+        Err(CommitError::Conflict { .. }) => "conflict",
+        Err(_) => "error",
+    };
+    crate::metrics::committed(outcome, started.elapsed());
+    committed
 }

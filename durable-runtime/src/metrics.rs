@@ -29,6 +29,10 @@ pub const PERSISTENCE_FAILURES: &str = "durable_persistence_failures_total";
 pub const QUEUE_REJECTIONS: &str = "durable_queue_rejections_total";
 /// Alarms fired, by `type` and `outcome` (`ok`, `retry`, `dead`).
 pub const ALARMS_FIRED: &str = "durable_alarms_fired_total";
+/// Writes per batch handed to the storage by group commit: how many calls share a transaction.
+pub const COMMIT_BATCH_WRITES: &str = "durable_commit_batch_writes";
+/// Duration in seconds of each storage commit, by `outcome` (`ok`, `conflict`, `error`).
+pub const COMMIT_DURATION: &str = "durable_commit_duration_seconds";
 
 /// The call metrics of one object type, as handles registered on a handler's first call: the
 /// `metrics` macros build and hash a key on every use, and a call records two metrics.
@@ -125,4 +129,12 @@ pub(crate) fn woken(object_type: &'static str, took: Duration) {
 pub(crate) fn alarm_fired(object_type: &str, outcome: &'static str) {
     metrics::counter!(ALARMS_FIRED, "type" => object_type.to_owned(), "outcome" => outcome)
         .increment(1);
+}
+
+pub(crate) fn commit_batch(writes: usize) {
+    metrics::histogram!(COMMIT_BATCH_WRITES).record(writes as f64);
+}
+
+pub(crate) fn committed(outcome: &'static str, took: Duration) {
+    metrics::histogram!(COMMIT_DURATION, "outcome" => outcome).record(took.as_secs_f64());
 }

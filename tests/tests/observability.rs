@@ -1,7 +1,7 @@
 //! Metrics through the `metrics` facade: what is recorded, with which labels (never an object
 //! id). One test in its own binary, because it installs the process-wide recorder.
 
-use durable_runtime::storage::MemoryStorage;
+use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{Runtime, durable_object, metrics as names};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -65,6 +65,18 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     // The handler runs, its commit fails: the call fails and the object reloads.
     store.fail_commits(1);
     assert!(Meter::tick(&rt, "secret-id-2").await.is_err());
+    // A write behind the runtime's back: the next commit of that object conflicts.
+    Meter::tick(&rt, "secret-id-3").await.unwrap();
+    let key = ObjectKey::new("Meter", "secret-id-3");
+    let stored = store.inner().load(&key).await.unwrap().unwrap();
+    let behind_the_back = ObjectWrite {
+        key,
+        expected_version: stored.version,
+        state: Some(stored.state),
+        alarms: vec![],
+    };
+    store.inner().commit(&[behind_the_back]).await.unwrap();
+    assert!(Meter::tick(&rt, "secret-id-3").await.is_err());
 
     let snapshot = snapshotter.snapshot().into_vec();
     let counter = |name: &str, labels: &[(&str, &str)]| -> u64 {
@@ -89,8 +101,8 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
             names::CALLS,
             &[("type", "Meter"), ("handler", "tick"), ("outcome", "ok")]
         ),
-        5,
-        "every tick's handler returned; one of their writes failed afterwards"
+        7,
+        "every tick's handler returned; the writes of two failed afterwards"
     );
     assert_eq!(
         counter(
@@ -125,7 +137,7 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
             })
             .sum()
     };
-    assert_eq!(samples("tick"), 5, "one duration per tick call");
+    assert_eq!(samples("tick"), 7, "one duration per tick call");
     assert_eq!(
         counter(names::CALLS, &[("handler", "peek"), ("outcome", "ok")]),
         4
@@ -136,8 +148,48 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
         3,
         "one duration per call, whatever its outcome"
     );
+    // Group commit: every batch's size and every commit's duration, by outcome. The calls
+    // above wait for each other, so each write is a batch of its own: three objects created
+    // (their first state), 3 + 2 + 1 ticks and checks committed, one tick failed, and two
+    // ticks of the third object, the second conflicting. Reads, panics and handler errors
+    // wrote nothing.
+    let histogram = |name: &str, labels: &[(&str, &str)]| -> Vec<f64> {
+        snapshot
+            .iter()
+            .filter(|(key, ..)| key.key().name() == name)
+            .filter(|(key, ..)| {
+                labels.iter().all(|(k, v)| {
+                    key.key()
+                        .labels()
+                        .any(|label| label.key() == *k && label.value() == *v)
+                })
+            })
+            .flat_map(|(.., value)| match value {
+                DebugValue::Histogram(samples) => samples.iter().map(|s| s.into_inner()).collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    assert_eq!(histogram(names::COMMIT_BATCH_WRITES, &[]), vec![1.0; 12]);
+    assert_eq!(
+        histogram(names::COMMIT_DURATION, &[("outcome", "ok")]).len(),
+        10
+    );
+    assert_eq!(
+        histogram(names::COMMIT_DURATION, &[("outcome", "error")]).len(),
+        1
+    );
+    assert_eq!(
+        histogram(names::COMMIT_DURATION, &[("outcome", "conflict")]).len(),
+        1
+    );
+    assert!(
+        histogram(names::COMMIT_DURATION, &[])
+            .iter()
+            .all(|&seconds| (0.0..10.0).contains(&seconds))
+    );
     assert!(counter(names::PERSISTENCE_FAILURES, &[("type", "Meter")]) >= 1);
-    assert_eq!(counter(names::ACTIVATIONS, &[("type", "Meter")]), 2);
+    assert_eq!(counter(names::ACTIVATIONS, &[("type", "Meter")]), 3);
     for (key, ..) in &snapshot {
         for label in key.key().labels() {
             assert!(
@@ -148,4 +200,30 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
             );
         }
     }
+
+    // Concurrent calls on different objects share batches: while a slow commit is in flight
+    // the others queue up, and the batch sizes add up to every write (32 objects created,
+    // then ticked).
+    store.delay_commits(std::time::Duration::from_millis(20));
+    let calls: Vec<_> = (0..32)
+        .map(|i| {
+            let rt = rt.clone();
+            tokio::spawn(async move { Meter::tick(&rt, &format!("batched-{i}")).await })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), 1);
+    }
+    let batches: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == names::COMMIT_BATCH_WRITES)
+        .flat_map(|(.., value)| match value {
+            DebugValue::Histogram(samples) => samples.into_iter().map(|s| s.into_inner()).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(batches.iter().sum::<f64>(), 64.0, "{batches:?}");
+    assert!(batches.iter().any(|&writes| writes > 1.0), "{batches:?}");
 }
