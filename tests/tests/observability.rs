@@ -4,6 +4,8 @@
 use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{Runtime, durable_object, metrics as names};
+use metrics::{SharedString, Unit};
+use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 #[durable_object(queue_capacity = 1)]
@@ -79,23 +81,8 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     assert!(Meter::tick(&rt, "secret-id-3").await.is_err());
 
     let snapshot = snapshotter.snapshot().into_vec();
-    let counter = |name: &str, labels: &[(&str, &str)]| -> u64 {
-        snapshot
-            .iter()
-            .filter(|(key, ..)| key.key().name() == name)
-            .filter(|(key, ..)| {
-                labels.iter().all(|(k, v)| {
-                    key.key()
-                        .labels()
-                        .any(|label| label.key() == *k && label.value() == *v)
-                })
-            })
-            .map(|(.., value)| match value {
-                DebugValue::Counter(n) => *n,
-                _ => 0,
-            })
-            .sum()
-    };
+    let counter = |name: &str, labels: &[(&str, &str)]| counter(&snapshot, name, labels);
+    let samples = |name: &str, labels: &[(&str, &str)]| samples(&snapshot, name, labels);
     assert_eq!(
         counter(
             names::CALLS,
@@ -122,29 +109,22 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
         ),
         1
     );
-    let samples = |handler: &str| -> usize {
-        snapshot
-            .iter()
-            .filter(|(key, ..)| key.key().name() == names::CALL_DURATION)
-            .filter(|(key, ..)| {
-                key.key()
-                    .labels()
-                    .any(|label| label.key() == "handler" && label.value() == handler)
-            })
-            .map(|(.., value)| match value {
-                DebugValue::Histogram(samples) => samples.len(),
-                _ => 0,
-            })
-            .sum()
-    };
-    assert_eq!(samples("tick"), 7, "one duration per tick call");
+    assert_eq!(
+        samples(names::CALL_DURATION, &[("handler", "tick")]).len(),
+        7,
+        "one duration per tick call"
+    );
     assert_eq!(
         counter(names::CALLS, &[("handler", "peek"), ("outcome", "ok")]),
         4
     );
-    assert_eq!(samples("peek"), 4, "one duration per read");
     assert_eq!(
-        samples("checked"),
+        samples(names::CALL_DURATION, &[("handler", "peek")]).len(),
+        4,
+        "one duration per read"
+    );
+    assert_eq!(
+        samples(names::CALL_DURATION, &[("handler", "checked")]).len(),
         3,
         "one duration per call, whatever its outcome"
     );
@@ -153,38 +133,21 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     // (their first state), 3 + 2 + 1 ticks and checks committed, one tick failed, and two
     // ticks of the third object, the second conflicting. Reads, panics and handler errors
     // wrote nothing.
-    let histogram = |name: &str, labels: &[(&str, &str)]| -> Vec<f64> {
-        snapshot
-            .iter()
-            .filter(|(key, ..)| key.key().name() == name)
-            .filter(|(key, ..)| {
-                labels.iter().all(|(k, v)| {
-                    key.key()
-                        .labels()
-                        .any(|label| label.key() == *k && label.value() == *v)
-                })
-            })
-            .flat_map(|(.., value)| match value {
-                DebugValue::Histogram(samples) => samples.iter().map(|s| s.into_inner()).collect(),
-                _ => Vec::new(),
-            })
-            .collect()
-    };
-    assert_eq!(histogram(names::COMMIT_BATCH_WRITES, &[]), vec![1.0; 12]);
+    assert_eq!(samples(names::COMMIT_BATCH_WRITES, &[]), vec![1.0; 12]);
     assert_eq!(
-        histogram(names::COMMIT_DURATION, &[("outcome", "ok")]).len(),
+        samples(names::COMMIT_DURATION, &[("outcome", "ok")]).len(),
         10
     );
     assert_eq!(
-        histogram(names::COMMIT_DURATION, &[("outcome", "error")]).len(),
+        samples(names::COMMIT_DURATION, &[("outcome", "error")]).len(),
         1
     );
     assert_eq!(
-        histogram(names::COMMIT_DURATION, &[("outcome", "conflict")]).len(),
+        samples(names::COMMIT_DURATION, &[("outcome", "conflict")]).len(),
         1
     );
     assert!(
-        histogram(names::COMMIT_DURATION, &[])
+        samples(names::COMMIT_DURATION, &[])
             .iter()
             .all(|&seconds| (0.0..10.0).contains(&seconds))
     );
@@ -214,16 +177,53 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     for call in calls {
         assert_eq!(call.await.unwrap().unwrap(), 1);
     }
-    let batches: Vec<f64> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == names::COMMIT_BATCH_WRITES)
-        .flat_map(|(.., value)| match value {
-            DebugValue::Histogram(samples) => samples.into_iter().map(|s| s.into_inner()).collect(),
-            _ => Vec::new(),
-        })
-        .collect();
+    let batches = crate::samples(
+        &snapshotter.snapshot().into_vec(),
+        names::COMMIT_BATCH_WRITES,
+        &[],
+    );
     assert_eq!(batches.iter().sum::<f64>(), 64.0, "{batches:?}");
     assert!(batches.iter().any(|&writes| writes > 1.0), "{batches:?}");
+}
+
+/// A recorder's snapshot: each metric's key, unit, description and value.
+type Snapshot = [(CompositeKey, Option<Unit>, Option<SharedString>, DebugValue)];
+
+/// The values of the metric `name` whose labels include every one of `labels`.
+fn values<'a>(
+    snapshot: &'a Snapshot,
+    name: &'a str,
+    labels: &'a [(&str, &str)],
+) -> impl Iterator<Item = &'a DebugValue> {
+    snapshot
+        .iter()
+        .filter(move |(key, ..)| key.key().name() == name)
+        .filter(move |(key, ..)| {
+            labels.iter().all(|(k, v)| {
+                key.key()
+                    .labels()
+                    .any(|label| label.key() == *k && label.value() == *v)
+            })
+        })
+        .map(|(.., value)| value)
+}
+
+/// The sum of the matching counters.
+fn counter(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> u64 {
+    values(snapshot, name, labels)
+        .map(|value| match value {
+            DebugValue::Counter(n) => *n,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Every sample of the matching histograms.
+fn samples(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+    values(snapshot, name, labels)
+        .flat_map(|value| match value {
+            DebugValue::Histogram(samples) => samples.iter().map(|s| s.into_inner()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
