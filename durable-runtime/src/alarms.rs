@@ -210,8 +210,10 @@ pub struct AlarmSettings {
     /// How many alarms are claimed in one storage round trip.
     pub claim_batch: usize,
     /// How long before its due time an alarm is claimed, and its object started, so that it
-    /// fires on time. An alarm cancelled or rescheduled through this runtime in that window
-    /// does not fire under the old claim.
+    /// fires on time. When claiming and reading the objects take longer than this, the
+    /// scheduler claims earlier: by twice the time they take, up to one second and a quarter
+    /// of `claim_ttl` (zero keeps claiming only due alarms). An alarm cancelled or rescheduled
+    /// through this runtime in that window does not fire under the old claim.
     pub claim_ahead: Duration,
 }
 

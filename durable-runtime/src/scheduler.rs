@@ -3,7 +3,8 @@
 //!
 //! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
 //! whenever this runtime commits an alarm due before that. It then claims the alarms due
-//! within `claim_ahead` in one storage round trip, starts their objects from one batched read of
+//! within `claim_ahead` (longer when looks at storage are slow: see [`LookTime`]) in one
+//! storage round trip, starts their objects from one batched read of
 //! their states, and gives each alarm a timer task that activates the object and fires the
 //! alarm when it is due, so that neither the claim nor the object's load is paid at the due
 //! time.
@@ -43,7 +44,7 @@ pub(crate) struct SchedulerHandle {
     claims: Claims,
     /// While the scheduler sleeps: the due time (microseconds since the Unix epoch) from which
     /// on it claims an alarm on time without being woken, since it looks at storage again
-    /// `claim_ahead` before it. Zero while it is awake: every scheduled alarm wakes it then.
+    /// early enough before it (`claim_ahead`, or longer when storage is slow). Zero while it is awake: every scheduled alarm wakes it then.
     horizon: AtomicU64,
 }
 
@@ -221,6 +222,7 @@ pub(crate) async fn run(
     handle: Arc<SchedulerHandle>,
     shutdown: CancellationToken,
 ) {
+    let mut looks = LookTime::default();
     loop {
         if shutdown.is_cancelled() {
             return;
@@ -230,14 +232,18 @@ pub(crate) async fn run(
         };
         let settings = *runtime.alarm_settings();
         handle.awake();
-        let wait = match claim_and_arm(&runtime, &settings).await {
+        let started = tokio::time::Instant::now();
+        let claimed = claim_and_arm(&runtime, &settings, looks.lead(&settings)).await;
+        looks.took(started.elapsed());
+        let lead = looks.lead(&settings);
+        let wait = match claimed {
             Ok(true) => continue,
-            Ok(false) => time_until_next(&runtime, &settings).await,
+            Ok(false) => time_until_next(&runtime, &settings, lead).await,
             Err(()) => STORAGE_RETRY,
         };
-        // The next look claims what is due `claim_ahead` after it, and it comes `wait` from
-        // now (or a hair later): an alarm due after that is claimed on time without a wake.
-        handle.sleeping(runtime.now() + wait + settings.claim_ahead);
+        // The next look claims what is due `lead` after it, and it comes `wait` from now (or
+        // a hair later): an alarm due after that is claimed on time without a wake.
+        handle.sleeping(runtime.now() + wait + lead);
         drop(runtime);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
@@ -247,11 +253,49 @@ pub(crate) async fn run(
     }
 }
 
-/// Claims one batch of alarms due within `claim_ahead` and gives each its timer task.
-/// Returns whether the batch was full (more may be due).
-async fn claim_and_arm(runtime: &Runtime, settings: &AlarmSettings) -> Result<bool, ()> {
+/// How long looks at storage (a claim and the read of its objects) take, so that alarms are
+/// claimed early enough to fire on time when storage is slow.
+#[derive(Debug, Default)]
+struct LookTime {
+    /// Follows a slower look at once and a faster one slowly: one quick empty look must not
+    /// make the next large batch late.
+    typical: Duration,
+}
+
+impl LookTime {
+    fn took(&mut self, took: Duration) {
+        self.typical = if took >= self.typical {
+            took
+        } else {
+            (self.typical * 7 + took) / 8
+        };
+    }
+
+    /// How long before their due time alarms are claimed: `claim_ahead`, or twice the time a
+    /// look takes when that is longer, up to [`MAX_LEAD`] and a quarter of the claim's
+    /// time-to-live. A `claim_ahead` of zero (claim only due alarms) is kept.
+    fn lead(&self, settings: &AlarmSettings) -> Duration {
+        if settings.claim_ahead.is_zero() {
+            return Duration::ZERO;
+        }
+        let needed = (self.typical * 2).min(MAX_LEAD).min(settings.claim_ttl / 4);
+        settings.claim_ahead.max(needed)
+    }
+}
+
+/// The most a slow storage makes alarms claimed ahead of their due time: a claim held ahead
+/// ties its alarm to this runtime until it fires.
+const MAX_LEAD: Duration = Duration::from_secs(1);
+
+/// Claims one batch of alarms due within `lead` and gives each its timer task. Returns whether
+/// the batch was full (more may be due).
+async fn claim_and_arm(
+    runtime: &Runtime,
+    settings: &AlarmSettings,
+    lead: Duration,
+) -> Result<bool, ()> {
     let now = runtime.now();
-    let horizon = now + settings.claim_ahead;
+    let horizon = now + lead;
     let expired_before = now
         .checked_sub(settings.claim_ttl)
         .unwrap_or(std::time::UNIX_EPOCH);
@@ -326,12 +370,12 @@ async fn start_objects(runtime: &Runtime, alarms: &[AlarmRecord]) {
     }
 }
 
-/// How long to sleep: until `claim_ahead` before the earliest unclaimed alarm is due, at most
-/// the poll interval.
-async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings) -> Duration {
+/// How long to sleep: until `lead` before the earliest unclaimed alarm is due, at most the
+/// poll interval.
+async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Duration) -> Duration {
     match runtime.storage().next_alarm_due().await {
         Ok(Some(due)) => due
-            .duration_since(runtime.now() + settings.claim_ahead)
+            .duration_since(runtime.now() + lead)
             .unwrap_or(Duration::ZERO)
             .min(settings.poll_interval),
         Ok(None) => settings.poll_interval,

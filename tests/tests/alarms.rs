@@ -109,6 +109,35 @@ impl Flaky {
     }
 }
 
+/// Records how late its alarm fires.
+#[durable_object]
+pub struct Punctual {
+    due_micros: u64,
+    late_micros: Vec<u64>,
+}
+
+#[durable_object]
+impl Punctual {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, after_ms: u64) {
+        let after = Duration::from_millis(after_ms);
+        self.due_micros = micros(ctx.now() + after);
+        ctx.schedule_alarm(Punctual::RING, after);
+    }
+
+    #[alarm]
+    fn ring(&mut self, ctx: &Context) {
+        self.late_micros
+            .push(micros(ctx.now()).saturating_sub(self.due_micros));
+    }
+}
+
+fn micros(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
 fn settings() -> AlarmSettings {
     AlarmSettings::default()
         .with_poll_interval(Duration::from_millis(200))
@@ -614,7 +643,56 @@ async fn shutdown_releases_claims_taken_ahead(store: Arc<dyn Storage>) {
     eventually(|| async { fired(&rt2, "released").await == ["first"] }).await;
 }
 
+/// Reading the objects of claimed alarms takes longer than `claim_ahead`: the first alarm
+/// fires late, and the scheduler then claims earlier, by twice what a look took, so that the
+/// next ones fire on time.
+async fn alarms_are_claimed_earlier_when_storage_is_slow(store: Arc<dyn Storage>) {
+    let ids = ["slow-a", "slow-b", "slow-c"];
+    let rt1 = Runtime::builder(Arc::clone(&store))
+        .alarm_settings(settings())
+        .register::<Punctual>()
+        .build();
+    for (i, id) in ids.iter().enumerate() {
+        Punctual::arm(&rt1, id, 800 + 900 * i as u64).await.unwrap();
+    }
+    rt1.shutdown().await;
+    drop(rt1);
+    // None of the objects is live in the new runtime: each look reads their states.
+    let slow = FaultyStorage::new(store);
+    slow.delay_loads(Duration::from_millis(250));
+    let rt2 = Runtime::builder(slow.clone())
+        .alarm_settings(
+            settings()
+                .with_claim_ahead(Duration::from_millis(50))
+                .with_claim_ttl(Duration::from_secs(60)),
+        )
+        .register::<Punctual>()
+        .build();
+    let mut late = Vec::new();
+    for id in ids {
+        let state = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Some(state) = rt2.read_state::<Punctual>(id).await.unwrap()
+                    && let [late] = state.late_micros[..]
+                {
+                    return late;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the alarm fires");
+        late.push(Duration::from_micros(state));
+    }
+    rt2.shutdown().await;
+    // The first look read with the 50 ms lead; the later ones with twice the 250 ms it took.
+    assert!(late[0] >= Duration::from_millis(150), "{late:?}");
+    assert!(late[1] < Duration::from_millis(150), "{late:?}");
+    assert!(late[2] < Duration::from_millis(150), "{late:?}");
+}
+
 backend_tests!(
+    alarms_are_claimed_earlier_when_storage_is_slow,
     an_alarm_cancelled_while_claimed_ahead_never_fires,
     an_alarm_moved_while_claimed_ahead_fires_once_at_its_new_time,
     shutdown_releases_claims_taken_ahead,
