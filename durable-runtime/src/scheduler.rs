@@ -4,10 +4,9 @@
 //! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
 //! whenever this runtime commits an alarm due before that. It then claims the alarms due
 //! within `claim_ahead` (longer when looks at storage are slow: see [`LookTime`]) in one
-//! storage round trip, starts their objects from one batched read of
-//! their states, and gives each alarm a timer task that activates the object and fires the
-//! alarm when it is due, so that neither the claim nor the object's load is paid at the due
-//! time.
+//! storage round trip, starts their objects from one batched read of their states, and gives
+//! each alarm a timer task that activates the object and fires the alarm when it is due, so
+//! that neither the claim nor the object's load is paid at the due time.
 //!
 //! A claim taken ahead is *held* in memory until it fires. A call of this runtime that
 //! schedules or cancels the alarm before then *revokes* it (in the same step that stages the
@@ -44,7 +43,8 @@ pub(crate) struct SchedulerHandle {
     claims: Claims,
     /// While the scheduler sleeps: the due time (microseconds since the Unix epoch) from which
     /// on it claims an alarm on time without being woken, since it looks at storage again
-    /// early enough before it (`claim_ahead`, or longer when storage is slow). Zero while it is awake: every scheduled alarm wakes it then.
+    /// early enough before it (`claim_ahead`, or longer when storage is slow). Zero while it
+    /// is awake: every scheduled alarm wakes it then.
     horizon: AtomicU64,
 }
 

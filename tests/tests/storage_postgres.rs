@@ -863,18 +863,20 @@ impl SilentProxy {
     ) {
         use std::sync::atomic::Ordering;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut buf = vec![0; 16 * 1024];
-        loop {
+        let thawed = || async {
             while frozen.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
+        };
+        let mut buf = vec![0; 16 * 1024];
+        loop {
+            thawed().await;
             let n = match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            while frozen.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            // Bytes read just before the freeze are held too.
+            thawed().await;
             if to.write_all(&buf[..n]).await.is_err() {
                 return;
             }
