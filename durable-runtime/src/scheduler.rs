@@ -234,11 +234,14 @@ pub(crate) async fn run(
         handle.awake();
         let started = tokio::time::Instant::now();
         let claimed = claim_and_arm(&runtime, &settings, looks.lead(&settings)).await;
-        looks.took(started.elapsed());
+        if matches!(claimed, Ok(Claimed::Some | Claimed::Full)) {
+            // A look that claimed nothing read no objects: it says nothing of how long that takes.
+            looks.took(started.elapsed());
+        }
         let lead = looks.lead(&settings);
         let wait = match claimed {
-            Ok(true) => continue,
-            Ok(false) => time_until_next(&runtime, &settings, lead).await,
+            Ok(Claimed::Full) => continue,
+            Ok(Claimed::None | Claimed::Some) => time_until_next(&runtime, &settings, lead).await,
             Err(()) => STORAGE_RETRY,
         };
         // The next look claims what is due `lead` after it, and it comes `wait` from now (or
@@ -257,8 +260,8 @@ pub(crate) async fn run(
 /// claimed early enough to fire on time when storage is slow.
 #[derive(Debug, Default)]
 struct LookTime {
-    /// Follows a slower look at once and a faster one slowly: one quick empty look must not
-    /// make the next large batch late.
+    /// Follows a slower look at once and a faster one slowly, so that one quick look does
+    /// not make the next large batch late. Only looks that claimed alarms count.
     typical: Duration,
 }
 
@@ -287,13 +290,21 @@ impl LookTime {
 /// ties its alarm to this runtime until it fires.
 const MAX_LEAD: Duration = Duration::from_secs(1);
 
-/// Claims one batch of alarms due within `lead` and gives each its timer task. Returns whether
-/// the batch was full (more may be due).
+/// What a look at storage claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claimed {
+    None,
+    Some,
+    /// A full batch: more may be due.
+    Full,
+}
+
+/// Claims one batch of alarms due within `lead` and gives each its timer task.
 async fn claim_and_arm(
     runtime: &Runtime,
     settings: &AlarmSettings,
     lead: Duration,
-) -> Result<bool, ()> {
+) -> Result<Claimed, ()> {
     let now = runtime.now();
     let horizon = now + lead;
     let expired_before = now
@@ -312,7 +323,13 @@ async fn claim_and_arm(
             return Err(());
         }
     };
-    let full = claimed.len() >= settings.claim_batch;
+    let outcome = if claimed.len() >= settings.claim_batch {
+        Claimed::Full
+    } else if claimed.is_empty() {
+        Claimed::None
+    } else {
+        Claimed::Some
+    };
     let claims = runtime.scheduler().claims();
     let mut held = Vec::with_capacity(claimed.len());
     for alarm in claimed {
@@ -333,7 +350,7 @@ async fn claim_and_arm(
     for alarm in held {
         runtime.spawn_task(fire_when_due(runtime.clone(), alarm));
     }
-    Ok(full)
+    Ok(outcome)
 }
 
 /// Starts the objects of `alarms` that are not live, from one batched read of their states,
