@@ -954,3 +954,47 @@ async fn commits_do_not_wait_forever_on_a_silent_server() {
     }
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
 }
+
+#[tokio::test]
+async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
+    let Some(fx) = fixture("delete_race").await else {
+        return;
+    };
+    let key = ObjectKey::new("Reminder", "r");
+    fx.store.commit(&[insert(&key, "{}")]).await.unwrap();
+    // Another process's commit, held open: it has bumped the object's version and set an
+    // alarm, but not committed yet.
+    let schema = &fx.guard.name;
+    let mut other = PgConnection::connect(&fx.guard.url).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "BEGIN;
+         UPDATE {schema}.durable_objects SET version = version + 1
+             WHERE object_type = 'Reminder' AND object_id = 'r';
+         INSERT INTO {schema}.durable_alarms (object_type, object_id, name, due_at)
+             VALUES ('Reminder', 'r', 'tick', now() + interval '1 hour');"
+    ))
+    .execute(&mut other)
+    .await
+    .unwrap();
+    let store = fx.store.clone();
+    let delete = tokio::spawn(async move { store.delete(&ObjectKey::new("Reminder", "r")).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !delete.is_finished(),
+        "the delete waits for the commit in progress"
+    );
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    assert!(delete.await.unwrap().unwrap(), "the object existed");
+
+    assert_eq!(fx.store.load(&key).await.unwrap(), None);
+    let alarms: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {schema}.durable_alarms WHERE object_id = 'r'"
+    ))
+    .fetch_one(&mut other)
+    .await
+    .unwrap();
+    assert_eq!(
+        alarms, 0,
+        "an alarm left behind would bring the object back"
+    );
+}

@@ -265,12 +265,9 @@ impl Storage for PostgresStore {
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut tx = self.pool.begin().await.map_err(db_err)?;
-        sqlx::query(&self.sql.alarm_cancel_all)
-            .bind(&key.object_type)
-            .bind(&key.object_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
+        // The object's row first: a commit locks it before it changes the object's alarms, so
+        // this waits for a commit in progress, and the alarms' delete (a statement with a
+        // snapshot of its own) then sees every alarm that commit set.
         let deleted = sqlx::query(&self.sql.delete_object)
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -278,6 +275,12 @@ impl Storage for PostgresStore {
             .await
             .map_err(db_err)?
             .rows_affected();
+        sqlx::query(&self.sql.alarm_cancel_all)
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(deleted > 0)
     }
