@@ -31,3 +31,23 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailu
     })?;
     Ok(value)
 }
+
+/// Checks that `bytes`, just encoded from a `T`, decode back into one, and says why not.
+///
+/// serde_json writes NaN and infinite floats as `null`, which an `f64` field refuses, and a
+/// hand-written `Serialize` may not match its `Deserialize`: committing such a state would
+/// leave the object impossible to load (and undecodable states are never overwritten).
+pub(crate) fn check_round_trip<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
+    // The plain decoder first: the one with paths is only needed to explain a failure.
+    if serde_json::from_slice::<T>(bytes).is_ok() {
+        return Ok(());
+    }
+    match decode::<T>(bytes) {
+        Ok(_) => Ok(()),
+        Err(failure) => Err(format!(
+            "the encoded state does not decode back (at {}: {}); JSON has no NaN or infinity, \
+             which serde_json writes as null",
+            failure.path, failure.message
+        )),
+    }
+}

@@ -10,33 +10,72 @@
 //! last committed state.
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::call::Invocation;
 use crate::error::Error;
+use crate::metrics::CallMetrics;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
-/// A call whose reply waits for a commit.
-pub(crate) enum Held<O> {
-    /// Send the handler's own result.
-    Reply(Box<dyn Invocation<O>>),
-    /// Send this runtime error (a panic), unless the commit fails first.
-    Fail(Box<dyn Invocation<O>>, Error),
+/// The call outcome recorded when the write a call depends on fails.
+const PERSISTENCE_FAILED: &str = "persistence_failed";
+
+/// A finished call whose reply may wait for a commit. Its metrics are recorded when the reply
+/// goes out, so that they count the outcome the caller sees and the time until it sees it.
+pub(crate) struct Held<O> {
+    call: Box<dyn Invocation<O>>,
+    /// A runtime error (a panic, an unencodable state) sent instead of the handler's result,
+    /// unless the commit fails first.
+    error: Option<Error>,
+    /// The call's outcome label if the commit succeeds.
+    outcome: &'static str,
+    /// When the object took the call.
+    started: Instant,
 }
 
 impl<O: 'static> Held<O> {
-    /// The commit it waited for succeeded.
-    fn release(self) {
-        match self {
-            Self::Reply(call) => call.reply(),
-            Self::Fail(call, error) => call.fail(error),
+    /// A call that replies with the handler's own result.
+    pub(crate) fn reply(
+        call: Box<dyn Invocation<O>>,
+        outcome: &'static str,
+        started: Instant,
+    ) -> Self {
+        Self {
+            call,
+            error: None,
+            outcome,
+            started,
+        }
+    }
+
+    /// A call that replies with `error`.
+    pub(crate) fn fail(
+        call: Box<dyn Invocation<O>>,
+        error: Error,
+        outcome: &'static str,
+        started: Instant,
+    ) -> Self {
+        Self {
+            call,
+            error: Some(error),
+            outcome,
+            started,
+        }
+    }
+
+    /// The commit it waited for succeeded (or it waited for none).
+    fn release(self, metrics: &CallMetrics, now: Instant) {
+        metrics.finished(self.call.handler(), self.outcome, now - self.started);
+        match self.error {
+            None => self.call.reply(),
+            Some(error) => self.call.fail(error),
         }
     }
 
     /// The commit it waited for failed.
-    fn fail(self, error: Error) {
-        match self {
-            Self::Reply(call) | Self::Fail(call, _) => call.fail(error),
-        }
+    fn commit_failed(self, error: Error, metrics: &CallMetrics, now: Instant) {
+        metrics.finished(self.call.handler(), PERSISTENCE_FAILED, now - self.started);
+        self.call.fail(error);
     }
 }
 
@@ -109,9 +148,9 @@ impl<O: 'static> Gate<O> {
     }
 
     /// Replies at once if nothing is pending, else holds the call.
-    pub(crate) fn reply_or_hold(&mut self, held: Held<O>) {
+    pub(crate) fn reply_or_hold(&mut self, held: Held<O>, metrics: &CallMetrics) {
         if self.is_open() {
-            held.release();
+            held.release(metrics, Instant::now());
         } else {
             self.hold(held);
         }
@@ -128,24 +167,28 @@ impl<O: 'static> Gate<O> {
 
     /// The in-flight write committed: release its calls. Calls held for the next write with
     /// no change of their own are released too (they saw only committed state now).
-    pub(crate) fn committed(&mut self) {
+    pub(crate) fn committed(&mut self, metrics: &CallMetrics) {
+        let now = Instant::now();
         if let Some(in_flight) = self.in_flight.take() {
-            in_flight.held.into_iter().for_each(Held::release);
+            for held in in_flight.held {
+                held.release(metrics, now);
+            }
         }
         if !self.next.needs_write() {
-            std::mem::take(&mut self.next.held)
-                .into_iter()
-                .for_each(Held::release);
+            for held in std::mem::take(&mut self.next.held) {
+                held.release(metrics, now);
+            }
         }
     }
 
     /// The in-flight write failed: every held call fails with a copy of `error`, and the
     /// next changes are dropped.
-    pub(crate) fn failed(&mut self, key: &ObjectKey, error: &CommitError) {
+    pub(crate) fn failed(&mut self, key: &ObjectKey, error: &CommitError, metrics: &CallMetrics) {
+        let now = Instant::now();
         let in_flight = self.in_flight.take().map(|f| f.held).unwrap_or_default();
         let next = std::mem::take(&mut self.next).held;
         for held in in_flight.into_iter().chain(next) {
-            held.fail(commit_error(key, error));
+            held.commit_failed(commit_error(key, error), metrics, now);
         }
     }
 }

@@ -175,22 +175,14 @@ impl<O: DurableObject> Instance<O> {
                 match self.next_wake(idle.as_mut()).await {
                     Wake::Envelope(envelope) => {
                         let started = Instant::now();
-                        let call = match self.handle_in_place(envelope) {
-                            Ok(call) => Some(call),
-                            Err(envelope) => {
-                                // Boxed: a running envelope's state would otherwise be part
-                                // of every idle task's size. One allocation per envelope that
-                                // waits buys that space back.
-                                let handle = Box::pin(self.handle(envelope));
-                                handle.await
-                            }
-                        };
-                        let now = Instant::now();
-                        if let Some((handler, outcome)) = call {
-                            self.entry
-                                .call_metrics
-                                .finished(handler, outcome, now - started);
+                        if let Err(envelope) = self.handle_in_place(envelope, started) {
+                            // Boxed: a running envelope's state would otherwise be part of
+                            // every idle task's size. One allocation per envelope that waits
+                            // buys that space back.
+                            let handle = Box::pin(self.handle(envelope, started));
+                            handle.await;
                         }
+                        let now = Instant::now();
                         self.inbox.set_gate_busy(!self.gate.is_open());
                         self.inbox.finished(self.runtime().uptime_millis_at(now));
                     }
@@ -290,7 +282,7 @@ impl<O: DurableObject> Instance<O> {
                 if let Slot::Active { version, .. } = &mut self.slot {
                     *version = write.new_version();
                 }
-                self.gate.committed();
+                self.gate.committed(&self.entry.call_metrics);
                 if self.gate.next.needs_write() {
                     self.start_write();
                 }
@@ -300,7 +292,7 @@ impl<O: DurableObject> Instance<O> {
                 // storage is the truth from now on.
                 metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                 let key = self.key().clone();
-                self.gate.failed(&key, &error);
+                self.gate.failed(&key, &error, &self.entry.call_metrics);
                 // Neither this write nor the ones queued behind it will be committed.
                 self.settle_alarm_changes(None);
                 self.set_slot_unloaded();
@@ -331,20 +323,19 @@ impl<O: DurableObject> Instance<O> {
         let settings = &self.entry.settings;
         // Counted from the last call, whichever task ran it.
         let last_used = self.runtime().instant_at_uptime(self.inbox.last_used());
+        // A deadline past what `Instant` can hold is never reached.
+        let after = |after: Option<Duration>| after.and_then(|after| last_used.checked_add(after));
         let hibernate = match self.slot {
-            Slot::Active { .. } => settings
-                .hibernate_after
-                .map(|after| (last_used + after, Idle::Hibernate)),
-            // Started ahead of a call that never came (its alarm was revoked): nothing decoded
-            // to keep, and what was read may go stale.
-            Slot::Fetched(_) => settings
-                .hibernate_after
-                .map(|after| (last_used + after, Idle::Shutdown)),
-            _ => None,
+            Slot::Active { .. } => after(settings.hibernate_after).map(|at| (at, Idle::Hibernate)),
+            // Nothing decoded to keep: started ahead of a call that never came (its alarm was
+            // revoked), so what was read may go stale; or unloaded after a deletion, a failed
+            // load or commit, or a timeout. Either way the task goes.
+            Slot::Fetched(_) | Slot::Unloaded => {
+                after(settings.hibernate_after).map(|at| (at, Idle::Shutdown))
+            }
+            Slot::Hibernated { .. } => None,
         };
-        let shutdown = settings
-            .shutdown_after
-            .map(|after| (last_used + after, Idle::Shutdown));
+        let shutdown = after(settings.shutdown_after).map(|at| (at, Idle::Shutdown));
         match (hibernate, shutdown) {
             (Some(h), Some(s)) => Some(if h.0 < s.0 { h } else { s }),
             (h, s) => h.or(s),
@@ -404,21 +395,18 @@ impl<O: DurableObject> Instance<O> {
         self.inbox.set_residency(Residency::Unloaded);
     }
 
-    /// Handles one envelope; for a call, returns its handler and outcome, for its metrics.
-    async fn handle(&mut self, envelope: Envelope<O>) -> Option<(&'static str, &'static str)> {
+    /// Handles one envelope, taken at `started`.
+    async fn handle(&mut self, envelope: Envelope<O>, started: Instant) {
         match envelope {
             Envelope::Call(call) => {
                 let handler = call.handler();
-                let outcome = self
-                    .handle_call(call)
+                self.handle_call(call, started)
                     .instrument(call_span::<O>(handler))
                     .await;
-                Some((handler, outcome))
             }
             Envelope::Delete(reply) => {
                 let delete = Box::pin(self.delete(reply));
                 delete.await;
-                None
             }
         }
     }
@@ -445,12 +433,19 @@ impl<O: DurableObject> Instance<O> {
         let _ = reply.send(result);
     }
 
-    /// Runs one call; returns its outcome label for the call metrics.
-    async fn handle_call(&mut self, mut call: Box<dyn crate::call::Invocation<O>>) -> &'static str {
+    /// Runs one call, taken at `started`.
+    async fn handle_call(
+        &mut self,
+        mut call: Box<dyn crate::call::Invocation<O>>,
+        started: Instant,
+    ) {
         let handler = call.handler();
         if let Err(error) = self.activate().await {
+            self.entry
+                .call_metrics
+                .finished(handler, "activation_failed", started.elapsed());
             call.fail(error);
-            return "activation_failed";
+            return;
         }
         // Taken out of the inbox while the handler runs (it may wait): calls from other tasks
         // find the object busy meanwhile.
@@ -473,10 +468,13 @@ impl<O: DurableObject> Instance<O> {
             flush.await;
             self.set_slot_unloaded();
             let key = self.key().clone();
+            self.entry
+                .call_metrics
+                .finished(handler, "timeout", started.elapsed());
             call.fail(Error::Timeout { key, handler });
-            return "timeout";
+            return;
         };
-        self.settle_call(call, outcome)
+        self.settle_call(call, outcome, started);
     }
 
     /// Handles a call of a synchronous handler to an active object without a future: nothing
@@ -484,7 +482,8 @@ impl<O: DurableObject> Instance<O> {
     fn handle_in_place(
         &mut self,
         envelope: Envelope<O>,
-    ) -> Result<(&'static str, &'static str), Envelope<O>> {
+        started: Instant,
+    ) -> Result<(), Envelope<O>> {
         let mut call = match envelope {
             Envelope::Call(call)
                 if call.runs_in_place() && matches!(self.slot, Slot::Active { .. }) =>
@@ -505,7 +504,8 @@ impl<O: DurableObject> Instance<O> {
             };
             outcome
         };
-        Ok((handler, self.settle_call(call, outcome)))
+        self.settle_call(call, outcome, started);
+        Ok(())
     }
 
     /// Starts the handler of `call` on the active state.
@@ -523,34 +523,27 @@ impl<O: DurableObject> Instance<O> {
         call.run(state, &self.ctx, chain, self.entry.settings.call_timeout)
     }
 
-    /// Stages the write of a finished call, or rolls it back, and hands its reply to the gate;
-    /// returns its outcome label.
+    /// Stages the write of a finished call, or rolls it back, and hands its reply to the gate,
+    /// which records the call's metrics when the reply goes out.
     fn settle_call(
         &mut self,
         call: Box<dyn crate::call::Invocation<O>>,
         outcome: Outcome,
-    ) -> &'static str {
+        started: Instant,
+    ) {
         let access = call.access();
-        match outcome {
+        let held = match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.take_alarm_changes();
-                self.gate.reply_or_hold(Held::Reply(call));
-                "ok"
+                Held::reply(call, "ok", started)
             }
             Outcome::Returned => match self.stage_write() {
-                Ok(()) => {
-                    self.gate.reply_or_hold(Held::Reply(call));
-                    "ok"
-                }
-                Err(error) => {
-                    self.gate.reply_or_hold(Held::Fail(call, error));
-                    "encode_failed"
-                }
+                Ok(()) => Held::reply(call, "ok", started),
+                Err(error) => Held::fail(call, error, "encode_failed", started),
             },
             Outcome::HandlerError => {
                 self.rollback(access);
-                self.gate.reply_or_hold(Held::Reply(call));
-                "handler_error"
+                Held::reply(call, "handler_error", started)
             }
             Outcome::Panicked(message) => {
                 self.rollback(access);
@@ -561,10 +554,10 @@ impl<O: DurableObject> Instance<O> {
                     handler,
                     message,
                 };
-                self.gate.reply_or_hold(Held::Fail(call, error));
-                "panicked"
+                Held::fail(call, error, "panicked", started)
             }
-        }
+        };
+        self.gate.reply_or_hold(held, &self.entry.call_metrics);
     }
 
     /// Makes the slot active: wakes a hibernated state or loads from storage.
@@ -715,6 +708,11 @@ impl<O: DurableObject> Instance<O> {
         let changed = encoded != *committed;
         if !changed && alarms.is_empty() {
             return Ok(());
+        }
+        if changed && let Err(message) = codec::check_round_trip::<O>(&encoded) {
+            let key = self.key().clone();
+            self.rollback(Access::Write);
+            return Err(Error::Encode { key, message });
         }
         if changed {
             // Kept until the next change: without the encoder's spare capacity.

@@ -7,9 +7,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
 
-/// Calls handled, by `type`, `handler` and `outcome`.
+/// Calls handled, by `type`, `handler` and `outcome`, counted when the reply goes out: `ok`,
+/// `handler_error`, `panicked`, `timeout`, `encode_failed`, `persistence_failed` (the commit
+/// the reply waited for failed or conflicted) or `activation_failed`.
 pub const CALLS: &str = "durable_calls_total";
-/// Call duration in seconds (queueing excluded), by `type` and `handler`.
+/// Call duration in seconds, from the object taking the call to its reply (queueing excluded,
+/// the commit the reply waited for included), by `type` and `handler`.
 pub const CALL_DURATION: &str = "durable_call_duration_seconds";
 /// Objects live in memory (active or hibernated), by `type`.
 pub const LIVE_OBJECTS: &str = "durable_live_objects";
@@ -23,11 +26,11 @@ pub const WAKES: &str = "durable_wakes_total";
 pub const WAKE_DURATION: &str = "durable_wake_duration_seconds";
 /// Objects that left memory, by `type`.
 pub const SHUTDOWNS: &str = "durable_shutdowns_total";
-/// Failed loads and commits, by `type`.
+/// Failed loads, commits and deletes, by `type`.
 pub const PERSISTENCE_FAILURES: &str = "durable_persistence_failures_total";
 /// Calls refused because an object's queue was full, by `type`.
 pub const QUEUE_REJECTIONS: &str = "durable_queue_rejections_total";
-/// Alarms fired, by `type` and `outcome` (`ok`, `retry`, `dead`).
+/// Alarm attempts, by `type` and `outcome` (`ok`, `retry`, `dead`, `deferred`, `revoked`).
 pub const ALARMS_FIRED: &str = "durable_alarms_fired_total";
 /// Writes per batch handed to the storage by group commit: how many calls share a transaction.
 pub const COMMIT_BATCH_WRITES: &str = "durable_commit_batch_writes";

@@ -68,9 +68,10 @@ impl SchedulerHandle {
     }
 
     /// The scheduler sleeps, and will claim the alarms due before `horizon` when it wakes.
-    fn sleeping(&self, horizon: SystemTime) {
-        self.horizon
-            .store(micros_since_epoch(horizon).max(1), Ordering::SeqCst);
+    /// `None`: a horizon too far to represent, so every new alarm is due before it.
+    fn sleeping(&self, horizon: Option<SystemTime>) {
+        let horizon = horizon.map_or(u64::MAX, micros_since_epoch);
+        self.horizon.store(horizon.max(1), Ordering::SeqCst);
     }
 
     /// The claims held until they fire.
@@ -210,6 +211,12 @@ fn micros_since_epoch(time: SystemTime) -> u64 {
         })
 }
 
+/// How many alarms one look claims at most: a batch of none would read as a full batch every
+/// time, and the scheduler would look again at once, forever.
+fn claim_batch(settings: &AlarmSettings) -> usize {
+    settings.claim_batch.max(1)
+}
+
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
@@ -246,7 +253,7 @@ pub(crate) async fn run(
         };
         // The next look claims what is due `lead` after it, and it comes `wait` from now (or
         // a hair later): an alarm due after that is claimed on time without a wake.
-        handle.sleeping(runtime.now() + wait + lead);
+        handle.sleeping(runtime.now().checked_add(wait.saturating_add(lead)));
         drop(runtime);
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
@@ -313,7 +320,7 @@ async fn claim_and_arm(
     let query = runtime.scheduler().claims().begin_query();
     let claimed = match runtime
         .storage()
-        .claim_due_alarms(horizon, expired_before, settings.claim_batch)
+        .claim_due_alarms(horizon, expired_before, claim_batch(settings))
         .await
     {
         Ok(claimed) => claimed,
@@ -323,7 +330,7 @@ async fn claim_and_arm(
             return Err(());
         }
     };
-    let outcome = if claimed.len() >= settings.claim_batch {
+    let outcome = if claimed.len() >= claim_batch(settings) {
         Claimed::Full
     } else if claimed.is_empty() {
         Claimed::None

@@ -711,3 +711,26 @@ backend_tests!(
     only_alarms_due_before_the_next_look_wake_the_scheduler,
     an_alarm_for_an_unknown_type_is_reported_and_kept,
 );
+
+#[tokio::test]
+async fn extreme_scheduler_settings_neither_stop_nor_spin_the_scheduler() {
+    // A poll interval too long to add to a time, and a claim batch of none.
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    let mut alarm_settings = settings().with_poll_interval(Duration::MAX);
+    alarm_settings.claim_batch = 0;
+    let rt = Runtime::builder(store.clone())
+        .alarm_settings(alarm_settings)
+        .register::<Reminder>()
+        .build();
+    Reminder::schedule(&rt, "r", "first".into(), 30)
+        .await
+        .unwrap();
+    Reminder::schedule(&rt, "r", "second".into(), 60)
+        .await
+        .unwrap();
+    eventually(|| async { fired(&rt, "r").await.len() == 2 }).await;
+    let looks = store.claims();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let more = store.claims() - looks;
+    assert!(more <= 2, "{more} looks at storage while no alarm was due");
+}

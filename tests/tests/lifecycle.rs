@@ -446,3 +446,36 @@ async fn on_sqlite_objects_hibernate_shut_down_and_come_back() {
         "a shut-down object reloads from the file"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn objects_left_without_a_state_leave_memory_after_hibernate_after() {
+    // Default options: hibernate after 5 minutes, never shut down. An object left with no
+    // state (deleted, or its load failed) has nothing to hibernate, so its task goes instead.
+    let (rt, store) = faulty();
+    for i in 0..3 {
+        assert!(!rt.delete::<Plain>(&format!("never-{i}")).await.unwrap());
+    }
+    store.fail_loads(1);
+    assert!(Plain::bump(&rt, "unreachable").await.is_err());
+    assert_eq!(rt.live_objects::<Plain>(), 4);
+    sleep(Duration::from_secs(4 * 60)).await;
+    assert_eq!(rt.live_objects::<Plain>(), 4, "not before hibernate_after");
+    sleep(Duration::from_secs(60 + 1)).await;
+    assert_eq!(rt.live_objects::<Plain>(), 0);
+    assert_eq!(Plain::bump(&rt, "unreachable").await.unwrap(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_deadlines_too_far_to_represent_are_never_reached() {
+    let rt = Runtime::builder(MemoryStorage::new())
+        .default_options(
+            ObjectOptions::new()
+                .with_hibernate_after(Duration::MAX)
+                .with_shutdown_after(Duration::MAX),
+        )
+        .build();
+    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 1);
+    sleep(Duration::from_secs(3600)).await;
+    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 2);
+    assert_eq!(rt.status::<Plain>("p").await.unwrap(), ObjectStatus::Active);
+}

@@ -83,13 +83,22 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     let snapshot = snapshotter.snapshot().into_vec();
     let counter = |name: &str, labels: &[(&str, &str)]| counter(&snapshot, name, labels);
     let samples = |name: &str, labels: &[(&str, &str)]| samples(&snapshot, name, labels);
+    // Counted when the reply goes out, with the outcome the caller saw.
     assert_eq!(
         counter(
             names::CALLS,
             &[("type", "Meter"), ("handler", "tick"), ("outcome", "ok")]
         ),
-        7,
-        "every tick's handler returned; the writes of two failed afterwards"
+        5,
+        "every tick's handler returned, but the writes of two failed"
+    );
+    assert_eq!(
+        counter(
+            names::CALLS,
+            &[("handler", "tick"), ("outcome", "persistence_failed")]
+        ),
+        2,
+        "one failed commit and one conflict"
     );
     assert_eq!(
         counter(
@@ -177,13 +186,17 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     for call in calls {
         assert_eq!(call.await.unwrap().unwrap(), 1);
     }
-    let batches = crate::samples(
-        &snapshotter.snapshot().into_vec(),
-        names::COMMIT_BATCH_WRITES,
-        &[],
-    );
+    let snapshot = snapshotter.snapshot().into_vec();
+    let batches = crate::samples(&snapshot, names::COMMIT_BATCH_WRITES, &[]);
     assert_eq!(batches.iter().sum::<f64>(), 64.0, "{batches:?}");
     assert!(batches.iter().any(|&writes| writes > 1.0), "{batches:?}");
+    // A call's duration runs to its reply, so it includes the commit it waited for.
+    let durations = crate::samples(&snapshot, names::CALL_DURATION, &[("handler", "tick")]);
+    assert_eq!(durations.len(), 32);
+    assert!(
+        durations.iter().all(|&seconds| seconds >= 0.02),
+        "{durations:?}"
+    );
 }
 
 /// A recorder's snapshot: each metric's key, unit, description and value.

@@ -150,3 +150,75 @@ async fn one_conflicting_write_does_not_fail_its_batch_neighbours() {
     );
     assert_eq!(Counter::increment(&rt1, "stale").await.unwrap(), 3);
 }
+
+#[durable_object]
+pub struct Gauge {
+    value: f64,
+}
+
+#[durable_object]
+impl Gauge {
+    #[handler]
+    fn handle_set(&mut self, value: f64) -> f64 {
+        self.value = value;
+        value
+    }
+
+    #[handler]
+    fn handle_set_then_fail(&mut self, value: f64) -> Result<(), String> {
+        self.value = value;
+        Err("refused".to_owned())
+    }
+
+    #[handler]
+    fn handle_get(&self) -> f64 {
+        self.value
+    }
+}
+
+async fn stored_gauge(store: &impl Storage, id: &str) -> f64 {
+    let stored = store.load(&ObjectKey::new("Gauge", id)).await.unwrap();
+    let stored = stored.expect("the gauge is stored");
+    serde_json::from_slice::<serde_json::Value>(&stored.state).unwrap()["value"]
+        .as_f64()
+        .expect("a stored gauge holds a number")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_state_that_would_not_decode_back_is_refused_and_never_committed() {
+    let (rt, store) = slow_runtime();
+    Gauge::set(&rt, "g", 0.5).await.unwrap();
+    // JSON has no NaN: it would be stored as `null`, which the `f64` field cannot read back.
+    let refused = Gauge::set(&rt, "g", f64::NAN).await;
+    assert!(
+        matches!(&refused, Err(Error::Encode { message, .. }) if message.contains("decode back")),
+        "{refused:?}"
+    );
+    assert_eq!(Gauge::get(&rt, "g").await.unwrap(), 0.5, "rolled back");
+    assert_eq!(stored_gauge(&store, "g").await, 0.5);
+
+    // The same while an earlier write is in flight, followed by a handler error that rolls the
+    // object back and a read: every call is answered, the refused state never reaches storage
+    // and the acknowledged write survives.
+    let calls = async {
+        tokio::join!(
+            Gauge::set(&rt, "g", 1.0),
+            Gauge::set(&rt, "g", f64::INFINITY),
+            Gauge::set_then_fail(&rt, "g", 2.0),
+            Gauge::get(&rt, "g"),
+        )
+    };
+    let (first, infinite, failed, read) = tokio::time::timeout(Duration::from_secs(5), calls)
+        .await
+        .expect("every call is answered");
+    assert_eq!(first.unwrap(), 1.0);
+    assert!(
+        matches!(infinite, Err(Error::Encode { .. })),
+        "{infinite:?}"
+    );
+    assert!(matches!(failed, Err(Error::Handler { .. })), "{failed:?}");
+    assert_eq!(read.unwrap(), 1.0);
+    assert_eq!(stored_gauge(&store, "g").await, 1.0);
+    assert_eq!(Gauge::set(&rt, "g", 3.0).await.unwrap(), 3.0);
+    assert_eq!(stored_gauge(&store, "g").await, 3.0);
+}
