@@ -207,7 +207,7 @@ pub struct AlarmSettings {
     pub claim_ttl: Duration,
     /// How failing alarms are retried.
     pub retry: RetryPolicy,
-    /// How many alarms are claimed in one storage round trip.
+    /// How many alarms are claimed in one storage round trip (zero counts as one).
     pub claim_batch: usize,
     /// How long before its due time an alarm is claimed, and its object started, so that it
     /// fires on time. When claiming and reading the objects take longer than this, the

@@ -998,3 +998,65 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
         "an alarm left behind would bring the object back"
     );
 }
+
+#[tokio::test]
+async fn a_commit_on_a_connection_trusted_without_a_ping_times_out_on_a_silent_server() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "silent_commit").await;
+    let direct = PgConnectOptions::from_str(&url).unwrap();
+    let proxy = SilentProxy::start((direct.get_host().to_owned(), direct.get_port())).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect_with(direct.clone().host("127.0.0.1").port(proxy.port))
+        .await
+        .unwrap();
+    let store = PostgresStore::builder_with_pool(pool)
+        .schema(&guard.name)
+        .commit_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+
+    // At once: the connection was used a moment ago, so it is lent without a ping.
+    proxy.freeze(true);
+    let touch = ObjectWrite {
+        key: key.clone(),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![],
+    };
+    let started = std::time::Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        store.commit(std::slice::from_ref(&touch)),
+    )
+    .await
+    .expect("the commit waited on the silent server for 20 s");
+    match outcome {
+        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
+        other => panic!("expected a retryable storage error, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    proxy.freeze(false);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match store.commit(std::slice::from_ref(&touch)).await {
+            Ok(()) => break,
+            Err(CommitError::Storage(err)) if attempts < 5 => {
+                assert!(err.is_retryable(), "not retryable: {err}")
+            }
+            Err(err) => panic!("no recovery after {attempts} attempts: {err}"),
+        }
+    }
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+}

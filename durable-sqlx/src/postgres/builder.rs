@@ -39,6 +39,7 @@ pub struct PostgresStoreBuilder {
     table_prefix: String,
     max_connections: u32,
     acquire_timeout: Duration,
+    commit_timeout: Duration,
     application_name: String,
     migrate: bool,
 }
@@ -65,6 +66,7 @@ impl std::fmt::Debug for PostgresStoreBuilder {
             .field("table_prefix", &self.table_prefix)
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
+            .field("commit_timeout", &self.commit_timeout)
             .field("application_name", &self.application_name)
             .field("migrate", &self.migrate)
             .finish()
@@ -79,6 +81,7 @@ impl PostgresStoreBuilder {
             table_prefix: String::new(),
             max_connections: 10,
             acquire_timeout: Duration::from_secs(10),
+            commit_timeout: Duration::from_secs(30),
             application_name: "durable".to_owned(),
             migrate: true,
         }
@@ -146,6 +149,26 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long a commit waits for the server's answer before failing with a retryable
+    /// [`StorageError`](durable_runtime::storage::StorageError) (default 30 s). A server that
+    /// falls silent (a failover, a network partition) would otherwise hold the commit until the
+    /// kernel gives up on the connection, which takes minutes. When the time is up the
+    /// connection is closed, so whether the commit happened is unknown: the runtime then
+    /// reloads the object from storage. Applies to pools given to
+    /// [`PostgresStore::builder_with_pool`] too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app")
+    ///     .commit_timeout(std::time::Duration::from_secs(5));
+    /// # drop(builder);
+    /// ```
+    pub fn commit_timeout(mut self, timeout: Duration) -> Self {
+        self.commit_timeout = timeout;
         self
     }
 
@@ -229,7 +252,7 @@ impl PostgresStoreBuilder {
                 (pool, kept)
             }
         };
-        PostgresStore::finish(pool, kept, names, self.migrate).await
+        PostgresStore::finish(pool, kept, self.commit_timeout, names, self.migrate).await
     }
 
     fn names(&self) -> Result<Names, Error> {

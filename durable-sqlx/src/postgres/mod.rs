@@ -7,7 +7,7 @@
 //! connections kept for commits ([`commit_connections`]).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
@@ -63,6 +63,8 @@ fn db_err(err: sqlx::Error) -> StorageError {
 pub struct PostgresStore {
     pool: PgPool,
     commits: Arc<CommitConnections>,
+    /// How long a commit waits for the server.
+    commit_timeout: Duration,
     names: Arc<Names>,
     sql: Arc<Sql>,
 }
@@ -140,9 +142,16 @@ impl PostgresStore {
         PostgresStoreBuilder::new(Source::Pool(pool))
     }
 
-    async fn finish(pool: PgPool, kept: usize, names: Names, migrate: bool) -> Result<Self, Error> {
+    async fn finish(
+        pool: PgPool,
+        kept: usize,
+        commit_timeout: Duration,
+        names: Names,
+        migrate: bool,
+    ) -> Result<Self, Error> {
         let store = Self {
             commits: Arc::new(CommitConnections::new(pool.clone(), kept)),
+            commit_timeout,
             pool,
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
@@ -254,7 +263,17 @@ impl Storage for PostgresStore {
         }
         let prepared = prepare(batch)?;
         let mut lease = self.commits.lend().await?;
-        let committed = commit_on(lease.conn(), &self.sql, &prepared).await;
+        let committed = tokio::time::timeout(
+            self.commit_timeout,
+            commit_on(lease.conn(), &self.sql, &prepared),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(CommitError::Storage(StorageError::unavailable(format!(
+                "no answer from the server within {:?}; the commit's outcome is unknown",
+                self.commit_timeout
+            ))))
+        });
         // A conflict is the server's answer; after any other error the connection may be
         // broken or in the middle of an exchange, and is not used again.
         if matches!(committed, Ok(()) | Err(CommitError::Conflict { .. })) {
