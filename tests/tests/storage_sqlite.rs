@@ -9,8 +9,8 @@ use durable_runtime::storage::{
     AlarmChange, CommitError, ObjectKey, ObjectWrite, Storage, StorageErrorKind, StoredObject,
 };
 use durable_sqlx::sqlx::migrate::Migrator;
-use durable_sqlx::sqlx::sqlite::SqlitePoolOptions;
-use durable_sqlx::sqlx::{self, SqlitePool};
+use durable_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use durable_sqlx::sqlx::{self, Connection, SqliteConnection, SqlitePool};
 use durable_sqlx::{Error, SqliteStore, SqliteStoreBuilder, Synchronous};
 use tempfile::TempDir;
 
@@ -629,4 +629,46 @@ async fn two_stores_on_one_file() {
     ];
     storage_shared::increments_across_stores(&stores).await;
     storage_shared::claims_across_stores(&stores).await;
+}
+
+#[tokio::test]
+async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = SqliteStore::open(&path).await.unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+
+    // Another process holds the write lock, so the commit's `BEGIN IMMEDIATE` waits for it;
+    // the commit's caller gives up meanwhile.
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .busy_timeout(Duration::from_secs(5));
+    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let update = ObjectWrite {
+        key: key.clone(),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![],
+    };
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        store.commit(std::slice::from_ref(&update)),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the commit waited for the lock");
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The store holds no transaction: another connection can write, and so can the store.
+    sqlx::raw_sql("BEGIN IMMEDIATE; ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("the write lock is free");
+    store.commit(std::slice::from_ref(&update)).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
 }

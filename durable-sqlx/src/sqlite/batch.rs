@@ -218,6 +218,7 @@ pub(super) async fn commit(
     params: &Params,
 ) -> Result<(), CommitError> {
     for _ in 0..UNLOCATED_RETRIES {
+        writer.transaction_started();
         let conn = writer.connection();
         let sent = sqlx::query(sql.commit_batch.for_batch(params))
             .bind(now_micros())
@@ -231,7 +232,10 @@ pub(super) async fn commit(
             .execute(&mut *conn)
             .await;
         let error = match sent {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                writer.transaction_ended();
+                return Ok(());
+            }
             Err(error) => error,
         };
         // The query stopped at its first failure, with its transaction open (unless `BEGIN`
@@ -240,6 +244,7 @@ pub(super) async fn commit(
             writer.discard();
             return Err(db_err(error).into());
         }
+        writer.transaction_ended();
         if !raised_by(&error, VERSION_MISMATCH) {
             return Err(db_err(error).into());
         }

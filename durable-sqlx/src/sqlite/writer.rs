@@ -39,24 +39,55 @@ impl Writer {
         if guard.is_none() {
             *guard = Some(self.options.connect().await.map_err(db_err)?);
         }
-        Ok(WriterGuard(guard))
+        Ok(WriterGuard {
+            connection: guard,
+            in_transaction: false,
+        })
     }
 }
 
 /// The writer's turn: its connection, held until dropped.
-pub(super) struct WriterGuard<'a>(MutexGuard<'a, Option<SqliteConnection>>);
+pub(super) struct WriterGuard<'a> {
+    connection: MutexGuard<'a, Option<SqliteConnection>>,
+    /// A transaction opened by the store's own SQL (not sqlx's `begin`, which rolls back by
+    /// itself) may be open on the connection.
+    in_transaction: bool,
+}
 
 impl WriterGuard<'_> {
     /// The connection.
     pub(super) fn connection(&mut self) -> &mut SqliteConnection {
-        self.0
+        self.connection
             .as_mut()
             .expect("a writer guard always holds a connection")
+    }
+
+    /// The next query opens a transaction of its own (`BEGIN ..; ..; COMMIT`): until
+    /// [`transaction_ended`](Self::transaction_ended), dropping the guard closes the connection.
+    /// A caller that gives up on the query (a timeout, a cancelled task) drops the guard while
+    /// the query may have stopped after its `BEGIN`, and a connection left inside a transaction
+    /// would keep SQLite's write lock and fail every later transaction.
+    pub(super) fn transaction_started(&mut self) {
+        self.in_transaction = true;
+    }
+
+    /// The transaction opened since [`transaction_started`](Self::transaction_started) is over
+    /// (committed or rolled back).
+    pub(super) fn transaction_ended(&mut self) {
+        self.in_transaction = false;
     }
 
     /// Closes the connection, whose state is unknown after a failure; the next write opens a
     /// new one (closing rolls back whatever it still held).
     pub(super) fn discard(mut self) {
-        drop(self.0.take());
+        drop(self.connection.take());
+    }
+}
+
+impl Drop for WriterGuard<'_> {
+    fn drop(&mut self) {
+        if self.in_transaction {
+            drop(self.connection.take());
+        }
     }
 }
