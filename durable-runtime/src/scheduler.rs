@@ -223,6 +223,9 @@ const STORAGE_RETRY: Duration = Duration::from_secs(1);
 /// Delay before an alarm refused by an overloaded object is offered again.
 const OVERLOAD_RETRY: Duration = Duration::from_millis(100);
 
+/// Delay before an alarm refused because the runtime holds `max_live_objects` is offered again.
+const FULL_RETRY: Duration = Duration::from_secs(1);
+
 /// The scheduler task. It holds the runtime weakly and ends when the runtime is gone.
 pub(crate) async fn run(
     shared: Weak<Shared>,
@@ -509,18 +512,24 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
             metrics::alarm_fired(&key.object_type, "revoked");
             return;
         }
-        Err(Error::Overloaded { .. } | Error::ShuttingDown) => {
+        Err(
+            error @ (Error::Overloaded { .. } | Error::ShuttingDown | Error::TooManyObjects { .. }),
+        ) => {
             metrics::alarm_fired(&key.object_type, "deferred");
-            // Not an attempt: offer it again shortly without counting it.
-            let retry_at = runtime.now() + OVERLOAD_RETRY;
+            // Not an attempt (the handler did not run): offer it again later without counting
+            // it. A full runtime frees room only as objects go idle, so it waits longer.
+            let after = match error {
+                Error::TooManyObjects { .. } => FULL_RETRY,
+                _ => OVERLOAD_RETRY,
+            };
             storage
                 .fail_alarm(
                     key,
                     &alarm.name,
                     claimed_at,
                     alarm.attempts,
-                    "object overloaded",
-                    Some(retry_at),
+                    &error.to_string(),
+                    Some(runtime.now() + after),
                 )
                 .await
         }

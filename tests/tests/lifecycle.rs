@@ -479,3 +479,53 @@ async fn idle_deadlines_too_far_to_represent_are_never_reached() {
     assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 2);
     assert_eq!(rt.status::<Plain>("p").await.unwrap(), ObjectStatus::Active);
 }
+
+#[durable_object]
+pub struct Bell {
+    rings: u32,
+}
+
+#[durable_object]
+impl Bell {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, after_ms: u64) {
+        ctx.schedule_alarm(Bell::RING, Duration::from_millis(after_ms));
+    }
+
+    #[handler]
+    fn handle_rings(&self) -> u32 {
+        self.rings
+    }
+
+    #[alarm]
+    fn ring(&mut self) {
+        self.rings += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarms_refused_by_a_full_runtime_wait_without_using_up_their_attempts() {
+    let rt = Runtime::builder(MemoryStorage::new())
+        .max_live_objects(1)
+        .alarm_settings(
+            durable_runtime::AlarmSettings::default()
+                .with_poll_interval(Duration::from_millis(50))
+                .with_retry(durable_runtime::RetryPolicy::new(
+                    Duration::from_millis(10),
+                    Duration::from_millis(20),
+                    2,
+                )),
+        )
+        .register::<Bell>()
+        .build();
+    Bell::arm(&rt, "b", 200).await.unwrap();
+    // The only room goes to an object busy past the alarm's due time: the alarm's object
+    // cannot start, far more often than its two attempts.
+    let busy = {
+        let rt = rt.clone();
+        tokio::spawn(async move { Slow::work(&rt, "busy", 1_500).await })
+    };
+    busy.await.unwrap().unwrap();
+    durable_tests::eventually(|| async { Bell::rings(&rt, "b").await.is_ok_and(|n| n == 1) }).await;
+    assert!(rt.list_alarms::<Bell>("b").await.unwrap().is_empty());
+}
