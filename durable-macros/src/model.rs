@@ -232,8 +232,17 @@ pub(crate) enum Output {
         /// `T`.
         ok: Box<Type>,
         /// `E`.
-        err: Box<Type>,
+        err: ErrorType,
     },
+}
+
+/// The error type of a handler's `Result`.
+pub(crate) enum ErrorType {
+    /// Written out: `Result<T, E>`.
+    Written(Box<Type>),
+    /// Behind a one-argument alias such as `anyhow::Result<T>` or `io::Result<T>` (the whole
+    /// result type): the compiler finds it, through the runtime's `HandlerResult` trait.
+    OfAlias(Box<Type>),
 }
 
 /// The `#[after_load]` method.

@@ -13,7 +13,7 @@ use syn::{
 
 use crate::attrs::Helper;
 use crate::errors::Errors;
-use crate::model::{Access, AlarmHandler, Handler, Output};
+use crate::model::{Access, AlarmHandler, ErrorType, Handler, Output};
 
 /// What a rule found wrong with a type in a signature, from mild to severe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -478,8 +478,8 @@ pub(crate) fn argument_type(ty: &Type, errors: &mut Errors) -> TypeVerdict {
 }
 
 /// A handler returns nothing, an owned value `T`, or `Result<T, E>` (syntactically: a path
-/// ending in `Result` with two type arguments), whose `E` reaches the caller as
-/// `Error::Handler(E)`.
+/// ending in `Result` with two type arguments, or with one, like `anyhow::Result<T>`, whose
+/// error type the compiler then finds), whose `E` reaches the caller as `Error::Handler(E)`.
 pub(crate) fn handler_output(output: &ReturnType, errors: &mut Errors) -> (Output, TypeVerdict) {
     let ReturnType::Type(_, ty) = output else {
         return (Output::Unit, TypeVerdict::Ok);
@@ -488,9 +488,13 @@ pub(crate) fn handler_output(output: &ReturnType, errors: &mut Errors) -> (Outpu
     let output = match ungroup(ty) {
         Type::Tuple(tuple) if tuple.elems.is_empty() => Output::Unit,
         Type::Path(path) if path.qself.is_none() => match result_arguments(&path.path) {
-            Some((ok, err)) => Output::Fallible {
+            Some((ok, Some(err))) => Output::Fallible {
                 ok: Box::new(ok.clone()),
-                err: Box::new(err.clone()),
+                err: ErrorType::Written(Box::new(err.clone())),
+            },
+            Some((ok, None)) => Output::Fallible {
+                ok: Box::new(ok.clone()),
+                err: ErrorType::OfAlias(ty.clone()),
             },
             None => Output::Value(ty.clone()),
         },
@@ -508,8 +512,8 @@ fn ungroup(ty: &Type) -> &Type {
     }
 }
 
-/// `(T, E)` when `path` is `..::Result<T, E>`.
-fn result_arguments(path: &Path) -> Option<(&Type, &Type)> {
+/// `(T, Some(E))` when `path` is `..::Result<T, E>`, `(T, None)` when it is `..::Result<T>`.
+fn result_arguments(path: &Path) -> Option<(&Type, Option<&Type>)> {
     let last = path.segments.last()?;
     if last.ident != "Result" {
         return None;
@@ -522,7 +526,8 @@ fn result_arguments(path: &Path) -> Option<(&Type, &Type)> {
         _ => None,
     });
     match (types.next(), types.next(), types.next()) {
-        (Some(Some(ok)), Some(Some(err)), None) => Some((ok, err)),
+        (Some(Some(ok)), Some(Some(err)), None) => Some((ok, Some(err))),
+        (Some(Some(ok)), None, None) => Some((ok, None)),
         _ => None,
     }
 }
@@ -679,6 +684,18 @@ fn value_items(item: &ItemImpl) -> HashMap<String, &Ident> {
 /// A method named `handle` is refused for the same reason. Returns the handlers whose client
 /// can be generated.
 ///
+/// Client names that would hide a trait method the generated code relies on or users call:
+/// an inherent item wins over a trait's in `Counter::default()` or `handle.clone()`.
+const TRAIT_METHODS: &[(&str, &str)] = &[
+    ("default", "`Default::default`"),
+    ("clone", "`Clone::clone`"),
+    ("clone_from", "`Clone::clone_from`"),
+    ("fmt", "`Debug::fmt`"),
+    ("serialize", "`Serialize::serialize`"),
+    ("deserialize", "`Deserialize::deserialize`"),
+    ("options", "`DurableObject::options`"),
+];
+
 /// Two handlers under different `#[cfg(..)]` may share a client name.
 pub(crate) fn client_names(
     handlers: Vec<Handler>,
@@ -711,6 +728,15 @@ pub(crate) fn client_names(
                 method,
                 format!(
                     "the client of `{method}` would be `{client}`, but `#[durable_object]` generates {taken}: rename the handler"
+                ),
+            );
+            continue;
+        }
+        if let Some((_, hidden)) = TRAIT_METHODS.iter().find(|(name, _)| *name == client) {
+            errors.spanned(
+                method,
+                format!(
+                    "the client of `{method}` would be `{client}`, an associated function of `{object}` (or a method of `{object}Handle`) that would hide {hidden}: rename the handler"
                 ),
             );
             continue;

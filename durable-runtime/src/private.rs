@@ -109,6 +109,22 @@ pub trait HandlerError: Send + 'static {}
 
 impl<T: Send + 'static> HandlerError for T {}
 
+/// A handler's result written through a one-argument alias (`anyhow::Result<T>`,
+/// `std::io::Result<T>`, a crate's own `Result<T>`): names the error type behind it.
+#[diagnostic::on_unimplemented(
+    message = "the handler return type `{Self}` is named `Result` but is not a `Result<T, E>`",
+    label = "a handler's `Result<T>` must be an alias of `Result<T, E>`",
+    note = "write the error type out, `Result<T, E>`, or return a plain value"
+)]
+pub trait HandlerResult {
+    /// The error type.
+    type Error;
+}
+
+impl<T, E> HandlerResult for Result<T, E> {
+    type Error = E;
+}
+
 /// Compile-time checks, called from generated code with spans on the user's types.
 ///
 /// A state field must be storable. (Its default is checked where `Default` is generated:
@@ -120,6 +136,12 @@ pub const fn assert_argument<T: HandlerArgument>() {}
 pub const fn assert_output<T: HandlerOutput>() {}
 /// Compile-time check of a handler error type.
 pub const fn assert_error<T: HandlerError>() {}
+/// Compile-time check of a handler result written through a one-argument alias.
+pub const fn assert_result_alias<R: HandlerResult>()
+where
+    R::Error: HandlerError,
+{
+}
 /// Compile-time check that a type is a complete durable object (both halves present).
 pub const fn assert_durable_object<T: DurableObject>() {}
 

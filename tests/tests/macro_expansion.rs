@@ -234,3 +234,67 @@ async fn alarm_constants_name_their_handlers() {
     assert_eq!(alarms.len(), 1);
     assert_eq!(alarms[0].name, "tick");
 }
+
+/// A crate's own one-argument `Result` alias, whose error could be stored if mistaken for a
+/// plain value.
+pub mod ledger {
+    use serde::{Deserialize, Serialize};
+
+    /// Why a ledger refused an entry.
+    #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Overdrawn;
+
+    /// The ledger's result.
+    pub type Result<T> = std::result::Result<T, Overdrawn>;
+}
+
+/// A ledger whose handlers return one-argument `Result` aliases.
+#[durable_object]
+pub struct Ledger {
+    balance: i64,
+}
+
+#[durable_object]
+impl Ledger {
+    /// Adds `amount`, refusing to go below zero.
+    #[handler]
+    fn handle_add(&mut self, amount: i64) -> ledger::Result<i64> {
+        self.balance += amount;
+        if self.balance < 0 {
+            return Err(ledger::Overdrawn);
+        }
+        Ok(self.balance)
+    }
+
+    /// Adds `amount`, failing with an I/O error below zero.
+    #[handler]
+    async fn handle_add_io(&mut self, amount: i64) -> std::io::Result<i64> {
+        self.balance += amount;
+        if self.balance < 0 {
+            return Err(std::io::Error::other("overdrawn"));
+        }
+        Ok(self.balance)
+    }
+
+    /// The balance.
+    #[handler]
+    fn handle_balance(&self) -> i64 {
+        self.balance
+    }
+}
+
+#[tokio::test]
+async fn one_argument_result_aliases_are_fallible_handlers() {
+    let rt = runtime();
+    assert_eq!(Ledger::add(&rt, "l", 10).await.unwrap(), 10);
+    let refused: Result<i64, Error<ledger::Overdrawn>> = Ledger::add(&rt, "l", -20).await;
+    assert!(
+        matches!(refused, Err(Error::Handler(ledger::Overdrawn))),
+        "{refused:?}"
+    );
+    assert_eq!(Ledger::balance(&rt, "l").await.unwrap(), 10, "rolled back");
+    let refused: Result<i64, Error<std::io::Error>> = Ledger::add_io(&rt, "l", -20).await;
+    assert!(matches!(&refused, Err(Error::Handler(e)) if e.to_string() == "overdrawn"));
+    assert_eq!(Ledger::balance(&rt, "l").await.unwrap(), 10, "rolled back");
+    assert_eq!(Ledger::add_io(&rt, "l", 5).await.unwrap(), 15);
+}

@@ -8,7 +8,7 @@ use syn::Type;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::{docs, replace_self};
+use super::{docs, error_type, replace_self};
 use crate::model::{Access, AlarmHandler, Handler, HandlerSet, Object, Output};
 
 /// Lints that generated clients must not trip in the user's crate: a client may go unused, its
@@ -154,7 +154,8 @@ fn result_type(set: &HandlerSet, handler: &Handler, object: Option<&Type>) -> To
             quote!(::core::result::Result<#ty, #private::Error>)
         }
         Output::Fallible { ok, err } => {
-            let (ok, err) = (replace(ok), replace(err));
+            let ok = replace(ok);
+            let err = error_type(err, object.unwrap_or(&set.self_ty), &private);
             quote!(::core::result::Result<#ok, #private::Error<#err>>)
         }
     }

@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::{replace_self, wrap_in_const};
-use crate::model::{AfterLoad, AlarmHandler, Handler, HandlerSet, Output};
+use crate::model::{AfterLoad, AlarmHandler, ErrorType, Handler, HandlerSet, Output};
 
 /// The `Handlers` impl and the type checks, in an anonymous constant.
 pub(super) fn expand(set: &HandlerSet) -> TokenStream {
@@ -142,7 +142,10 @@ fn type_checks(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> To
         Output::Value(ty) => checks.push(check("assert_output", ty)),
         Output::Fallible { ok, err } => {
             checks.push(check("assert_output", ok));
-            checks.push(check("assert_error", err));
+            checks.push(match err {
+                ErrorType::Written(err) => check("assert_error", err),
+                ErrorType::OfAlias(result) => check("assert_result_alias", result),
+            });
         }
     }
     quote!(#(#checks)*)

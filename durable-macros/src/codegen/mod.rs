@@ -19,7 +19,7 @@ use quote::{ToTokens, quote};
 use syn::Type;
 use syn::visit_mut::{self, VisitMut};
 
-use crate::model::{HandlerSet, Object};
+use crate::model::{ErrorType, HandlerSet, Object};
 
 /// The struct half: the struct itself, its trait impls and its handle type.
 pub(crate) fn object(object: &Object) -> TokenStream {
@@ -47,6 +47,18 @@ fn wrap_in_const(tokens: TokenStream) -> TokenStream {
 }
 
 /// `ty` with every `Self` replaced by `object`, for code outside the object's impl blocks.
+/// The error type of a fallible handler, with `Self` replaced by `object`: as written, or
+/// found through the runtime's `HandlerResult` trait behind a one-argument alias.
+fn error_type(err: &ErrorType, object: &Type, private: &TokenStream) -> TokenStream {
+    match err {
+        ErrorType::Written(ty) => replace_self(ty, object).into_token_stream(),
+        ErrorType::OfAlias(result) => {
+            let result = replace_self(result, object);
+            quote!(<#result as #private::HandlerResult>::Error)
+        }
+    }
+}
+
 fn replace_self(ty: &Type, object: &Type) -> Type {
     struct ReplaceSelf<'a>(&'a Type);
 

@@ -1,5 +1,5 @@
 // A plain method cannot have the name of a generated client, nor `handle`; a handler's client
-// cannot be `handle` or `id`.
+// cannot be `handle` or `id`, nor hide a trait method (`default`, `clone`, ...).
 use durable_runtime::durable_object;
 
 #[durable_object]
@@ -22,6 +22,12 @@ impl Counter {
 
     #[handler]
     fn handle_id(&self) {}
+
+    #[handler]
+    fn handle_default(&self) {}
+
+    #[handler]
+    fn handle_clone(&self) {}
 }
 
 fn main() {}
