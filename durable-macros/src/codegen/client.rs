@@ -58,6 +58,13 @@ pub(super) fn handle_type(object: &Object) -> TokenStream {
             pub fn id(&self) -> &::core::primitive::str {
                 &self.id
             }
+
+            // For the handle methods, which the impl half generates, maybe in another module
+            // than the struct: the fields are private to this one.
+            #[doc(hidden)]
+            pub fn __runtime(&self) -> &#private::Runtime {
+                &self.runtime
+            }
         }
 
         #allows
@@ -300,7 +307,7 @@ fn handle_method(set: &HandlerSet, handler: &Handler) -> TokenStream {
         #docs
         #(#cfgs)*
         pub async fn #client(&self, #(#idents: #types),*) -> #result {
-            <#self_ty>::#client(&self.runtime, &self.id, #(#idents),*).await
+            <#self_ty>::#client(self.__runtime(), self.id(), #(#idents),*).await
         }
     }
 }

@@ -120,5 +120,35 @@ async fn main() {
     assert_eq!(nested::Inner::handle(&rt, "i").hit().await.unwrap(), 2);
     Third::set(&rt, "t", 3).await.unwrap();
     super_third(&rt).await;
+    sibling_tally(&rt).await;
     let _ = (Empty::handle(&rt, "e"), nested::deeper::Deep::default());
+}
+
+/// Handlers declared in a sibling module of the struct's.
+mod sibling_state {
+    use durable_runtime::durable_object;
+
+    #[durable_object]
+    pub struct Tally {
+        // Read by the handlers in the sibling module.
+        pub(crate) count: u32,
+    }
+}
+
+mod sibling_logic {
+    use durable_runtime::durable_object;
+
+    #[durable_object]
+    impl crate::sibling_state::Tally {
+        #[handler]
+        fn handle_add(&mut self, by: u32) -> u32 {
+            self.count += by;
+            self.count
+        }
+    }
+}
+
+async fn sibling_tally(rt: &Runtime) {
+    let handle = sibling_state::Tally::handle(rt, "t");
+    assert_eq!(handle.add(2).await.unwrap(), 2);
 }
