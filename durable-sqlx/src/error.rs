@@ -115,7 +115,7 @@ fn is_transient(dialect: Dialect, err: &sqlx::Error) -> bool {
                 #[cfg(feature = "sqlite")]
                 Dialect::Sqlite => matches!(
                     sqlite_primary_code(&code),
-                    Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR)
+                    Some(SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_FULL)
                 ),
                 #[cfg(feature = "postgres")]
                 Dialect::Postgres => is_transient_sqlstate(&code),
@@ -147,6 +147,9 @@ const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
 #[cfg(feature = "sqlite")]
 const SQLITE_IOERR: i32 = 10;
+/// The disk is full: like Postgres's class 53, it may pass once space is freed.
+#[cfg(feature = "sqlite")]
+const SQLITE_FULL: i32 = 13;
 
 /// SQLSTATEs after which the same operation may succeed later.
 #[cfg(feature = "postgres")]
@@ -165,6 +168,9 @@ fn is_transient_sqlstate(code: &str) -> bool {
             | "40001" | "40P01"
             // read_only_sql_transaction: a standby or a server in recovery after failover
             | "25006"
+            // lock_not_available (`lock_timeout`), query_canceled (`statement_timeout`, or
+            // an operator's `pg_cancel_backend`): nothing was applied
+            | "55P03" | "57014"
         )
 }
 
@@ -203,6 +209,8 @@ mod tests {
         assert!(is_transient_sqlstate("57P01"));
         assert!(is_transient_sqlstate("08006"));
         assert!(is_transient_sqlstate("40P01"));
+        assert!(is_transient_sqlstate("55P03"), "lock_timeout");
+        assert!(is_transient_sqlstate("57014"), "statement_timeout");
         assert!(!is_transient_sqlstate("23505"));
         assert!(!is_transient_sqlstate("42P01"));
     }

@@ -1060,3 +1060,51 @@ async fn a_commit_on_a_connection_trusted_without_a_ping_times_out_on_a_silent_s
     }
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
 }
+
+#[tokio::test]
+async fn a_lock_timeout_is_retryable() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "lock_timeout").await;
+    let options = PgConnectOptions::from_str(&url)
+        .unwrap()
+        .options([("lock_timeout", "200")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = PostgresStore::builder_with_pool(pool)
+        .schema(&guard.name)
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+
+    // Another session holds the object's row.
+    let mut other = PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "BEGIN; SELECT * FROM {}.durable_objects FOR UPDATE",
+        guard.name
+    ))
+    .execute(&mut other)
+    .await
+    .unwrap();
+    let update = ObjectWrite {
+        key: key.clone(),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![],
+    };
+    match store.commit(std::slice::from_ref(&update)).await {
+        Err(CommitError::Storage(err)) => {
+            assert!(err.is_retryable(), "not retryable: {err}");
+            assert_eq!(err.kind(), StorageErrorKind::Unavailable);
+        }
+        other => panic!("expected a lock timeout, got {other:?}"),
+    }
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    store.commit(std::slice::from_ref(&update)).await.unwrap();
+}

@@ -302,9 +302,12 @@ impl StorageError {
 /// ```
 pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
     match time.duration_since(std::time::UNIX_EPOCH) {
-        Ok(since) => {
-            std::time::UNIX_EPOCH + std::time::Duration::from_micros(since.as_micros() as u64)
-        }
+        // Times too far ahead for 64-bit microseconds (half a million years) keep their
+        // nanoseconds rather than wrap to an earlier time.
+        Ok(since) => match u64::try_from(since.as_micros()) {
+            Ok(micros) => std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros),
+            Err(_) => time,
+        },
         Err(_) => std::time::UNIX_EPOCH,
     }
 }
