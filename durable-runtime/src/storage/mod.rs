@@ -299,6 +299,9 @@ impl StorageError {
 ///
 /// let t = UNIX_EPOCH + Duration::from_nanos(1_500_999);
 /// assert_eq!(truncate_to_micros(t), UNIX_EPOCH + Duration::from_micros(1_500));
+/// // Beyond what 64-bit microseconds hold: kept as it is, never wrapped to an earlier time.
+/// let far = UNIX_EPOCH + Duration::from_secs(1 << 50);
+/// assert_eq!(truncate_to_micros(far), far);
 /// ```
 pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
     match time.duration_since(std::time::UNIX_EPOCH) {
