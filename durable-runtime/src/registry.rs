@@ -348,6 +348,9 @@ impl Dormant {
 /// Dormant objects' shutdown times (uptime milliseconds) and ids, earliest first.
 type Expiries = BinaryHeap<Reverse<(u64, Box<str>)>>;
 
+/// Expiry items kept beyond twice the live objects before the stale ones are dropped.
+const STALE_EXPIRIES_KEPT: usize = 64;
+
 /// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O> {
     /// Hashed with foldhash, seeded per map: SipHash's cost shows on every call.
@@ -637,6 +640,13 @@ impl<O: DurableObject> TypeEntry<O> {
                 .peek()
                 .is_none_or(|Reverse((first, _))| at < *first);
             expiries.push(Reverse((at, id.into())));
+            // Every hibernation queues an item, and an object that wakes and hibernates again
+            // leaves its earlier ones behind until they come due: with a long `shutdown_after`
+            // they would pile up. Past twice the live objects, the stale ones go (each push
+            // pays for a share of that pass).
+            if expiries.len() > 2 * self.objects.len() + STALE_EXPIRIES_KEPT {
+                self.drop_stale(&mut expiries);
+            }
             earliest
         };
         if !self.sweeper_started.swap(true, Ordering::AcqRel) {
@@ -648,6 +658,19 @@ impl<O: DurableObject> TypeEntry<O> {
         } else if earliest {
             self.expiries_changed.notify_one();
         }
+    }
+
+    /// Keeps only the items of objects still dormant with that very expiry.
+    fn drop_stale(&self, expiries: &mut Expiries) {
+        let Some(after) = self.settings.shutdown_after.map(ceil_millis) else {
+            expiries.clear();
+            return;
+        };
+        expiries.retain(|Reverse((at, id))| {
+            self.objects.get(&**id).is_some_and(|entry| {
+                matches!(&*entry, Entry::Dormant(dormant) if dormant.idle_since().saturating_add(after) == *at)
+            })
+        });
     }
 
     /// Shuts down the dormant object `id` if its expiry is `at` or earlier (if it woke since,
@@ -798,6 +821,7 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
 mod tests {
     use std::time::Duration;
 
+    use super::{STALE_EXPIRIES_KEPT, lock};
     use crate::storage::StoredObject;
     use crate::{MemoryStorage, ObjectOptions, Runtime, durable_object};
 
@@ -872,5 +896,28 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         rt.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_that_keeps_waking_leaves_a_bounded_queue_of_expiries() {
+        let rt = runtime(
+            ObjectOptions::new()
+                .with_hibernate_after(Duration::from_secs(1))
+                .with_shutdown_after(Duration::from_secs(24 * 3600)),
+        );
+        let queued = || rt.with_type_entry::<Probe, _>(|entry| lock(&entry.expiries).len());
+        for _ in 0..500 {
+            Probe::n(&rt, "a").await.unwrap();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        assert!(
+            queued() <= 2 + STALE_EXPIRIES_KEPT + 1,
+            "{} queued",
+            queued()
+        );
+        // The latest expiry is kept: the object still shuts down a day after its last call.
+        assert_eq!(rt.live_objects::<Probe>(), 1);
+        tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+        assert_eq!(rt.live_objects::<Probe>(), 0);
     }
 }
