@@ -72,7 +72,9 @@ impl Names {
     /// Names for an already validated prefix and schema.
     pub(crate) fn new(schema: Option<&str>, prefix: &str) -> Self {
         let qualifier = match schema {
-            Some(schema) => format!("{schema}.{prefix}"),
+            // Quoted: a valid name may still be a reserved word (`user`, `order`), and quoting
+            // a lowercase name does not change which schema it names.
+            Some(schema) => format!("\"{schema}\".{prefix}"),
             None => prefix.to_owned(),
         };
         Self {

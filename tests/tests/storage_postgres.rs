@@ -1108,3 +1108,48 @@ async fn a_lock_timeout_is_retryable() {
     sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
     store.commit(std::slice::from_ref(&update)).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_schema_named_by_a_reserved_word_works() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let mut admin = PgConnection::connect(&url).await.unwrap();
+    // `order` is reserved in SQL: the store must quote it.
+    let drop = "DROP SCHEMA IF EXISTS \"order\" CASCADE";
+    sqlx::raw_sql(drop).execute(&mut admin).await.unwrap();
+    let store = PostgresStore::builder(&url)
+        .schema("order")
+        .max_connections(2)
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{\"n\":1}");
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    store.commit(&[write]).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(
+        store
+            .claim_due_alarms(at(1), at(0), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(store.delete(&key).await.unwrap());
+    // Opening it again finds the schema and its migrations.
+    let again = PostgresStore::builder(&url)
+        .schema("order")
+        .max_connections(2)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(again.load(&key).await.unwrap(), None);
+    store.pool().close().await;
+    again.pool().close().await;
+    sqlx::raw_sql(drop).execute(&mut admin).await.unwrap();
+}

@@ -86,7 +86,8 @@ impl PostgresStore {
         // Serializes migrations of this store (same schema and prefix) across processes; the
         // lock is released with the transaction.
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(lock_key(&self.names.migrations))
+            // Unquoted, as in earlier releases: processes of both agree on the lock.
+            .bind(lock_key(&self.names.migrations.replace('"', "")))
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -98,7 +99,7 @@ impl PostgresStore {
                     .await
                     .map_err(db_err)?;
             if exists.is_none() {
-                sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+                sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
                     .execute(&mut *tx)
                     .await
                     .map_err(db_err)?;
