@@ -224,6 +224,26 @@ async fn concurrent_connects_migrate_once() {
     );
 }
 
+#[tokio::test]
+async fn concurrent_connects_with_other_prefixes_share_a_new_schema() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    for round in 0..3 {
+        let guard = SchemaGuard::new(&url, &format!("shared_schema_{round}")).await;
+        let connects = (0..4).map(|i| {
+            PostgresStore::builder(&url)
+                .schema(&guard.name)
+                .table_prefix(format!("app{i}_"))
+                .max_connections(2)
+                .connect()
+        });
+        for connected in futures_util::future::join_all(connects).await {
+            connected.expect("every store connects");
+        }
+    }
+}
+
 /// A database created by the first migration only, with data in it, is upgraded in place.
 #[tokio::test]
 async fn upgrade_from_first_migration_keeps_data() {

@@ -92,6 +92,13 @@ impl PostgresStore {
             .await
             .map_err(db_err)?;
         if let Some(schema) = &self.names.schema {
+            // Stores with other table prefixes in the same schema take other locks above:
+            // this one keeps them from creating the schema at the same moment.
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(lock_key(&format!("schema {schema}")))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
             let exists: Option<i32> =
                 sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
                     .bind(schema)
