@@ -53,6 +53,23 @@ impl<O> Alarm<O> {
     }
 
     /// The alarm's name, as stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::durable_object;
+    ///
+    /// #[durable_object]
+    /// pub struct Invoice { reminded: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Invoice {
+    ///     #[alarm]
+    ///     fn send_reminder(&mut self) { self.reminded += 1; }
+    /// }
+    ///
+    /// assert_eq!(Invoice::SEND_REMINDER.name(), "send_reminder");
+    /// ```
     pub const fn name(&self) -> &'static str {
         self.name
     }
@@ -106,6 +123,20 @@ pub enum AlarmTime {
 
 impl AlarmTime {
     /// The due time, relative to `now` for a delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::AlarmTime;
+    ///
+    /// let now = UNIX_EPOCH + Duration::from_secs(1_000);
+    /// let delay = AlarmTime::After(Duration::from_secs(30));
+    /// assert_eq!(delay.resolve(now), UNIX_EPOCH + Duration::from_secs(1_030));
+    /// // A wall-clock time does not depend on `now`, even when it is already past.
+    /// let at = AlarmTime::At(UNIX_EPOCH + Duration::from_secs(10));
+    /// assert_eq!(at.resolve(now), UNIX_EPOCH + Duration::from_secs(10));
+    /// ```
     pub fn resolve(self, now: SystemTime) -> SystemTime {
         match self {
             Self::After(delay) => now + delay,
@@ -163,7 +194,20 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// A policy with the given initial delay, cap and number of attempts.
+    /// A policy with the given initial delay, cap and number of attempts (at least one: zero
+    /// counts as one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::new(Duration::from_millis(500), Duration::from_secs(10), 5);
+    /// assert_eq!(policy.initial_delay, Duration::from_millis(500));
+    /// assert_eq!(policy.max_attempts, 5);
+    /// assert_eq!(RetryPolicy::new(Duration::ZERO, Duration::ZERO, 0).max_attempts, 1);
+    /// ```
     pub fn new(initial_delay: Duration, max_delay: Duration, max_attempts: u32) -> Self {
         Self {
             initial_delay,
@@ -173,6 +217,21 @@ impl RetryPolicy {
     }
 
     /// The delay before the next attempt, after `failed_attempts` failures (1 for the first).
+    ///
+    /// The initial delay doubles with each failure, up to `max_delay`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::new(Duration::from_secs(2), Duration::from_secs(10), 5);
+    /// assert_eq!(policy.delay_after(1), Duration::from_secs(2));
+    /// assert_eq!(policy.delay_after(2), Duration::from_secs(4));
+    /// assert_eq!(policy.delay_after(3), Duration::from_secs(8));
+    /// assert_eq!(policy.delay_after(4), Duration::from_secs(10));
+    /// ```
     pub fn delay_after(&self, failed_attempts: u32) -> Duration {
         let doublings = failed_attempts.saturating_sub(1).min(32);
         self.initial_delay
@@ -231,24 +290,65 @@ impl Default for AlarmSettings {
 
 impl AlarmSettings {
     /// Sets the poll interval.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// let settings = AlarmSettings::default().with_poll_interval(Duration::from_secs(5));
+    /// assert_eq!(settings.poll_interval, Duration::from_secs(5));
+    /// ```
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
     }
 
     /// Sets the claim time-to-live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// let settings = AlarmSettings::default().with_claim_ttl(Duration::from_secs(120));
+    /// assert_eq!(settings.claim_ttl, Duration::from_secs(120));
+    /// ```
     pub fn with_claim_ttl(mut self, ttl: Duration) -> Self {
         self.claim_ttl = ttl;
         self
     }
 
     /// Sets the retry policy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{AlarmSettings, RetryPolicy};
+    ///
+    /// let retry = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60), 3);
+    /// let settings = AlarmSettings::default().with_retry(retry);
+    /// assert_eq!(settings.retry.max_attempts, 3);
+    /// ```
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
     /// Sets how long before its due time an alarm is claimed (zero claims only due alarms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// let settings = AlarmSettings::default().with_claim_ahead(Duration::ZERO);
+    /// assert_eq!(settings.claim_ahead, Duration::ZERO);
+    /// ```
     pub fn with_claim_ahead(mut self, ahead: Duration) -> Self {
         self.claim_ahead = ahead;
         self

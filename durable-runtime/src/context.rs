@@ -65,16 +65,77 @@ impl Context {
     }
 
     /// The id of the object handling the call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Cart { items: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Cart {
+    ///     #[handler]
+    ///     fn handle_owner(&self, ctx: &Context) -> String { ctx.id().to_owned() }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// assert_eq!(Cart::owner(&rt, "user:42").await.unwrap(), "user:42");
+    /// # }
+    /// ```
     pub fn id(&self) -> &str {
         &self.key().object_id
     }
 
-    /// The type name of the object handling the call.
+    /// The type name of the object handling the call (its
+    /// [`TYPE_NAME`](crate::DurableObject::TYPE_NAME)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object(name = "shop.Cart")]
+    /// pub struct Cart { items: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Cart {
+    ///     #[handler]
+    ///     fn handle_kind(&self, ctx: &Context) -> String { ctx.object_type().to_owned() }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// assert_eq!(Cart::kind(&rt, "c1").await.unwrap(), "shop.Cart");
+    /// # }
+    /// ```
     pub fn object_type(&self) -> &str {
         &self.key().object_type
     }
 
     /// The full key of the object handling the call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Cart { items: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Cart {
+    ///     #[handler]
+    ///     fn handle_describe(&self, ctx: &Context) -> String { ctx.key().to_string() }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// assert_eq!(Cart::describe(&rt, "c1").await.unwrap(), "Cart/c1");
+    /// # }
+    /// ```
     pub fn key(&self) -> &ObjectKey {
         self.root.key()
     }
@@ -84,12 +145,67 @@ impl Context {
         self.root.chain()
     }
 
-    /// The runtime, for calling other objects.
+    /// The runtime, for calling other objects. The handler must be `async` to await the call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, Error, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Order { total: u64 }
+    ///
+    /// #[durable_object]
+    /// impl Order {
+    ///     #[handler]
+    ///     async fn handle_pay(&mut self, ctx: &Context, amount: u64) -> Result<u64, Error> {
+    ///         self.total += amount;
+    ///         Ledger::record(ctx.runtime(), "global", amount).await
+    ///     }
+    /// }
+    /// # #[durable_object] pub struct Ledger { sum: u64 }
+    /// # #[durable_object] impl Ledger {
+    /// #     #[handler]
+    /// #     fn handle_record(&mut self, amount: u64) -> u64 { self.sum += amount; self.sum }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Order::pay(&rt, "o1", 5).await.unwrap();
+    /// assert_eq!(Order::pay(&rt, "o2", 7).await.unwrap(), 12); // the ledger's sum
+    /// # }
+    /// ```
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
     }
 
-    /// The current time as the runtime's clock gives it (UTC).
+    /// The current time as the runtime's clock gives it (UTC), as
+    /// [`Runtime::now`](crate::Runtime::now).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Session { last_seen: Option<SystemTime> }
+    ///
+    /// #[durable_object]
+    /// impl Session {
+    ///     #[handler]
+    ///     fn handle_touch(&mut self, ctx: &Context) -> SystemTime {
+    ///         *self.last_seen.insert(ctx.now())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// let before = rt.now();
+    /// let seen = Session::touch(&rt, "s1").await.unwrap();
+    /// assert!(before <= seen && seen <= rt.now());
+    /// # }
+    /// ```
     pub fn now(&self) -> SystemTime {
         self.runtime.now()
     }
@@ -100,6 +216,36 @@ impl Context {
     ///
     /// If called from a read-only (`&self`) handler, or with an alarm of another object type.
     /// The panic fails the call like any handler panic: nothing is committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Session { expired: bool }
+    ///
+    /// #[durable_object]
+    /// impl Session {
+    ///     #[handler]
+    ///     fn handle_login(&mut self, ctx: &Context) {
+    ///         ctx.schedule_alarm(Session::EXPIRE, Duration::from_secs(30 * 60));
+    ///     }
+    ///
+    ///     #[alarm]
+    ///     fn expire(&mut self) { self.expired = true; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Session::login(&rt, "s1").await.unwrap();
+    /// Session::login(&rt, "s1").await.unwrap(); // replaces the first schedule
+    /// let alarms = rt.list_alarms::<Session>("s1").await.unwrap();
+    /// assert_eq!(alarms.len(), 1);
+    /// assert_eq!(alarms[0].name, "expire");
+    /// # }
+    /// ```
     pub fn schedule_alarm<O: DurableObject>(&self, alarm: Alarm<O>, when: impl Into<AlarmTime>) {
         self.check_alarm::<O>();
         let due_at = crate::storage::truncate_to_micros(when.into().resolve(self.now()));
@@ -114,6 +260,37 @@ impl Context {
     /// # Panics
     ///
     /// As [`schedule_alarm`](Context::schedule_alarm).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Session { expired: bool }
+    ///
+    /// #[durable_object]
+    /// impl Session {
+    ///     #[handler]
+    ///     fn handle_login(&mut self, ctx: &Context) {
+    ///         ctx.schedule_alarm(Session::EXPIRE, Duration::from_secs(30 * 60));
+    ///     }
+    ///
+    ///     #[handler]
+    ///     fn handle_logout(&mut self, ctx: &Context) { ctx.cancel_alarm(Session::EXPIRE); }
+    ///
+    ///     #[alarm]
+    ///     fn expire(&mut self) { self.expired = true; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Session::login(&rt, "s1").await.unwrap();
+    /// Session::logout(&rt, "s1").await.unwrap();
+    /// assert!(rt.list_alarms::<Session>("s1").await.unwrap().is_empty());
+    /// # }
+    /// ```
     pub fn cancel_alarm<O: DurableObject>(&self, alarm: Alarm<O>) {
         self.check_alarm::<O>();
         self.changes().push(AlarmChange::Cancel {
@@ -126,6 +303,42 @@ impl Context {
     /// # Panics
     ///
     /// If called from a read-only (`&self`) handler.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, Context, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Job { runs: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Job {
+    ///     #[handler]
+    ///     fn handle_start(&mut self, ctx: &Context) {
+    ///         ctx.schedule_alarm(Job::RUN, Duration::from_secs(60));
+    ///         ctx.schedule_alarm(Job::REPORT, Duration::from_secs(3600));
+    ///     }
+    ///
+    ///     #[handler]
+    ///     fn handle_stop(&mut self, ctx: &Context) { ctx.cancel_all_alarms(); }
+    ///
+    ///     #[alarm]
+    ///     fn run(&mut self) { self.runs += 1; }
+    ///
+    ///     #[alarm]
+    ///     fn report(&mut self) {}
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Job::start(&rt, "j1").await.unwrap();
+    /// assert_eq!(rt.list_alarms::<Job>("j1").await.unwrap().len(), 2);
+    /// Job::stop(&rt, "j1").await.unwrap();
+    /// assert!(rt.list_alarms::<Job>("j1").await.unwrap().is_empty());
+    /// # }
+    /// ```
     pub fn cancel_all_alarms(&self) {
         self.check_writable();
         self.changes().push(AlarmChange::CancelAll);

@@ -10,9 +10,38 @@ use serde::de::DeserializeOwned;
 use crate::context::Context;
 
 /// A boxed, sendable future, as handlers and hooks return it.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::BoxFuture;
+///
+/// fn double(n: i64) -> BoxFuture<'static, i64> {
+///     Box::pin(async move { n * 2 })
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// assert_eq!(double(21).await, 42);
+/// # }
+/// ```
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An error from a hook, boxed.
+///
+/// An `#[after_load]` hook or an `#[alarm]` handler may return `Result<(), E>` for any `E`
+/// that converts into it: a `String`, an `std::io::Error`, your own error type.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::BoxError;
+///
+/// let from_string: BoxError = String::from("disk full").into();
+/// assert_eq!(from_string.to_string(), "disk full");
+///
+/// let from_io: BoxError = std::io::Error::other("connection reset").into();
+/// assert_eq!(from_io.to_string(), "connection reset");
+/// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The state half of a durable object, implemented by `#[durable_object]` on a struct.
@@ -52,9 +81,43 @@ pub trait DurableObject:
     Serialize + DeserializeOwned + Default + Handlers + Send + Sync + 'static
 {
     /// The name this type is stored under (the struct's name unless `name = ".."` is given).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, DurableObject};
+    ///
+    /// #[durable_object(name = "billing.Invoice")]
+    /// pub struct Invoice { total: u64 }
+    ///
+    /// #[durable_object]
+    /// impl Invoice {}
+    ///
+    /// assert_eq!(Invoice::TYPE_NAME, "billing.Invoice");
+    /// ```
     const TYPE_NAME: &'static str;
 
-    /// The options declared on the struct attribute.
+    /// The options declared on the struct attribute. Options it does not declare are unset
+    /// here; [`Runtime::options_of`](crate::Runtime::options_of) gives the ones the type runs
+    /// with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, DurableObject};
+    ///
+    /// #[durable_object(hibernate_after = "1m", queue_capacity = 64)]
+    /// pub struct Session { user: String }
+    ///
+    /// #[durable_object]
+    /// impl Session {}
+    ///
+    /// let options = Session::options();
+    /// assert_eq!(options.hibernate_after, Some(Duration::from_secs(60)));
+    /// assert_eq!(options.queue_capacity, Some(64));
+    /// assert_eq!(options.call_timeout, None);
+    /// ```
     fn options() -> ObjectOptions {
         ObjectOptions::new()
     }
@@ -62,6 +125,32 @@ pub trait DurableObject:
 
 /// The behaviour half of a durable object, implemented by `#[durable_object]` on an impl
 /// block: the after-load hook (and, through the typed clients it generates, the handlers).
+///
+/// Its methods are called by the runtime, not by users: they run the `#[after_load]` hook and
+/// the `#[alarm]` handlers declared in the impl block.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+///
+/// #[durable_object]
+/// pub struct Visitor { loads: u32 }
+///
+/// #[durable_object]
+/// impl Visitor {
+///     #[after_load]
+///     fn loaded(&mut self) { self.loads += 1; }
+///
+///     #[handler]
+///     fn handle_loads(&self) -> u32 { self.loads }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let rt = Runtime::new(MemoryStorage::new());
+/// assert_eq!(Visitor::loads(&rt, "a").await.unwrap(), 1);
+/// # }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has a `#[durable_object]` struct but no `#[durable_object]` impl block",
     label = "no handlers declared for `{Self}`",
@@ -70,6 +159,40 @@ pub trait DurableObject:
 pub trait Handlers: Sized {
     /// Runs once after the state is loaded (or created) and before the object accepts calls.
     /// If it changes the state, the new state is committed first.
+    ///
+    /// `#[durable_object]` implements it from the `#[after_load]` method, if any. If the hook
+    /// fails, the call that started the object fails with
+    /// [`Error::AfterLoad`](crate::Error::AfterLoad).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, Error, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Account { balance: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Account {
+    ///     #[after_load]
+    ///     fn check(&mut self, ctx: &Context) -> Result<(), String> {
+    ///         if ctx.id().starts_with("legacy:") {
+    ///             return Err("legacy accounts are read-only".to_owned());
+    ///         }
+    ///         Ok(())
+    ///     }
+    ///
+    ///     #[handler]
+    ///     fn handle_balance(&self) -> i64 { self.balance }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// assert_eq!(Account::balance(&rt, "acct:1").await.unwrap(), 0);
+    /// let err = Account::balance(&rt, "legacy:1").await.unwrap_err();
+    /// assert!(matches!(err, Error::AfterLoad { .. }));
+    /// # }
+    /// ```
     fn after_load<'a>(&'a mut self, ctx: &'a Context) -> BoxFuture<'a, Result<(), BoxError>> {
         let _ = ctx;
         Box::pin(std::future::ready(Ok(())))
@@ -77,6 +200,33 @@ pub trait Handlers: Sized {
 
     /// Runs the `#[alarm]` handler called `name` (`attempt` is 1 on the first try), or returns
     /// `None` if the type declares no alarm of that name.
+    ///
+    /// `#[durable_object]` implements it from the `#[alarm]` methods; the alarm scheduler
+    /// calls it when an alarm is due.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { attempts: Vec<u32> }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self, attempt: u32) { self.attempts.push(attempt); }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+    /// rt.schedule_alarm("r1", Reminder::RING, Duration::from_secs(60)).await.unwrap();
+    /// tokio::time::sleep(Duration::from_secs(120)).await;
+    /// let state = rt.read_state::<Reminder>("r1").await.unwrap().unwrap();
+    /// assert_eq!(state.attempts, [1]);
+    /// # }
+    /// ```
     fn alarm<'a>(
         &'a mut self,
         ctx: &'a Context,
@@ -120,6 +270,16 @@ pub struct ObjectOptions {
 
 impl ObjectOptions {
     /// Options with nothing set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// const OPTIONS: ObjectOptions = ObjectOptions::new();
+    /// assert_eq!(OPTIONS, ObjectOptions::default());
+    /// assert_eq!(OPTIONS.hibernate_after, None);
+    /// ```
     pub const fn new() -> Self {
         Self {
             hibernate_after: None,
@@ -130,24 +290,63 @@ impl ObjectOptions {
     }
 
     /// Sets `hibernate_after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_hibernate_after(Duration::from_secs(60));
+    /// assert_eq!(options.hibernate_after, Some(Duration::from_secs(60)));
+    /// ```
     pub const fn with_hibernate_after(mut self, after: Duration) -> Self {
         self.hibernate_after = Some(after);
         self
     }
 
     /// Sets `shutdown_after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_shutdown_after(Duration::from_secs(3600));
+    /// assert_eq!(options.shutdown_after, Some(Duration::from_secs(3600)));
+    /// ```
     pub const fn with_shutdown_after(mut self, after: Duration) -> Self {
         self.shutdown_after = Some(after);
         self
     }
 
     /// Sets `call_timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_call_timeout(Duration::from_secs(5));
+    /// assert_eq!(options.call_timeout, Some(Duration::from_secs(5)));
+    /// ```
     pub const fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
         self
     }
 
     /// Sets `queue_capacity`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_queue_capacity(64);
+    /// assert_eq!(options.queue_capacity, Some(64));
+    /// ```
     pub const fn with_queue_capacity(mut self, capacity: usize) -> Self {
         self.queue_capacity = Some(capacity);
         self

@@ -101,6 +101,31 @@ pub(crate) struct Shared {
 }
 
 /// Where an object is, as seen by [`Runtime::status`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::{durable_object, MemoryStorage, ObjectStatus, Runtime};
+///
+/// #[durable_object(hibernate_after = "1m")]
+/// pub struct Counter { count: i64 }
+///
+/// #[durable_object]
+/// impl Counter {
+///     #[handler]
+///     fn handle_get(&self) -> i64 { self.count }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let rt = Runtime::new(MemoryStorage::new());
+/// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Absent);
+/// Counter::get(&rt, "a").await.unwrap();
+/// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Active);
+/// tokio::time::sleep(Duration::from_secs(120)).await;
+/// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Hibernated);
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ObjectStatus {
@@ -180,6 +205,30 @@ impl Runtime {
     }
 
     /// Subscribes to lifecycle events of every object of this runtime.
+    ///
+    /// The receiver sees the events sent after it subscribed; see [`Event`] for the channel's
+    /// capacity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{storage::ObjectKey, Event};
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// let mut events = rt.subscribe();
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// rt.delete::<Counter>("a").await.unwrap();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// assert_eq!(events.recv().await.unwrap(), Event::Created { key: key.clone() });
+    /// assert_eq!(events.recv().await.unwrap(), Event::Deleted { key });
+    /// # }
+    /// ```
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
     }
@@ -329,6 +378,29 @@ impl Runtime {
 
     /// Cancels `alarm` for the object `(O, id)`, through the object (see
     /// [`schedule_alarm`](Runtime::schedule_alarm)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// rt.schedule_alarm("r1", Reminder::RING, Duration::from_secs(3600)).await.unwrap();
+    /// rt.cancel_alarm("r1", Reminder::RING).await.unwrap();
+    /// assert!(rt.list_alarms::<Reminder>("r1").await.unwrap().is_empty());
+    /// # }
+    /// ```
     pub async fn cancel_alarm<O: DurableObject>(
         &self,
         id: &str,
@@ -348,6 +420,33 @@ impl Runtime {
     }
 
     /// Cancels every alarm of the object `(O, id)`, through the object.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Job { runs: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Job {
+    ///     #[alarm]
+    ///     fn run(&mut self) { self.runs += 1; }
+    ///
+    ///     #[alarm]
+    ///     fn report(&mut self) {}
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// rt.schedule_alarm("j1", Job::RUN, Duration::from_secs(60)).await.unwrap();
+    /// rt.schedule_alarm("j1", Job::REPORT, Duration::from_secs(3600)).await.unwrap();
+    /// rt.cancel_all_alarms::<Job>("j1").await.unwrap();
+    /// assert!(rt.list_alarms::<Job>("j1").await.unwrap().is_empty());
+    /// # }
+    /// ```
     pub async fn cancel_all_alarms<O: DurableObject>(&self, id: &str) -> Result<(), Error> {
         call::<O, (), std::convert::Infallible, _>(
             self,
@@ -364,6 +463,38 @@ impl Runtime {
 
     /// Lists the alarms of the object `(O, id)`, dead ones included, ordered by due time. It
     /// reads storage and does not start the object.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Job { runs: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Job {
+    ///     #[alarm]
+    ///     fn run(&mut self) { self.runs += 1; }
+    ///
+    ///     #[alarm]
+    ///     fn report(&mut self) {}
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let storage = MemoryStorage::new();
+    /// let rt = Runtime::new(storage.clone());
+    /// rt.schedule_alarm("j1", Job::REPORT, Duration::from_secs(3600)).await.unwrap();
+    /// rt.schedule_alarm("j1", Job::RUN, Duration::from_secs(60)).await.unwrap();
+    ///
+    /// let other = Runtime::new(storage); // another process, say
+    /// let alarms = other.list_alarms::<Job>("j1").await.unwrap();
+    /// let names: Vec<_> = alarms.iter().map(|alarm| alarm.name.as_str()).collect();
+    /// assert_eq!(names, ["run", "report"]);
+    /// assert_eq!(other.live_objects::<Job>(), 0);
+    /// # }
+    /// ```
     pub async fn list_alarms<O: DurableObject>(&self, id: &str) -> Result<Vec<AlarmRecord>, Error> {
         crate::id::validate_id(id)?;
         let key = ObjectKey::new(O::TYPE_NAME, id);
@@ -374,6 +505,25 @@ impl Runtime {
     }
 
     /// The storage backend.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{ObjectKey, Storage};
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let stored = rt.storage().load(&key).await.unwrap().unwrap();
+    /// assert_eq!(stored.state, br#"{"count":1}"#);
+    /// # }
+    /// ```
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.inner.storage
     }
@@ -607,6 +757,23 @@ impl Runtime {
 
     /// Reads the committed state of `(O, id)` from storage, without activating it. `None` if
     /// it was never stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// assert!(rt.read_state::<Counter>("a").await.unwrap().is_none());
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// let state = rt.read_state::<Counter>("a").await.unwrap().unwrap();
+    /// assert_eq!(state.count, 1);
+    /// # }
+    /// ```
     pub async fn read_state<O: DurableObject>(&self, id: &str) -> Result<Option<O>, Error> {
         crate::id::validate_id(id)?;
         let key = ObjectKey::new(O::TYPE_NAME, id);
@@ -631,6 +798,29 @@ impl Runtime {
 
     /// Where the object `(O, id)` is: active or hibernated in this runtime, only stored, or
     /// absent. Does not activate it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectStatus;
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let storage = MemoryStorage::new();
+    /// let rt = Runtime::new(storage.clone());
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Active);
+    ///
+    /// let other = Runtime::new(storage); // the same storage, another runtime
+    /// assert_eq!(other.status::<Counter>("a").await.unwrap(), ObjectStatus::Stored);
+    /// assert_eq!(other.status::<Counter>("b").await.unwrap(), ObjectStatus::Absent);
+    /// assert_eq!(other.live_objects::<Counter>(), 0);
+    /// # }
+    /// ```
     pub async fn status<O: DurableObject>(&self, id: &str) -> Result<ObjectStatus, Error> {
         crate::id::validate_id(id)?;
         match self.with_type_entry::<O, _>(|entry| entry.residency(id)) {
@@ -751,6 +941,26 @@ impl RuntimeBuilder {
     /// Runtime-wide defaults for options that a type leaves unset. Built-in defaults:
     /// `hibernate_after` 5 minutes, `shutdown_after` never, `call_timeout` 30 seconds,
     /// `queue_capacity` 1024.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, ObjectOptions, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Counter {}
+    ///
+    /// let rt = Runtime::builder(MemoryStorage::new())
+    ///     .default_options(ObjectOptions::new().with_queue_capacity(64))
+    ///     .build();
+    /// let options = rt.options_of::<Counter>();
+    /// assert_eq!(options.queue_capacity, Some(64));
+    /// assert_eq!(options.call_timeout, Some(Duration::from_secs(30))); // built-in default
+    /// ```
     pub fn default_options(mut self, defaults: ObjectOptions) -> Self {
         self.defaults = defaults;
         self
@@ -761,12 +971,61 @@ impl RuntimeBuilder {
     /// Types are also registered on their first call, but only registered types have their
     /// alarms fired before anything calls them (after a restart, say): register every type
     /// that uses alarms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let storage = MemoryStorage::new();
+    /// let before = Runtime::builder(storage.clone()).clock_follows_tokio().build();
+    /// before.schedule_alarm("r1", Reminder::RING, Duration::from_secs(60)).await.unwrap();
+    /// before.shutdown().await;
+    ///
+    /// // After a restart, nothing calls `r1`, yet its alarm fires.
+    /// let rt = Runtime::builder(storage).clock_follows_tokio().register::<Reminder>().build();
+    /// tokio::time::sleep(Duration::from_secs(120)).await;
+    /// assert_eq!(rt.read_state::<Reminder>("r1").await.unwrap().unwrap().fired, 1);
+    /// # }
+    /// ```
     pub fn register<O: DurableObject>(self) -> Self {
         self.register_with::<O>(ObjectOptions::new())
     }
 
     /// Registers an object type, overriding the options it declares with those set in
     /// `overrides`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, ObjectOptions, Runtime};
+    ///
+    /// #[durable_object(call_timeout = "10s", queue_capacity = 16)]
+    /// pub struct Upload { bytes: u64 }
+    ///
+    /// #[durable_object]
+    /// impl Upload {}
+    ///
+    /// let overrides = ObjectOptions::new().with_call_timeout(Duration::from_secs(60));
+    /// let rt = Runtime::builder(MemoryStorage::new())
+    ///     .register_with::<Upload>(overrides)
+    ///     .build();
+    /// let options = rt.options_of::<Upload>();
+    /// assert_eq!(options.call_timeout, Some(Duration::from_secs(60))); // overridden
+    /// assert_eq!(options.queue_capacity, Some(16)); // as declared
+    /// ```
     pub fn register_with<O: DurableObject>(mut self, overrides: ObjectOptions) -> Self {
         self.overrides.insert(TypeId::of::<O>(), overrides);
         self.registrations.push(|runtime| {
@@ -779,12 +1038,46 @@ impl RuntimeBuilder {
     /// starting an object first shuts down the least recently used idle object (chosen among
     /// a sample of each type's live objects); if none is idle, the call fails with
     /// [`Error::TooManyObjects`]. Default: no cap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).max_live_objects(1).build();
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// Counter::increment(&rt, "b").await.unwrap(); // `a` is idle: it makes room
+    /// assert_eq!(rt.live_objects::<Counter>(), 1);
+    /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 2); // reloaded from storage
+    /// # }
+    /// ```
     pub fn max_live_objects(mut self, max: usize) -> Self {
         self.max_live = Some(max.max(1));
         self
     }
 
-    /// Settings of the alarm scheduler (poll interval, claim TTL, retries).
+    /// Settings of the alarm scheduler (poll interval, claim TTL, retries). Default:
+    /// [`AlarmSettings::default`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{AlarmSettings, MemoryStorage, RetryPolicy, Runtime};
+    ///
+    /// let settings = AlarmSettings::default()
+    ///     .with_poll_interval(Duration::from_secs(5))
+    ///     .with_retry(RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(30), 5));
+    /// assert_eq!(settings.retry.delay_after(10), Duration::from_secs(30));
+    /// let rt = Runtime::builder(MemoryStorage::new())
+    ///     .alarm_settings(settings)
+    ///     .build();
+    /// # drop(rt);
+    /// ```
     pub fn alarm_settings(mut self, settings: AlarmSettings) -> Self {
         self.alarm_settings = settings;
         self
@@ -792,6 +1085,21 @@ impl RuntimeBuilder {
 
     /// Makes the runtime's clock advance with tokio's clock instead of the system clock, so
     /// tests with paused time (`#[tokio::test(start_paused = true)]`) move alarm time too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{MemoryStorage, Runtime};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+    /// let start = rt.now();
+    /// tokio::time::sleep(Duration::from_secs(24 * 3600)).await; // instant: time is paused
+    /// let elapsed = rt.now().duration_since(start).unwrap();
+    /// assert!(elapsed >= Duration::from_secs(24 * 3600));
+    /// # }
+    /// ```
     pub fn clock_follows_tokio(mut self) -> Self {
         self.clock = Clock::following_tokio();
         self
@@ -799,6 +1107,33 @@ impl RuntimeBuilder {
 
     /// Runs no alarm scheduler: alarms are stored but fire only when a test fires them (see
     /// `durable_runtime::testing`, feature `testing`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new())
+    ///     .clock_follows_tokio()
+    ///     .manual_alarms()
+    ///     .build();
+    /// rt.schedule_alarm("r1", Reminder::RING, Duration::ZERO).await.unwrap();
+    /// tokio::time::sleep(Duration::from_secs(3600)).await;
+    /// assert_eq!(rt.list_alarms::<Reminder>("r1").await.unwrap().len(), 1); // still due
+    /// assert_eq!(rt.read_state::<Reminder>("r1").await.unwrap().unwrap().fired, 0);
+    /// # }
+    /// ```
     pub fn manual_alarms(mut self) -> Self {
         self.manual_alarms = true;
         self
@@ -806,6 +1141,21 @@ impl RuntimeBuilder {
 
     /// Builds the runtime. Inside a tokio runtime the alarm scheduler starts at once;
     /// otherwise it starts with the first call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// # #[durable_object] pub struct Counter { count: i64 }
+    /// # #[durable_object] impl Counter {
+    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// # }
+    /// // No tokio runtime is needed to build one...
+    /// let rt = Runtime::builder(MemoryStorage::new()).build();
+    /// // ...but calls must be made from within one.
+    /// let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// assert_eq!(tokio.block_on(Counter::increment(&rt, "a")).unwrap(), 1);
+    /// ```
     pub fn build(self) -> Runtime {
         let runtime = Runtime {
             inner: Arc::new(Shared {
