@@ -306,6 +306,8 @@ impl HandlerSet {
 
         let mut handlers = Vec::new();
         let mut after_load: Option<AfterLoad> = None;
+        // The first hook's name, even if it broke a rule: a second one is still one too many.
+        let mut first_after_load: Option<Ident> = None;
         let mut alarms = Vec::new();
         for Marked { index, helpers } in &marked {
             for (_, attr) in helpers {
@@ -330,9 +332,10 @@ impl HandlerSet {
                 }
                 Helper::AfterLoad => {
                     let hook = AfterLoad::from_fn(method, errors);
-                    if let Some(first) = &after_load {
-                        validate::single_after_load(&first.method, &method.sig.ident, errors);
+                    if let Some(first) = &first_after_load {
+                        validate::single_after_load(first, &method.sig.ident, errors);
                     } else {
+                        first_after_load = Some(method.sig.ident.clone());
                         after_load = hook;
                     }
                 }

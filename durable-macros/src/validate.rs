@@ -161,8 +161,8 @@ pub(crate) fn impl_shape(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> 
     object.filter(|_| ok)
 }
 
-/// A method is a handler or the after-load hook, once. Returns which, or `None` when both
-/// were given.
+/// A method is a handler, an alarm handler or the after-load hook, once. Returns which, or
+/// `None` when several were given.
 pub(crate) fn one_helper(helpers: &[(Helper, Attribute)], errors: &mut Errors) -> Option<Helper> {
     let (first, _) = helpers[0];
     let mut result = Some(first);
@@ -176,7 +176,7 @@ pub(crate) fn one_helper(helpers: &[(Helper, Attribute)], errors: &mut Errors) -
             result = None;
             errors.spanned(
                 attr,
-                "a method is either a `#[handler]` or the `#[after_load]` hook, not both: remove one attribute",
+                "a method is one of a `#[handler]`, an `#[alarm]` handler or the `#[after_load]` hook: remove all but one attribute",
             );
         }
     }

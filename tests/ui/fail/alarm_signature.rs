@@ -31,6 +31,10 @@ impl Reminder {
     fn ring(&mut self) {}
 
     const RING: u32 = 1;
+
+    #[handler]
+    #[alarm]
+    fn handle_both(&mut self) {}
 }
 
 fn main() {}

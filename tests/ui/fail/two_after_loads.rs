@@ -15,4 +15,19 @@ impl Counter {
     fn second(&mut self) {}
 }
 
+// Also when the first one breaks a rule of its own.
+#[durable_object]
+pub struct Gauge {
+    value: i64,
+}
+
+#[durable_object]
+impl Gauge {
+    #[after_load]
+    fn broken(self) {}
+
+    #[after_load]
+    fn fine(&mut self) {}
+}
+
 fn main() {}
