@@ -3,12 +3,20 @@
 //! Decoding goes through `serde_path_to_error`, so a state that no longer fits its struct is
 //! reported with the path of the failing field.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// Encodes a state (or any serializable value) as JSON bytes.
+use crate::call::panic_message;
+
+/// Encodes a state (or any serializable value) as JSON bytes. A panic in a hand-written
+/// `Serialize` is an encoding failure: it must not end the object's task with its callers.
 pub(crate) fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(value).map_err(|e| e.to_string())
+    match catch_unwind(AssertUnwindSafe(|| serde_json::to_vec(value))) {
+        Ok(encoded) => encoded.map_err(|e| e.to_string()),
+        Err(payload) => Err(format!("Serialize panicked: {}", panic_message(&*payload))),
+    }
 }
 
 /// A decoding failure with the path of the field that failed (`.` for the root).
@@ -18,8 +26,18 @@ pub(crate) struct DecodeFailure {
     pub(crate) message: String,
 }
 
-/// Decodes JSON bytes, reporting the failing field's path.
+/// Decodes JSON bytes, reporting the failing field's path. A panic in a hand-written
+/// `Deserialize` is a decoding failure.
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailure> {
+    catch_unwind(|| decode_unguarded(bytes)).unwrap_or_else(|payload| {
+        Err(DecodeFailure {
+            path: ".".to_owned(),
+            message: format!("Deserialize panicked: {}", panic_message(&*payload)),
+        })
+    })
+}
+
+fn decode_unguarded<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailure> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| DecodeFailure {
         path: e.path().to_string(),
@@ -39,7 +57,7 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailu
 /// leave the object impossible to load (and undecodable states are never overwritten).
 pub(crate) fn check_round_trip<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
     // The plain decoder first: the one with paths is only needed to explain a failure.
-    if serde_json::from_slice::<T>(bytes).is_ok() {
+    if catch_unwind(|| serde_json::from_slice::<T>(bytes).is_ok()).unwrap_or(false) {
         return Ok(());
     }
     match decode::<T>(bytes) {

@@ -222,3 +222,46 @@ async fn a_state_that_would_not_decode_back_is_refused_and_never_committed() {
     assert_eq!(Gauge::set(&rt, "g", 3.0).await.unwrap(), 3.0);
     assert_eq!(stored_gauge(&store, "g").await, 3.0);
 }
+
+/// A value whose hand-written `Serialize` panics on 13.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Deserialize)]
+pub struct Touchy(u32);
+
+impl serde::Serialize for Touchy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        assert_ne!(self.0, 13, "unlucky");
+        serializer.serialize_u32(self.0)
+    }
+}
+
+#[durable_object]
+pub struct Fragile {
+    value: Touchy,
+}
+
+#[durable_object]
+impl Fragile {
+    #[handler]
+    fn handle_set(&mut self, value: u32) -> u32 {
+        self.value = Touchy(value);
+        value
+    }
+
+    #[handler]
+    fn handle_get(&self) -> u32 {
+        self.value.0
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_serialize_fails_its_call_and_the_object_serves_on() {
+    let rt = Runtime::new(MemoryStorage::new());
+    assert_eq!(Fragile::set(&rt, "f", 7).await.unwrap(), 7);
+    let refused = Fragile::set(&rt, "f", 13).await;
+    assert!(
+        matches!(&refused, Err(Error::Encode { message, .. }) if message.contains("unlucky")),
+        "{refused:?}"
+    );
+    assert_eq!(Fragile::get(&rt, "f").await.unwrap(), 7, "rolled back");
+    assert_eq!(Fragile::set(&rt, "f", 8).await.unwrap(), 8);
+}
