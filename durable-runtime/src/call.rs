@@ -16,6 +16,42 @@ use crate::registry::Envelope;
 use crate::runtime::Runtime;
 
 /// Whether a handler may change the object's state.
+///
+/// `#[durable_object]` derives it from the handler's receiver: `&self` is [`Read`](Self::Read),
+/// `&mut self` is [`Write`](Self::Write).
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{ObjectKey, Storage};
+/// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+///
+/// #[durable_object]
+/// pub struct Counter { count: i64 }
+///
+/// #[durable_object]
+/// impl Counter {
+///     #[handler] // `Access::Write`
+///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+///
+///     #[handler] // `Access::Read`
+///     fn handle_get(&self) -> i64 { self.count }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let storage = MemoryStorage::new();
+/// let rt = Runtime::new(storage.clone());
+/// let key = ObjectKey::new("Counter", "a");
+/// let version = || async { storage.load(&key).await.unwrap().unwrap().version };
+///
+/// Counter::increment(&rt, "a").await.unwrap();
+/// let written = version().await;
+/// assert_eq!(Counter::get(&rt, "a").await.unwrap(), 1);
+/// assert_eq!(version().await, written); // the read committed nothing
+/// Counter::increment(&rt, "a").await.unwrap();
+/// assert_eq!(version().await, written + 1);
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// A `&self` handler: never writes.

@@ -1,6 +1,17 @@
 //! Validation of object ids.
 
 /// The longest accepted object id, in bytes.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{validate_id, InvalidId, MAX_ID_LEN};
+///
+/// assert!(validate_id(&"x".repeat(MAX_ID_LEN)).is_ok());
+/// // Bytes, not characters: `é` is two bytes in UTF-8.
+/// let id = "é".repeat(MAX_ID_LEN / 2 + 1);
+/// assert_eq!(validate_id(&id), Err(InvalidId::TooLong { len: MAX_ID_LEN + 2 }));
+/// ```
 pub const MAX_ID_LEN: usize = 1024;
 
 /// Why an object id was refused. Ids are checked before storage is touched.

@@ -1,6 +1,44 @@
 //! Metrics, recorded through the `metrics` facade. The library installs no recorder: install
 //! one (Prometheus, StatsD, ...) in the application to collect them. Labels never include
 //! object ids, so their cardinality stays bounded by the number of types and handlers.
+//!
+//! # Examples
+//!
+//! The names are stable strings, following Prometheus conventions: a `durable_` prefix,
+//! counters ending in `_total` and durations in `_seconds`. Refer to them by constant, in a
+//! dashboard's code or an exporter's bucket settings, rather than by literal.
+//!
+//! ```
+//! use durable_runtime::metrics;
+//!
+//! let counters = [
+//!     metrics::CALLS,
+//!     metrics::ACTIVATIONS,
+//!     metrics::HIBERNATIONS,
+//!     metrics::WAKES,
+//!     metrics::SHUTDOWNS,
+//!     metrics::PERSISTENCE_FAILURES,
+//!     metrics::QUEUE_REJECTIONS,
+//!     metrics::ALARMS_FIRED,
+//! ];
+//! let durations = [metrics::CALL_DURATION, metrics::WAKE_DURATION, metrics::COMMIT_DURATION];
+//! assert!(counters.iter().all(|name| name.ends_with("_total")));
+//! assert!(durations.iter().all(|name| name.ends_with("_seconds")));
+//!
+//! assert_eq!(metrics::CALLS, "durable_calls_total");
+//! assert_eq!(metrics::CALL_DURATION, "durable_call_duration_seconds");
+//! assert_eq!(metrics::LIVE_OBJECTS, "durable_live_objects");
+//! assert_eq!(metrics::ACTIVATIONS, "durable_activations_total");
+//! assert_eq!(metrics::HIBERNATIONS, "durable_hibernations_total");
+//! assert_eq!(metrics::WAKES, "durable_wakes_total");
+//! assert_eq!(metrics::WAKE_DURATION, "durable_wake_duration_seconds");
+//! assert_eq!(metrics::SHUTDOWNS, "durable_shutdowns_total");
+//! assert_eq!(metrics::PERSISTENCE_FAILURES, "durable_persistence_failures_total");
+//! assert_eq!(metrics::QUEUE_REJECTIONS, "durable_queue_rejections_total");
+//! assert_eq!(metrics::ALARMS_FIRED, "durable_alarms_fired_total");
+//! assert_eq!(metrics::COMMIT_BATCH_WRITES, "durable_commit_batch_writes");
+//! assert_eq!(metrics::COMMIT_DURATION, "durable_commit_duration_seconds");
+//! ```
 
 use std::time::Duration;
 

@@ -127,12 +127,64 @@ pub struct ObjectWrite {
 
 impl ObjectWrite {
     /// The version the object has once this write is committed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let first = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// // A write that keeps the state (alarm changes only) still advances the version.
+    /// let second = ObjectWrite { expected_version: 1, state: None, ..first.clone() };
+    /// store.commit(std::slice::from_ref(&first)).await.unwrap();
+    /// store.commit(std::slice::from_ref(&second)).await.unwrap();
+    /// let stored = store.load(&key).await.unwrap().unwrap();
+    /// assert_eq!((stored.version, second.new_version()), (2, 2));
+    /// assert_eq!(stored.state, b"{}");
+    /// # }
+    /// ```
     pub fn new_version(&self) -> u64 {
         self.expected_version + 1
     }
 }
 
 /// A change to an object's alarms, committed with its state.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// let key = ObjectKey::new("Session", "s1");
+/// let due_at = UNIX_EPOCH + Duration::from_secs(60);
+/// let write = ObjectWrite {
+///     key: key.clone(),
+///     expected_version: 0,
+///     state: Some(b"{}".to_vec()),
+///     // Applied in order: "ping" is set then cancelled, "expire" stays.
+///     alarms: vec![
+///         AlarmChange::Set { name: "ping".into(), due_at },
+///         AlarmChange::Set { name: "expire".into(), due_at },
+///         AlarmChange::Cancel { name: "ping".into() },
+///     ],
+/// };
+/// store.commit(&[write]).await.unwrap();
+/// let alarms = store.list_alarms(&key).await.unwrap();
+/// assert_eq!(alarms.len(), 1);
+/// assert_eq!(alarms[0].name, "expire");
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AlarmChange {
     /// Schedules the alarm `name`, replacing any alarm of that name and clearing its claim and
@@ -162,6 +214,34 @@ pub enum AlarmChange {
 }
 
 /// A stored alarm.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// let key = ObjectKey::new("Session", "s1");
+/// let due_at = UNIX_EPOCH + Duration::from_secs(60);
+/// let set = AlarmChange::Set { name: "expire".into(), due_at };
+/// let write = ObjectWrite {
+///     key: key.clone(),
+///     expected_version: 0,
+///     state: Some(b"{}".to_vec()),
+///     alarms: vec![set],
+/// };
+/// store.commit(&[write]).await.unwrap();
+///
+/// // A freshly set alarm: never attempted, unclaimed, alive.
+/// let record = &store.list_alarms(&key).await.unwrap()[0];
+/// assert_eq!((record.key.clone(), record.name.as_str()), (key, "expire"));
+/// assert_eq!(record.due_at, due_at);
+/// assert_eq!((record.attempts, record.claimed_at, record.dead), (0, None, false));
+/// assert_eq!(record.last_error, None);
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlarmRecord {
     /// The object the alarm belongs to.
@@ -181,6 +261,36 @@ pub struct AlarmRecord {
 }
 
 /// A page of stored object ids of one type, in ascending order.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// for id in ["c", "a", "b"] {
+///     let write = ObjectWrite {
+///         key: ObjectKey::new("Counter", id),
+///         expected_version: 0,
+///         state: Some(b"{}".to_vec()),
+///         alarms: vec![],
+///     };
+///     store.commit(&[write]).await.unwrap();
+/// }
+/// // Follow `next` until it is `None`, two ids at a time.
+/// let (mut all, mut after) = (Vec::new(), None);
+/// loop {
+///     let page = store.list_ids("Counter", after.as_deref(), 2).await.unwrap();
+///     all.extend(page.ids);
+///     match page.next {
+///         Some(next) => after = Some(next),
+///         None => break,
+///     }
+/// }
+/// assert_eq!(all, ["a", "b", "c"]);
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IdPage {
     /// The ids on this page.
@@ -190,6 +300,31 @@ pub struct IdPage {
 }
 
 /// Why a batch was not committed.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{CommitError, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// let write = |id: &str| ObjectWrite {
+///     key: ObjectKey::new("Counter", id),
+///     expected_version: 0,
+///     state: Some(b"{}".to_vec()),
+///     alarms: vec![],
+/// };
+/// store.commit(&[write("a")]).await.unwrap();
+///
+/// // The second write expects `a` not to exist: the whole batch is refused.
+/// let err = store.commit(&[write("b"), write("a")]).await.unwrap_err();
+/// assert!(matches!(
+///     err,
+///     CommitError::Conflict { index: 1, expected: 0, found: Some(1), .. }
+/// ));
+/// assert!(store.load(&ObjectKey::new("Counter", "b")).await.unwrap().is_none());
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommitError {
@@ -232,6 +367,17 @@ pub struct StorageError {
 }
 
 /// The class of a [`StorageError`].
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{StorageError, StorageErrorKind};
+///
+/// let err = StorageError::rejected(std::io::Error::other("UNIQUE constraint failed"));
+/// assert_eq!(err.kind(), StorageErrorKind::Rejected);
+/// assert_eq!(StorageErrorKind::Rejected.to_string(), "storage rejected the operation");
+/// assert_eq!(StorageErrorKind::Unavailable.to_string(), "storage unavailable");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StorageErrorKind {
@@ -254,6 +400,16 @@ impl fmt::Display for StorageErrorKind {
 
 impl StorageError {
     /// A transient failure: the database cannot be reached right now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{StorageError, StorageErrorKind};
+    ///
+    /// let err = StorageError::unavailable(std::io::Error::other("pool timed out"));
+    /// assert_eq!(err.kind(), StorageErrorKind::Unavailable);
+    /// assert_eq!(err.to_string(), "storage unavailable: pool timed out");
+    /// ```
     pub fn unavailable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self {
             kind: StorageErrorKind::Unavailable,
@@ -262,6 +418,18 @@ impl StorageError {
     }
 
     /// A permanent failure: the database refused the operation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::error::Error as _;
+    /// use durable_runtime::storage::StorageError;
+    ///
+    /// let err = StorageError::rejected("no such table: durable_objects");
+    /// assert!(!err.is_retryable());
+    /// // The backend's error is kept as the source.
+    /// assert_eq!(err.source().unwrap().to_string(), "no such table: durable_objects");
+    /// ```
     pub fn rejected(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self {
             kind: StorageErrorKind::Rejected,
@@ -278,11 +446,33 @@ impl StorageError {
     }
 
     /// The class of this failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{StorageError, StorageErrorKind};
+    ///
+    /// let err = StorageError::unavailable("connection refused");
+    /// let action = match err.kind() {
+    ///     StorageErrorKind::Unavailable => "retry later",
+    ///     _ => "give up",
+    /// };
+    /// assert_eq!(action, "retry later");
+    /// ```
     pub fn kind(&self) -> StorageErrorKind {
         self.kind
     }
 
     /// Whether retrying the operation later may succeed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::StorageError;
+    ///
+    /// assert!(StorageError::unavailable("connection lost").is_retryable());
+    /// assert!(!StorageError::rejected("corrupt state").is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         self.kind == StorageErrorKind::Unavailable
     }
@@ -345,6 +535,28 @@ pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
 #[async_trait]
 pub trait Storage: Send + Sync + 'static {
     /// Loads an object's state, or `None` if it was never stored (or was deleted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// assert_eq!(store.load(&key).await.unwrap(), None);
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{\"count\":1}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let stored = store.load(&key).await.unwrap().unwrap();
+    /// assert_eq!(stored.state, b"{\"count\":1}");
+    /// assert_eq!(stored.version, 1);
+    /// # }
+    /// ```
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError>;
 
     /// Loads several objects' states, in the order of `keys` (`None` for one never stored).
@@ -353,6 +565,8 @@ pub trait Storage: Send + Sync + 'static {
     ///
     /// The default calls [`load`](Storage::load) for each key in turn; a backend overrides it
     /// with one round trip.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
@@ -389,19 +603,100 @@ pub trait Storage: Send + Sync + 'static {
     /// Applies a batch of writes in one transaction, checking each write's expected version.
     ///
     /// A batch never holds two writes for the same object.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{CommitError, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let write = |id: &str, expected_version| ObjectWrite {
+    ///     key: ObjectKey::new("Counter", id),
+    ///     expected_version,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// // Two objects in one transaction.
+    /// store.commit(&[write("a", 0), write("b", 0)]).await.unwrap();
+    /// store.commit(&[write("a", 1)]).await.unwrap();
+    /// // A writer still holding version 1 of `a` lost the race.
+    /// let stale = store.commit(&[write("a", 1)]).await;
+    /// assert!(matches!(stale, Err(CommitError::Conflict { found: Some(2), .. })));
+    /// # }
+    /// ```
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError>;
 
     /// How many batches the runtime may commit at once. A single-writer database (SQLite)
     /// gains nothing from more than one; a server (Postgres) overlaps several round trips.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, Storage};
+    ///
+    /// // The in-memory store keeps the default: one commit at a time.
+    /// assert_eq!(MemoryStorage::new().max_concurrent_commits(), 1);
+    /// ```
     fn max_concurrent_commits(&self) -> usize {
         1
     }
 
     /// Deletes an object's state and all its alarms in one transaction. Returns whether a
     /// stored state existed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert!(store.delete(&key).await.unwrap());
+    /// assert_eq!(store.load(&key).await.unwrap(), None);
+    /// assert!(store.list_alarms(&key).await.unwrap().is_empty()); // its alarms went too
+    /// assert!(!store.delete(&key).await.unwrap()); // nothing left to delete
+    /// # }
+    /// ```
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError>;
 
     /// Lists the stored ids of one type in ascending byte order, starting after `after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// for key in [("Counter", "b"), ("Counter", "a"), ("Counter", "c"), ("Lock", "x")] {
+    ///     let write = ObjectWrite {
+    ///         key: ObjectKey::new(key.0, key.1),
+    ///         expected_version: 0,
+    ///         state: Some(b"{}".to_vec()),
+    ///         alarms: vec![],
+    ///     };
+    ///     store.commit(&[write]).await.unwrap();
+    /// }
+    /// let page = store.list_ids("Counter", None, 2).await.unwrap();
+    /// assert_eq!(page.ids, ["a", "b"]);
+    /// assert_eq!(page.next.as_deref(), Some("b")); // more may follow
+    /// let page = store.list_ids("Counter", Some("b"), 2).await.unwrap();
+    /// assert_eq!(page.ids, ["c"]); // `Lock/x` is another type
+    /// assert_eq!(page.next, None);
+    /// # }
+    /// ```
     async fn list_ids(
         &self,
         object_type: &str,
@@ -410,14 +705,99 @@ pub trait Storage: Send + Sync + 'static {
     ) -> Result<IdPage, StorageError>;
 
     /// Lists an object's alarms (dead ones included), ordered by due time then name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![
+    ///         AlarmChange::Set { name: "b".into(), due_at: at(20) },
+    ///         AlarmChange::Set { name: "c".into(), due_at: at(10) },
+    ///         AlarmChange::Set { name: "a".into(), due_at: at(20) },
+    ///     ],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let alarms = store.list_alarms(&key).await.unwrap();
+    /// let names: Vec<&str> = alarms.iter().map(|alarm| alarm.name.as_str()).collect();
+    /// assert_eq!(names, ["c", "a", "b"]);
+    /// # }
+    /// ```
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError>;
 
     /// The earliest due time among alarms that are neither claimed nor dead, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(due));
+    /// // Once claimed, the alarm is no longer waiting to be claimed.
+    /// let claimed_at = due + Duration::from_secs(1);
+    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// assert_eq!(store.next_alarm_due().await.unwrap(), None);
+    /// # }
+    /// ```
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError>;
 
     /// Atomically claims up to `limit` alarms that are due at `now` and are unclaimed or whose
     /// claim is older than `claim_expired_before`, marking them claimed at `now`, and returns
     /// them (with `claimed_at` set), earliest first. Dead alarms are never claimed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// // Not due yet.
+    /// let early = due - Duration::from_secs(1);
+    /// assert!(store.claim_due_alarms(early, UNIX_EPOCH, 10).await.unwrap().is_empty());
+    /// // Due: claimed at `now`.
+    /// let now = due + Duration::from_secs(1);
+    /// let claimed = store.claim_due_alarms(now, UNIX_EPOCH, 10).await.unwrap();
+    /// assert_eq!((claimed[0].name.as_str(), claimed[0].claimed_at), ("expire", Some(now)));
+    /// // A live claim is not taken twice; one older than `claim_expired_before` is.
+    /// let later = now + Duration::from_secs(1);
+    /// assert!(store.claim_due_alarms(later, now, 10).await.unwrap().is_empty());
+    /// assert_eq!(store.claim_due_alarms(later, later, 10).await.unwrap().len(), 1);
+    /// # }
+    /// ```
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
@@ -428,6 +808,33 @@ pub trait Storage: Send + Sync + 'static {
     /// Deletes a fired alarm if it is still claimed with the given claim time (an alarm
     /// rescheduled by its own handler has no claim any more and survives). Returns whether it
     /// was deleted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let claimed_at = due + Duration::from_secs(1);
+    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// // A stale claim (another scheduler's, say) finishes nothing.
+    /// assert!(!store.finish_alarm(&key, "expire", due).await.unwrap());
+    /// assert!(store.finish_alarm(&key, "expire", claimed_at).await.unwrap());
+    /// assert!(store.list_alarms(&key).await.unwrap().is_empty());
+    /// # }
+    /// ```
     async fn finish_alarm(
         &self,
         key: &ObjectKey,
@@ -438,6 +845,41 @@ pub trait Storage: Send + Sync + 'static {
     /// Records a failed attempt of a claimed alarm (if still claimed with `claimed_at`): sets
     /// its attempt count and last error, releases the claim and either moves it to `retry_at`
     /// or, when `retry_at` is `None`, marks it dead. Returns whether the alarm was updated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let claimed_at = due + Duration::from_secs(1);
+    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// let retry_at = due + Duration::from_secs(60);
+    /// let updated = store.fail_alarm(&key, "expire", claimed_at, 1, "boom", Some(retry_at));
+    /// assert!(updated.await.unwrap());
+    /// let alarm = &store.list_alarms(&key).await.unwrap()[0];
+    /// assert_eq!((alarm.due_at, alarm.attempts, alarm.claimed_at), (retry_at, 1, None));
+    /// assert_eq!(alarm.last_error.as_deref(), Some("boom"));
+    ///
+    /// // Claimed again and failed for good: kept, dead, never claimed again.
+    /// store.claim_due_alarms(retry_at, UNIX_EPOCH, 10).await.unwrap();
+    /// assert!(store.fail_alarm(&key, "expire", retry_at, 2, "boom", None).await.unwrap());
+    /// assert!(store.list_alarms(&key).await.unwrap()[0].dead);
+    /// assert_eq!(store.next_alarm_due().await.unwrap(), None);
+    /// # }
+    /// ```
     async fn fail_alarm(
         &self,
         key: &ObjectKey,
@@ -451,6 +893,34 @@ pub trait Storage: Send + Sync + 'static {
     /// Releases the claim of an alarm that was not fired (if still claimed with `claimed_at`),
     /// leaving its due time, attempt count and last error as they were, so that any scheduler
     /// may claim it again at once. Returns whether the alarm was updated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let claimed_at = due + Duration::from_secs(1);
+    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// assert!(store.release_alarm(&key, "expire", claimed_at).await.unwrap());
+    /// let alarm = &store.list_alarms(&key).await.unwrap()[0];
+    /// assert_eq!((alarm.due_at, alarm.attempts, alarm.claimed_at), (due, 0, None));
+    /// // No longer claimed under that time: a second release changes nothing.
+    /// assert!(!store.release_alarm(&key, "expire", claimed_at).await.unwrap());
+    /// # }
+    /// ```
     async fn release_alarm(
         &self,
         key: &ObjectKey,

@@ -76,6 +76,26 @@ fn injected(what: &str) -> StorageError {
 
 impl<S: Storage> FaultyStorage<S> {
     /// Wraps `inner`, initially passing everything through.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// # }
+    /// ```
     pub fn new(inner: S) -> Self {
         Self {
             inner: Arc::new(inner),
@@ -84,17 +104,88 @@ impl<S: Storage> FaultyStorage<S> {
     }
 
     /// The wrapped storage.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// // Straight to the wrapped storage: no failure injected, nothing counted.
+    /// store.fail_commits(1);
+    /// store.inner().commit(&[write]).await.unwrap();
+    /// assert_eq!(store.commits(), 0);
+    /// assert!(store.load(&key).await.unwrap().is_some());
+    /// # }
+    /// ```
     pub fn inner(&self) -> &S {
         &self.inner
     }
 
     /// Makes the next `n` commits fail without applying anything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{CommitError, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.fail_commits(2);
+    /// for _ in 0..2 {
+    ///     let err = store.commit(std::slice::from_ref(&write)).await.unwrap_err();
+    ///     assert!(matches!(err, CommitError::Storage(e) if e.is_retryable()));
+    /// }
+    /// assert!(store.inner().load(&key).await.unwrap().is_none()); // nothing applied
+    /// store.commit(&[write]).await.unwrap();
+    /// # }
+    /// ```
     pub fn fail_commits(&self, n: usize) {
         self.switches.failing_commits.store(n, Ordering::SeqCst);
     }
 
     /// Makes the next `n` commits apply their batch and then report a failure, as when the
     /// connection drops after the database committed (an unknown outcome).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.fail_commits_after_applying(1);
+    /// assert!(store.commit(&[write]).await.is_err());
+    /// // Reported failed, yet applied.
+    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// assert_eq!(store.commits(), 1);
+    /// # }
+    /// ```
     pub fn fail_commits_after_applying(&self, n: usize) {
         self.switches
             .commits_applied_then_failed
@@ -102,12 +193,30 @@ impl<S: Storage> FaultyStorage<S> {
     }
 
     /// Makes the next `n` loads fail (a batched load counts as one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let keys = [ObjectKey::new("Counter", "a"), ObjectKey::new("Counter", "b")];
+    /// store.fail_loads(2);
+    /// assert!(store.load_many(&keys).await.is_err()); // one failure for the whole batch
+    /// assert!(store.load(&keys[0]).await.unwrap_err().is_retryable());
+    /// assert_eq!(store.load(&keys[0]).await.unwrap(), None);
+    /// # }
+    /// ```
     pub fn fail_loads(&self, n: usize) {
         self.switches.failing_loads.store(n, Ordering::SeqCst);
     }
 
     /// How many times a scheduler looked for due alarms to claim
     /// ([`Storage::claim_due_alarms`]) through this storage.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use std::time::SystemTime;
@@ -127,6 +236,8 @@ impl<S: Storage> FaultyStorage<S> {
 
     /// Delays every load, single or batched, by `delay` (zero turns it off). A failure made
     /// due with [`fail_loads`](Self::fail_loads) is decided before the delay.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -148,6 +259,28 @@ impl<S: Storage> FaultyStorage<S> {
     }
 
     /// Delays every commit by `delay` (zero turns it off).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// store.delay_commits(Duration::from_millis(20));
+    /// let write = ObjectWrite {
+    ///     key: ObjectKey::new("Counter", "a"),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// let started = Instant::now();
+    /// store.commit(&[write]).await.unwrap();
+    /// assert!(started.elapsed() >= Duration::from_millis(20));
+    /// # }
+    /// ```
     pub fn delay_commits(&self, delay: Duration) {
         self.switches
             .commit_delay_micros
@@ -155,16 +288,59 @@ impl<S: Storage> FaultyStorage<S> {
     }
 
     /// How many commits reached the wrapped storage and succeeded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.commit(std::slice::from_ref(&write)).await.unwrap();
+    /// assert!(store.commit(&[write]).await.is_err()); // a version conflict
+    /// store.fail_commits(1);
+    /// let next = ObjectWrite { key, expected_version: 1, state: None, alarms: vec![] };
+    /// assert!(store.commit(&[next]).await.is_err()); // injected
+    /// assert_eq!(store.commits(), 1);
+    /// # }
+    /// ```
     pub fn commits(&self) -> usize {
         self.switches.commits.load(Ordering::SeqCst)
     }
 
     /// How many single-object loads ([`Storage::load`]) reached the wrapped storage.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// store.fail_loads(1);
+    /// assert!(store.load(&key).await.is_err()); // failed before reaching it
+    /// store.load(&key).await.unwrap();
+    /// store.load_many(std::slice::from_ref(&key)).await.unwrap(); // counted apart
+    /// assert_eq!(store.loads(), 1);
+    /// # }
+    /// ```
     pub fn loads(&self) -> usize {
         self.switches.loads.load(Ordering::SeqCst)
     }
 
     /// How many batched loads ([`Storage::load_many`]) reached the wrapped storage.
+    ///
+    /// # Examples
     ///
     /// ```
     /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};

@@ -77,6 +77,34 @@ impl Default for TestRuntime {
 }
 
 /// Why draining alarms stopped early.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::testing::{DrainError, TestRuntime};
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Ticker { ticks: u32 }
+///
+/// #[durable_object]
+/// impl Ticker {
+///     #[alarm]
+///     fn tick(&mut self, ctx: &Context) {
+///         self.ticks += 1;
+///         ctx.schedule_alarm(Ticker::TICK, Duration::from_secs(1)); // forever
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let rt = TestRuntime::new();
+/// rt.schedule_alarm("t", Ticker::TICK, Duration::ZERO).await.unwrap();
+/// let err = rt.drain_alarms(5).await.unwrap_err();
+/// assert!(matches!(err, DrainError::IterationCap { fired: 5 }));
+/// assert_eq!(rt.state::<Ticker>("t").await.ticks, 5);
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DrainError {
@@ -94,6 +122,29 @@ pub enum DrainError {
 
 impl TestRuntime {
     /// A fresh runtime over an empty [`MemoryStorage`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 1);
+    /// // Each test runtime has its own storage.
+    /// assert_eq!(Counter::increment(&TestRuntime::new(), "a").await.unwrap(), 1);
+    /// # }
+    /// ```
     pub fn new() -> Self {
         let storage = MemoryStorage::new();
         Self::with_builder(storage.clone(), Runtime::builder(storage))
@@ -101,6 +152,26 @@ impl TestRuntime {
 
     /// A test runtime from a builder over `storage` (to register types or set options),
     /// made manual-alarm and virtual-clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::testing::TestRuntime;
+    /// use durable_runtime::{durable_object, MemoryStorage, ObjectOptions, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Upload { bytes: u64 }
+    ///
+    /// #[durable_object]
+    /// impl Upload {}
+    ///
+    /// let storage = MemoryStorage::new();
+    /// let options = ObjectOptions::new().with_call_timeout(Duration::from_secs(60));
+    /// let builder = Runtime::builder(storage.clone()).register_with::<Upload>(options);
+    /// let rt = TestRuntime::with_builder(storage, builder);
+    /// assert_eq!(rt.options_of::<Upload>().call_timeout, Some(Duration::from_secs(60)));
+    /// ```
     pub fn with_builder(storage: MemoryStorage, builder: crate::RuntimeBuilder) -> Self {
         Self {
             runtime: builder.manual_alarms().clock_follows_tokio().build(),
@@ -109,6 +180,36 @@ impl TestRuntime {
     }
 
     /// The in-memory storage, to read or plant rows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// // Plant a state as if an earlier process had saved it.
+    /// let write = ObjectWrite {
+    ///     key: ObjectKey::new("Counter", "a"),
+    ///     expected_version: 0,
+    ///     state: Some(br#"{"count":41}"#.to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// rt.storage().commit(&[write]).await.unwrap();
+    /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 42);
+    /// # }
+    /// ```
     pub fn storage(&self) -> &MemoryStorage {
         &self.storage
     }
@@ -118,6 +219,29 @@ impl TestRuntime {
     /// # Panics
     ///
     /// If it was never stored or does not decode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// Counter::increment(&rt, "a").await.unwrap();
+    /// assert_eq!(rt.state::<Counter>("a").await.count, 2);
+    /// # }
+    /// ```
     pub async fn state<O: DurableObject>(&self, id: &str) -> O {
         match self.runtime.read_state::<O>(id).await {
             Ok(Some(state)) => state,
@@ -129,6 +253,33 @@ impl TestRuntime {
     /// Fires `alarm` of `(O, id)` now, whether or not it is due, as the scheduler would
     /// (attempt 1). The alarm is removed in the same commit as its handler's state, unless
     /// the handler schedules it again. Firing an alarm that is not scheduled is an error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { rung: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.rung += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// rt.schedule_alarm("r", Reminder::RING, Duration::from_secs(3600)).await.unwrap();
+    /// // Fired an hour early, and removed.
+    /// rt.fire_alarm("r", Reminder::RING).await.unwrap();
+    /// assert_eq!(rt.state::<Reminder>("r").await.rung, 1);
+    /// assert!(rt.list_alarms::<Reminder>("r").await.unwrap().is_empty());
+    /// assert!(rt.fire_alarm("r", Reminder::RING).await.is_err());
+    /// # }
+    /// ```
     pub async fn fire_alarm<O: DurableObject>(
         &self,
         id: &str,
@@ -164,6 +315,32 @@ impl TestRuntime {
 
     /// Fires every alarm due now, earliest first, one at a time, with the scheduler's
     /// retry and dead-alarm handling. Returns how many fired.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { rung: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.rung += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// rt.schedule_alarm("now", Reminder::RING, Duration::ZERO).await.unwrap();
+    /// rt.schedule_alarm("later", Reminder::RING, Duration::from_secs(3600)).await.unwrap();
+    /// assert_eq!(rt.fire_due_alarms(10).await.unwrap(), 1);
+    /// assert_eq!(rt.state::<Reminder>("now").await.rung, 1);
+    /// assert_eq!(rt.state::<Reminder>("later").await.rung, 0); // not due yet
+    /// # }
+    /// ```
     pub async fn fire_due_alarms(&self, max: usize) -> Result<usize, DrainError> {
         let mut fired = 0;
         loop {
@@ -197,6 +374,33 @@ impl TestRuntime {
     /// until none is left or `max` have fired. Returns how many fired.
     ///
     /// Needs paused time (`start_paused = true`): it moves tokio's clock forward.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::durable_object;
+    /// use durable_runtime::testing::TestRuntime;
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { rung: u32 }
+    ///
+    /// #[durable_object]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.rung += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = TestRuntime::new();
+    /// let start = rt.now();
+    /// rt.schedule_alarm("a", Reminder::RING, Duration::from_secs(60)).await.unwrap();
+    /// rt.schedule_alarm("b", Reminder::RING, Duration::from_secs(3600)).await.unwrap();
+    /// assert_eq!(rt.drain_alarms(10).await.unwrap(), 2);
+    /// // The clock moved to the last due time.
+    /// assert!(rt.now() >= start + Duration::from_secs(3600));
+    /// # }
+    /// ```
     pub async fn drain_alarms(&self, max: usize) -> Result<usize, DrainError> {
         let mut fired = 0;
         loop {
@@ -277,6 +481,34 @@ pub fn context<O: DurableObject>(id: &str) -> Context {
 }
 
 /// The alarm changes recorded in `ctx` since the last call, in order (and clears them).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_runtime::storage::AlarmChange;
+/// use durable_runtime::testing::{context, scheduled_alarms};
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Job { runs: u32 }
+///
+/// #[durable_object]
+/// impl Job {
+///     #[handler]
+///     fn handle_stop(&mut self, ctx: &Context) { ctx.cancel_all_alarms(); }
+///
+///     #[alarm]
+///     fn run(&mut self) { self.runs += 1; }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let ctx = context::<Job>("j");
+/// Job::default().handle_stop(&ctx);
+/// assert_eq!(scheduled_alarms(&ctx), [AlarmChange::CancelAll]);
+/// assert!(scheduled_alarms(&ctx).is_empty()); // taken by the first read
+/// # }
+/// ```
 pub fn scheduled_alarms(ctx: &Context) -> Vec<AlarmChange> {
     ctx.take_alarm_changes()
 }

@@ -91,10 +91,40 @@ pub(super) enum Source {
 impl SqliteStoreBuilder {
     /// The page size of a database the store creates, in bytes: see
     /// [`page_size`](Self::page_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use durable_sqlx::{SqliteStore, SqliteStoreBuilder};
+    ///
+    /// let store = SqliteStore::open("sqlite::memory:").await?;
+    /// let (page_size,): (i64,) = durable_sqlx::sqlx::query_as("PRAGMA page_size")
+    ///     .fetch_one(store.pool())
+    ///     .await?;
+    /// assert_eq!(page_size, i64::from(SqliteStoreBuilder::DEFAULT_PAGE_SIZE));
+    /// assert_eq!(page_size, 1024);
+    /// # Ok(()) }
+    /// ```
     pub const DEFAULT_PAGE_SIZE: u32 = 1024;
 
     /// The WAL size, in pages, at which a commit checkpoints: see
     /// [`wal_autocheckpoint`](Self::wal_autocheckpoint).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use durable_sqlx::{SqliteStore, SqliteStoreBuilder};
+    ///
+    /// let store = SqliteStore::open("sqlite::memory:").await?;
+    /// let (pages,): (i64,) = durable_sqlx::sqlx::query_as("PRAGMA wal_autocheckpoint")
+    ///     .fetch_one(store.pool())
+    ///     .await?;
+    /// assert_eq!(pages, i64::from(SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT));
+    /// assert_eq!(pages, 4096);
+    /// # Ok(()) }
+    /// ```
     pub const DEFAULT_WAL_AUTOCHECKPOINT: u32 = 4096;
 
     /// Whether SQLite accepts `bytes` as a page size: a power of two from 512 to 65536.
