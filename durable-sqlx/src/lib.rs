@@ -35,7 +35,7 @@
 //! the store's own table `durable_schema_migrations (version, description, applied_at)`, not in
 //! sqlx's `_sqlx_migrations`, so an application's own sqlx migrator in the same database is
 //! unaffected. A [table prefix](SqliteStoreBuilder::table_prefix) (and, on Postgres, a
-//! schema, `PostgresStoreBuilder::schema`) lets several applications share one database.
+//! [schema](PostgresStoreBuilder::schema)) lets several applications share one database.
 //!
 //! | table | columns |
 //! |---|---|
