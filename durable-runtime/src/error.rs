@@ -83,8 +83,8 @@ pub enum Error<E = Infallible> {
     },
 
     /// The state after the handler could not be encoded (for example a map with non-string
-    /// keys), or its encoding would not decode back (for example an `f64` field holding NaN,
-    /// which JSON writes as `null`). The call was rolled back.
+    /// keys), or its encoding would not decode back (an `f64` field holding NaN, which JSON
+    /// writes as `null`), or its `Serialize` panicked. The call was rolled back.
     #[error("state of {key} cannot be encoded: {message}")]
     Encode {
         /// The object.
