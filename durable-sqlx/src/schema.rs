@@ -293,10 +293,10 @@ mod tests {
     #[test]
     fn rendering() {
         let names = Names::new(Some("app"), "x_");
-        assert_eq!(names.objects, "app.x_durable_objects");
+        assert_eq!(names.objects, "\"app\".x_durable_objects");
         assert_eq!(
             names.render("CREATE INDEX {index_prefix}i ON {prefix}t"),
-            "CREATE INDEX x_i ON app.x_t"
+            "CREATE INDEX x_i ON \"app\".x_t"
         );
     }
 

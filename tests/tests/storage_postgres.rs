@@ -909,6 +909,77 @@ impl SilentProxy {
     }
 }
 
+/// A store reaching the server through a [`SilentProxy`] (pool: 3 connections, 1 s to get
+/// one), configured by `configure`, with `Counter/a` committed at version 1.
+async fn store_behind_proxy(
+    url: &str,
+    schema: &str,
+    configure: impl FnOnce(durable_sqlx::PostgresStoreBuilder) -> durable_sqlx::PostgresStoreBuilder,
+) -> (SilentProxy, PostgresStore) {
+    let direct = PgConnectOptions::from_str(url).unwrap();
+    let proxy = SilentProxy::start((direct.get_host().to_owned(), direct.get_port())).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(direct.clone().host("127.0.0.1").port(proxy.port))
+        .await
+        .unwrap();
+    let store = configure(PostgresStore::builder_with_pool(pool).schema(schema))
+        .connect()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+    (proxy, store)
+}
+
+/// The write taking `Counter/a` from version 1 to 2.
+fn second_version() -> ObjectWrite {
+    ObjectWrite {
+        key: ObjectKey::new("Counter", "a"),
+        expected_version: 1,
+        state: Some(b"{\"n\":2}".to_vec()),
+        alarms: vec![],
+    }
+}
+
+/// Commits the second version on a silent server: it must fail with a retryable error within
+/// `within`. Then the server speaks again and the commit goes through within a few attempts.
+async fn fails_while_silent_then_recovers(
+    proxy: &SilentProxy,
+    store: &PostgresStore,
+    within: Duration,
+) {
+    let write = second_version();
+    let started = std::time::Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        store.commit(std::slice::from_ref(&write)),
+    )
+    .await
+    .expect("the commit waited on the silent server for 20 s");
+    match outcome {
+        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
+        other => panic!("expected a retryable storage error, got {other:?}"),
+    }
+    assert!(started.elapsed() < within, "{:?}", started.elapsed());
+
+    proxy.freeze(false);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match store.commit(std::slice::from_ref(&write)).await {
+            Ok(()) => break,
+            Err(CommitError::Storage(err)) if attempts < 5 => {
+                assert!(err.is_retryable(), "not retryable: {err}")
+            }
+            Err(err) => panic!("no recovery after {attempts} attempts: {err}"),
+        }
+    }
+    let key = ObjectKey::new("Counter", "a");
+    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+}
+
 /// A connection kept for commits whose server went silent while it sat idle does not hold the
 /// next commit forever: its ping gives up after the pool's acquire timeout, and the commit
 /// fails with a retryable error. Once the server answers again, commits succeed.
@@ -918,61 +989,30 @@ async fn commits_do_not_wait_forever_on_a_silent_server() {
         return;
     };
     let guard = SchemaGuard::new(&url, "silent_server").await;
-    let direct = PgConnectOptions::from_str(&url).unwrap();
-    let proxy = SilentProxy::start((direct.get_host().to_owned(), direct.get_port())).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(3)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_with(direct.clone().host("127.0.0.1").port(proxy.port))
-        .await
-        .unwrap();
-    let store = PostgresStore::builder_with_pool(pool)
-        .schema(&guard.name)
-        .connect()
-        .await
-        .unwrap();
-    let key = ObjectKey::new("Counter", "a");
-    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
-
+    let (proxy, store) = store_behind_proxy(&url, &guard.name, |builder| builder).await;
     proxy.freeze(true);
-    // Past the time a connection is trusted without a ping.
+    // Past the time a connection is trusted without a ping: the ping gives up after the
+    // pool's acquire timeout.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let touch = ObjectWrite {
-        key: key.clone(),
-        expected_version: 1,
-        state: Some(b"{\"n\":2}".to_vec()),
-        alarms: vec![],
-    };
-    let started = std::time::Instant::now();
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(20),
-        store.commit(std::slice::from_ref(&touch)),
-    )
-    .await
-    .expect("the commit waited on the silent server for 20 s");
-    match outcome {
-        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
-        other => panic!("expected a retryable storage error, got {other:?}"),
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    fails_while_silent_then_recovers(&proxy, &store, Duration::from_secs(10)).await;
+}
 
-    proxy.freeze(false);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match store.commit(std::slice::from_ref(&touch)).await {
-            Ok(()) => break,
-            Err(CommitError::Storage(err)) if attempts < 5 => {
-                assert!(err.is_retryable(), "not retryable: {err}")
-            }
-            Err(err) => panic!("no recovery after {attempts} attempts: {err}"),
-        }
-    }
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+/// A connection used a moment ago is lent without a ping: if its server falls silent, the
+/// commit's own timeout ends the wait.
+#[tokio::test]
+async fn a_commit_on_a_connection_trusted_without_a_ping_times_out_on_a_silent_server() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "silent_commit").await;
+    let (proxy, store) = store_behind_proxy(&url, &guard.name, |builder| {
+        builder.commit_timeout(Duration::from_secs(1))
+    })
+    .await;
+    // At once: the connection was used a moment ago, so it is lent without a ping, and only
+    // the commit timeout ends the wait.
+    proxy.freeze(true);
+    fails_while_silent_then_recovers(&proxy, &store, Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
@@ -1020,68 +1060,6 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
 }
 
 #[tokio::test]
-async fn a_commit_on_a_connection_trusted_without_a_ping_times_out_on_a_silent_server() {
-    let Some(url) = database_url() else {
-        return;
-    };
-    let guard = SchemaGuard::new(&url, "silent_commit").await;
-    let direct = PgConnectOptions::from_str(&url).unwrap();
-    let proxy = SilentProxy::start((direct.get_host().to_owned(), direct.get_port())).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(3)
-        .connect_with(direct.clone().host("127.0.0.1").port(proxy.port))
-        .await
-        .unwrap();
-    let store = PostgresStore::builder_with_pool(pool)
-        .schema(&guard.name)
-        .commit_timeout(Duration::from_secs(1))
-        .connect()
-        .await
-        .unwrap();
-    let key = ObjectKey::new("Counter", "a");
-    store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
-
-    // At once: the connection was used a moment ago, so it is lent without a ping.
-    proxy.freeze(true);
-    let touch = ObjectWrite {
-        key: key.clone(),
-        expected_version: 1,
-        state: Some(b"{\"n\":2}".to_vec()),
-        alarms: vec![],
-    };
-    let started = std::time::Instant::now();
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(20),
-        store.commit(std::slice::from_ref(&touch)),
-    )
-    .await
-    .expect("the commit waited on the silent server for 20 s");
-    match outcome {
-        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
-        other => panic!("expected a retryable storage error, got {other:?}"),
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-
-    proxy.freeze(false);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match store.commit(std::slice::from_ref(&touch)).await {
-            Ok(()) => break,
-            Err(CommitError::Storage(err)) if attempts < 5 => {
-                assert!(err.is_retryable(), "not retryable: {err}")
-            }
-            Err(err) => panic!("no recovery after {attempts} attempts: {err}"),
-        }
-    }
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
-}
-
-#[tokio::test]
 async fn a_lock_timeout_is_retryable() {
     let Some(url) = database_url() else {
         return;
@@ -1112,12 +1090,7 @@ async fn a_lock_timeout_is_retryable() {
     .execute(&mut other)
     .await
     .unwrap();
-    let update = ObjectWrite {
-        key: key.clone(),
-        expected_version: 1,
-        state: Some(b"{\"n\":2}".to_vec()),
-        alarms: vec![],
-    };
+    let update = second_version();
     match store.commit(std::slice::from_ref(&update)).await {
         Err(CommitError::Storage(err)) => {
             assert!(err.is_retryable(), "not retryable: {err}");
