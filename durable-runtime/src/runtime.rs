@@ -719,7 +719,8 @@ impl Runtime {
     }
 
     /// Lists the stored ids of type `O` in ascending order, a page at a time, without
-    /// activating any object. Pass the previous page's `next` as `after`.
+    /// activating any object. Pass the previous page's `next` as `after`. A `limit` of zero
+    /// counts as one: an empty page would end the listing.
     ///
     /// # Examples
     ///
@@ -739,6 +740,7 @@ impl Runtime {
     /// let rest = rt.list_ids::<Counter>(page.next.as_deref(), 2).await.unwrap();
     /// assert_eq!(rest.ids, ["c"]);
     /// assert_eq!(rest.next, None);
+    /// assert_eq!(rt.list_ids::<Counter>(None, 0).await.unwrap().ids, ["a"]);
     /// # }
     /// ```
     pub async fn list_ids<O: DurableObject>(
@@ -747,7 +749,7 @@ impl Runtime {
         limit: usize,
     ) -> Result<IdPage, Error> {
         self.storage()
-            .list_ids(O::TYPE_NAME, after, limit)
+            .list_ids(O::TYPE_NAME, after, limit.max(1))
             .await
             .map_err(|source| Error::Storage {
                 key: ObjectKey::new(O::TYPE_NAME, after.unwrap_or_default()),
