@@ -44,8 +44,9 @@ pub struct Alarm<O> {
 }
 
 impl<O> Alarm<O> {
-    #[doc(hidden)]
-    pub const fn __new(name: &'static str) -> Self {
+    /// The alarm `name` of `O`: only the macro names alarms (through the private module), so
+    /// that an alarm of one type cannot be made for another.
+    pub(crate) const fn new(name: &'static str) -> Self {
         Self {
             name,
             object: PhantomData,

@@ -69,6 +69,11 @@ impl<T: Default> FieldDefault for T {
     }
 }
 
+/// The constant naming the alarm handler `name` of `O`.
+pub const fn alarm<O>(name: &'static str) -> Alarm<O> {
+    Alarm::new(name)
+}
+
 /// A state field's type must be storable.
 #[diagnostic::on_unimplemented(
     message = "the field type `{Self}` cannot be stored",

@@ -142,7 +142,7 @@ fn alarm_constant(set: &HandlerSet, alarm: &AlarmHandler) -> TokenStream {
     quote! {
         #docs
         #(#cfgs)*
-        pub const #constant: #private::Alarm<Self> = #private::Alarm::__new(#name);
+        pub const #constant: #private::Alarm<Self> = #private::alarm::<Self>(#name);
     }
 }
 
