@@ -21,11 +21,13 @@ pub(crate) fn kept_changing() -> CommitError {
     .into()
 }
 
-/// Whether `error` is the database error a version check raised, which names `check`.
-pub(crate) fn raised_by(error: &sqlx::Error, check: &str) -> bool {
+/// Whether `error` is the database error a version check raised: its code is `code` and its
+/// message names `check`. (The code keeps out other errors that name it, such as a missing
+/// function or table when the store's migrations were not applied.)
+pub(crate) fn raised_by(error: &sqlx::Error, code: &str, check: &str) -> bool {
     error
         .as_database_error()
-        .is_some_and(|db| db.message().contains(check))
+        .is_some_and(|db| db.code().as_deref() == Some(code) && db.message().contains(check))
 }
 
 /// The first of `writes` (positions in the batch, in batch order) whose expected version does

@@ -1155,3 +1155,38 @@ async fn a_schema_named_by_a_reserved_word_works() {
     again.pool().close().await;
     sqlx::raw_sql(drop).execute(&mut admin).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_schema_without_its_latest_migration_fails_batches_plainly() {
+    let Some(url) = database_url() else {
+        return;
+    };
+    let guard = SchemaGuard::new(&url, "unmigrated").await;
+    let store = PostgresStore::builder(&url)
+        .schema(&guard.name)
+        .max_connections(2)
+        .migrate_on_open(false)
+        .connect()
+        .await
+        .unwrap();
+    // Without migration 3, the function a batch calls on a version mismatch does not exist:
+    // a batch of several writes fails at once, as a rejection, not as a version mismatch to
+    // locate and retry.
+    store.migrate_to(2).await.unwrap();
+    let batch = [
+        insert(&ObjectKey::new("Counter", "a"), "{}"),
+        insert(&ObjectKey::new("Counter", "b"), "{}"),
+    ];
+    match store.commit(&batch).await {
+        Err(CommitError::Storage(err)) => {
+            assert!(!err.is_retryable(), "retryable: {err}");
+            assert!(
+                err.to_string().contains("durable_version_mismatch"),
+                "{err}"
+            );
+        }
+        other => panic!("expected the missing function's error, got {other:?}"),
+    }
+    store.migrate().await.unwrap();
+    store.commit(&batch).await.unwrap();
+}

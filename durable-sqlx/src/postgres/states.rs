@@ -18,6 +18,9 @@ use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_b
 /// The name in the error of `durable_version_mismatch()`.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
 
+/// The SQLSTATE of an error raised by PL/pgSQL's `RAISE EXCEPTION` (`raise_exception`).
+const RAISE_EXCEPTION: &str = "P0001";
+
 /// The statements, for the given tables and qualifier (schema and prefix).
 #[derive(Debug)]
 pub(super) struct Statements {
@@ -90,7 +93,7 @@ pub(super) async fn commit(
             .await;
         match written {
             Ok(_) => return Ok(()),
-            Err(error) if raised_by(&error, VERSION_MISMATCH) => {
+            Err(error) if raised_by(&error, RAISE_EXCEPTION, VERSION_MISMATCH) => {
                 if let Some(conflict) = locate_conflict(&mut *pool, statements, prepared).await? {
                     return Err(conflict);
                 }

@@ -25,6 +25,9 @@ use crate::schema::{now_micros, state_text, to_db_version, to_micros};
 /// The name of the guard's CHECK constraint, as SQLite reports it when a version did not match.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
 
+/// The extended result code of a failed CHECK constraint (`SQLITE_CONSTRAINT_CHECK`).
+const CHECK_FAILED: &str = "275";
+
 /// The kinds of change a batch can hold, in the order its statement applies them.
 const KINDS: usize = 7;
 
@@ -245,7 +248,7 @@ pub(super) async fn commit(
             return Err(db_err(error).into());
         }
         writer.transaction_ended();
-        if !raised_by(&error, VERSION_MISMATCH) {
+        if !raised_by(&error, CHECK_FAILED, VERSION_MISMATCH) {
             return Err(db_err(error).into());
         }
         match locate_conflict(writer.connection(), sql, batch).await? {
