@@ -783,15 +783,23 @@ async fn connections_of(monitor: &mut PgConnection, application_name: &str) -> i
 /// and loads never open more.
 #[tokio::test]
 async fn commits_stay_within_max_connections() {
+    for max in [4, 1] {
+        stays_within(max).await;
+    }
+}
+
+/// 16 tasks commit and load at once on a store of `max` connections: the server never sees
+/// more than `max` of its connections.
+async fn stays_within(max: u32) {
     let Some(url) = database_url() else {
         return;
     };
-    let guard = SchemaGuard::new(&url, "max_connections").await;
-    let app = format!("durable-max-conn-{}", std::process::id());
+    let guard = SchemaGuard::new(&url, &format!("max_connections_{max}")).await;
+    let app = format!("durable-max-conn-{max}-{}", std::process::id());
     let store = PostgresStore::builder(&url)
         .schema(&guard.name)
         .application_name(&app)
-        .max_connections(4)
+        .max_connections(max)
         .connect()
         .await
         .unwrap();
@@ -817,7 +825,10 @@ async fn commits_stay_within_max_connections() {
     for worker in workers {
         worker.await.unwrap();
     }
-    assert!((1..=4).contains(&peak), "{peak} connections open at once");
+    assert!(
+        (1..=i64::from(max)).contains(&peak),
+        "{peak} connections open at once, at most {max} allowed"
+    );
     monitor.close().await.ok();
 }
 

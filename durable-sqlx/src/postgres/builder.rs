@@ -121,7 +121,8 @@ impl PostgresStoreBuilder {
     }
 
     /// The most connections the store opens (default 10; at least 1): a few of them, a quarter
-    /// from 1 to 4, are kept for commits, and the pool opens the others (at least one). Not
+    /// from 1 to 4, are kept for commits, and the pool opens the others (at least one). With
+    /// one connection, commits take it from the pool like everything else. Not
     /// applied to a pool given to [`PostgresStore::builder_with_pool`], beside which the store
     /// keeps a quarter of the pool's size, from 1 to 4.
     ///
@@ -271,9 +272,13 @@ impl PostgresStoreBuilder {
     }
 }
 
-/// How many connections a store of `max_connections` keeps for commits: a quarter, from 1 to 4.
+/// How many connections a store of `max_connections` keeps for commits: a quarter, from 1 to 4,
+/// and none when it may open only one (its commits then take it from the pool).
 /// More commits in flight make each batch smaller, and a batch costs about the same round trips
 /// whatever its size, so a few large batches commit more calls per second than many small ones.
 fn kept_for_commits(max_connections: u32) -> usize {
+    if max_connections < 2 {
+        return 0;
+    }
     (max_connections as usize / 4).clamp(1, 4)
 }

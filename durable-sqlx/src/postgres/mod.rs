@@ -219,7 +219,7 @@ impl Storage for PostgresStore {
     /// One batch in flight per connection kept for commits: a quarter of
     /// [`max_connections`](PostgresStoreBuilder::max_connections), from 1 to 4 (2 by default).
     fn max_concurrent_commits(&self) -> usize {
-        self.commits.capacity()
+        self.commits.capacity().max(1)
     }
 
     async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
