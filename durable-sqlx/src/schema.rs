@@ -198,6 +198,29 @@ pub(crate) fn claim_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
+/// The claimed alarms read from `rows`, earliest first. A row that cannot be read (edited by
+/// hand, say) is logged and left out rather than failing the claim: the alarms claimed with
+/// it would otherwise wait for their claims to expire, again and again. It stays claimed, so
+/// it comes back, and is logged again, every `claim_ttl`; nothing is deleted.
+pub(crate) fn claimed_alarms<R>(
+    rows: &[R],
+    read: impl Fn(&R) -> Result<durable_runtime::storage::AlarmRecord, StorageError>,
+) -> Vec<durable_runtime::storage::AlarmRecord> {
+    let mut alarms: Vec<_> = rows
+        .iter()
+        .filter_map(|row| {
+            read(row)
+                .inspect_err(|error| {
+                    tracing::error!(%error, "a claimed alarm's row cannot be read; it is skipped");
+                })
+                .ok()
+        })
+        .collect();
+    // RETURNING does not keep the subquery's order.
+    alarms.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
+    alarms
+}
+
 /// Checks that an encoded state can be stored in a TEXT column and borrows it as text.
 pub(crate) fn state_text(state: &[u8]) -> Result<&str, StorageError> {
     let text = std::str::from_utf8(state)

@@ -1201,3 +1201,19 @@ async fn a_schema_without_its_latest_migration_fails_batches_plainly() {
     store.migrate().await.unwrap();
     store.commit(&batch).await.unwrap();
 }
+
+#[tokio::test]
+async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
+    let Some(fx) = fixture("unreadable_claim").await else {
+        return;
+    };
+    let pool = fx.store.pool().clone();
+    let sql = format!(
+        "UPDATE {}.durable_alarms SET attempts = -1 WHERE object_id = 'bad'",
+        fx.guard.name
+    );
+    storage_shared::unreadable_claimed_rows_are_skipped(&fx.store, || async move {
+        sqlx::query(&sql).execute(&pool).await.unwrap();
+    })
+    .await;
+}

@@ -672,3 +672,16 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
     store.commit(std::slice::from_ref(&update)).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
 }
+
+#[tokio::test]
+async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
+    let fx = fixture().await;
+    let pool = fx.store.pool().clone();
+    storage_shared::unreadable_claimed_rows_are_skipped(&fx.store, || async move {
+        sqlx::query("UPDATE durable_alarms SET attempts = -1 WHERE object_id = 'bad'")
+            .execute(&pool)
+            .await
+            .unwrap();
+    })
+    .await;
+}

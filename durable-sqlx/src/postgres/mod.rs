@@ -17,7 +17,7 @@ use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
 
 use crate::error::{Dialect, Error, storage_error};
-use crate::schema::{Names, claim_limit, fetch_limit, from_db_version, id_page};
+use crate::schema::{Names, claim_limit, claimed_alarms, fetch_limit, from_db_version, id_page};
 
 mod builder;
 mod commit_connections;
@@ -357,13 +357,7 @@ impl Storage for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
-        let mut alarms = rows
-            .iter()
-            .map(alarm_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        // RETURNING does not keep the subquery's order.
-        alarms.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
-        Ok(alarms)
+        Ok(claimed_alarms(&rows, alarm_from_row))
     }
 
     async fn finish_alarm(

@@ -18,7 +18,8 @@ use sqlx::sqlite::SqlitePool;
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
-    Names, claim_limit, fetch_limit, from_db_version, from_micros, id_page, to_micros,
+    Names, claim_limit, claimed_alarms, fetch_limit, from_db_version, from_micros, id_page,
+    to_micros,
 };
 
 mod batch;
@@ -344,13 +345,7 @@ impl Storage for SqliteStore {
             .await
             .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
-        let mut alarms = rows
-            .iter()
-            .map(alarm_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        // RETURNING does not keep the subquery's order.
-        alarms.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
-        Ok(alarms)
+        Ok(claimed_alarms(&rows, alarm_from_row))
     }
 
     async fn finish_alarm(

@@ -101,3 +101,29 @@ pub async fn claims_across_stores<S: Storage>(stores: &[S]) {
     }
     assert_eq!(seen.len(), OBJECTS * NAMES, "every alarm is claimed once");
 }
+
+/// A claimed alarm whose row cannot be read (`corrupt` makes the alarm of `Reminder/bad`
+/// unreadable) is left out of the claim: the alarms claimed with it still come back.
+pub async fn unreadable_claimed_rows_are_skipped<S: Storage, F: Future<Output = ()>>(
+    store: &S,
+    corrupt: impl FnOnce() -> F,
+) {
+    for id in ["bad", "good"] {
+        store
+            .commit(&[ObjectWrite {
+                key: ObjectKey::new("Reminder", id),
+                expected_version: 0,
+                state: Some(b"{}".to_vec()),
+                alarms: vec![AlarmChange::Set {
+                    name: "tick".into(),
+                    due_at: at(0),
+                }],
+            }])
+            .await
+            .unwrap();
+    }
+    corrupt().await;
+    let claimed = store.claim_due_alarms(at(1), at(0), 10).await.unwrap();
+    let claimed: Vec<&str> = claimed.iter().map(|a| a.key.object_id.as_str()).collect();
+    assert_eq!(claimed, ["good"]);
+}
