@@ -178,7 +178,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             .register::<Session>()
             .build();
     // Thirty minutes in real life; short here so that the example runs in a moment.
-    let idle = Duration::from_millis(400);
+    let idle = Duration::from_millis(800);
 
     // ANCHOR: usage
     Session::start(&rt, "sess:a1f3", "alice".to_owned(), idle).await?;
@@ -187,7 +187,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // Alice keeps using her session; Bob leaves his alone.
     let started = Instant::now();
-    for _ in 0..5 {
+    for _ in 0..9 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         Session::touch(&rt, "sess:a1f3").await?;
     }
@@ -195,7 +195,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Session::user(&rt, "sess:b7c2").await,
         Err(Error::Handler(SessionError::Expired))
     ));
-    // Its alarm wiped its data (it fired 400 ms in, give or take a few milliseconds).
+    // Its alarm wiped its data (it fired 800 ms in, give or take a few milliseconds).
     while !rt
         .read_state::<Session>("sess:b7c2")
         .await?

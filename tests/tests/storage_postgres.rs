@@ -142,6 +142,16 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
     }
 }
 
+/// [`insert`] with the alarm `tick` due at `at(0)`.
+fn insert_with_tick(key: &ObjectKey, state: &str) -> ObjectWrite {
+    let mut write = insert(key, state);
+    write.alarms.push(AlarmChange::Set {
+        name: "tick".into(),
+        due_at: at(0),
+    });
+    write
+}
+
 async fn applied_versions(pool: &PgPool, table: &str) -> Vec<i64> {
     sqlx::query_scalar(&format!("SELECT version FROM {table} ORDER BY version"))
         .fetch_all(pool)
@@ -430,11 +440,7 @@ async fn schemas_and_prefixes_isolate_stores() {
         .await
         .unwrap();
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{\"app\":\"a\"}");
-    write.alarms.push(AlarmChange::Set {
-        name: "tick".into(),
-        due_at: at(0),
-    });
+    let write = insert_with_tick(&key, "{\"app\":\"a\"}");
     store_a.commit(&[write]).await.unwrap();
     store_b
         .commit(&[insert(&key, "{\"app\":\"b\"}")])
@@ -518,11 +524,7 @@ async fn tables_are_inspectable() {
     };
     let schema = &fx.guard.name;
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{\"count\":3}");
-    write.alarms.push(AlarmChange::Set {
-        name: "tick".into(),
-        due_at: at(0),
-    });
+    let write = insert_with_tick(&key, "{\"count\":3}");
     let nul = ObjectKey::new("Counter", "nul");
     fx.store
         .commit(&[write, insert(&nul, "{\"s\":\"a\\u0000b\"}")])
@@ -1138,11 +1140,7 @@ async fn a_schema_named_by_a_reserved_word_works() {
         .await
         .unwrap();
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{\"n\":1}");
-    write.alarms.push(AlarmChange::Set {
-        name: "tick".into(),
-        due_at: at(0),
-    });
+    let write = insert_with_tick(&key, "{\"n\":1}");
     store.commit(&[write]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
     assert_eq!(
