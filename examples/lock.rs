@@ -144,7 +144,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let rt = Runtime::builder(durable_sqlx::SqliteStore::open(&path).await?)
         .register::<Lock>()
         .build();
-    let lease = Duration::from_millis(300);
+    let lease = Duration::from_secs(1);
 
     // ANCHOR: usage
     // worker-1 takes the lock; its release alarm is scheduled in the same commit.
