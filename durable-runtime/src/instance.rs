@@ -697,22 +697,24 @@ impl<O: DurableObject> Instance<O> {
             Some(encoded) => encoded,
             None => unreachable!("an active object's state is in its inbox"),
         };
-        let encoded = match encoded {
-            Ok(encoded) => encoded,
+        // A new encoding that would not decode back is refused like one that failed.
+        let staged = encoded.and_then(|encoded| {
+            let changed = encoded != *committed;
+            if changed {
+                codec::check_round_trip::<O>(&encoded)?;
+            }
+            Ok((encoded, changed))
+        });
+        let (encoded, changed) = match staged {
+            Ok(staged) => staged,
             Err(message) => {
                 let key = self.key().clone();
                 self.rollback(Access::Write);
                 return Err(Error::Encode { key, message });
             }
         };
-        let changed = encoded != *committed;
         if !changed && alarms.is_empty() {
             return Ok(());
-        }
-        if changed && let Err(message) = codec::check_round_trip::<O>(&encoded) {
-            let key = self.key().clone();
-            self.rollback(Access::Write);
-            return Err(Error::Encode { key, message });
         }
         if changed {
             // Kept until the next change: without the encoder's spare capacity.
