@@ -19,11 +19,18 @@ use crate::storage::{ObjectKey, StorageError};
 /// # Examples
 ///
 /// ```
-/// use durable_runtime::Error;
+/// use durable_runtime::{storage::ObjectKey, Error};
 ///
 /// let err: Error = Error::ShuttingDown;
 /// assert!(!err.is_retryable());
 /// assert_eq!(err.to_string(), "the runtime is shutting down");
+///
+/// let err: Error = Error::Conflict { key: ObjectKey::new("Counter", "a"), found: Some(226) };
+/// assert!(err.is_retryable());
+/// assert_eq!(
+///     err.to_string(),
+///     "version conflict on Counter/a: another writer committed version 226 first"
+/// );
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -61,7 +68,7 @@ pub enum Error<E = Infallible> {
 
     /// Another writer (another runtime on the same database) committed a newer version of the
     /// object first. Nothing was written; the object reloads the newer state.
-    #[error("version conflict on {key}: another writer committed version {found:?} first")]
+    #[error("version conflict on {key}: {}", overtaken_by(*found))]
     Conflict {
         /// The object.
         key: ObjectKey,
@@ -143,6 +150,14 @@ pub enum Error<E = Infallible> {
     /// The runtime is shutting down and accepts no new calls.
     #[error("the runtime is shutting down")]
     ShuttingDown,
+}
+
+/// What another writer did to the object, from the version it left in storage.
+fn overtaken_by(found: Option<u64>) -> String {
+    match found {
+        Some(version) => format!("another writer committed version {version} first"),
+        None => "another writer deleted the object first".to_owned(),
+    }
 }
 
 fn display_chain(chain: &[ObjectKey]) -> String {

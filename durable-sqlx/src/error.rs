@@ -46,13 +46,25 @@ pub enum Error {
     InvalidLocation(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// One of the store's schema migrations failed; it was rolled back and the ones before it
     /// stay applied.
-    #[error("schema migration {version} ({description}) failed")]
+    #[error("schema migration {version} ({description}) failed: {source}")]
     Migration {
         /// The version of the migration that failed.
         version: i64,
         /// Its description.
         description: &'static str,
         /// The database error.
+        #[source]
+        source: StorageError,
+    },
+    /// The database could not be opened or connected to: a Postgres server that refuses the
+    /// connection or cannot be reached, a SQLite file that cannot be opened (its directory
+    /// is missing, no permission). Retryable when the database could not be reached.
+    #[error("cannot open {location}: {source}")]
+    Open {
+        /// What was being opened, without credentials: `PostgreSQL database `app` at
+        /// 127.0.0.1:5432`, or `SQLite database /var/lib/app/app.db`.
+        location: String,
+        /// The driver's error.
         #[source]
         source: StorageError,
     },
@@ -74,7 +86,9 @@ impl Error {
     /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Storage(err) | Self::Migration { source: err, .. } => err.is_retryable(),
+            Self::Storage(err)
+            | Self::Migration { source: err, .. }
+            | Self::Open { source: err, .. } => err.is_retryable(),
             Self::InvalidName { .. } | Self::InvalidPageSize(_) | Self::InvalidLocation(_) => false,
         }
     }

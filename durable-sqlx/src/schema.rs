@@ -147,11 +147,23 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
 
 /// Microseconds since the Unix epoch (negative before it).
 pub(crate) fn to_micros(time: SystemTime) -> Result<i64, StorageError> {
-    let micros = match time.duration_since(UNIX_EPOCH) {
-        Ok(since) => i64::try_from(since.as_micros()),
-        Err(before) => i64::try_from(before.duration().as_micros()).map(|m| -m),
+    let (micros, offset) = match time.duration_since(UNIX_EPOCH) {
+        Ok(since) => (i64::try_from(since.as_micros()), (since, "after")),
+        Err(before) => {
+            let before = before.duration();
+            (
+                i64::try_from(before.as_micros()).map(|m| -m),
+                (before, "before"),
+            )
+        }
     };
-    micros.map_err(|_| rejected(format!("time {time:?} is out of the storable range")))
+    micros.map_err(|_| {
+        let (distance, side) = offset;
+        rejected(format!(
+            "time {} s {side} the Unix epoch is out of the storable range",
+            distance.as_secs()
+        ))
+    })
 }
 
 /// The inverse of [`to_micros`].
@@ -328,6 +340,16 @@ mod tests {
         for micros in [0, 1, -1, 1_700_000_000_123_456, i64::MAX / 2, -5_000_000] {
             assert_eq!(to_micros(from_micros(micros).unwrap()).unwrap(), micros);
         }
+    }
+
+    #[test]
+    fn a_time_out_of_range_is_named_in_seconds() {
+        let far = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+        assert_eq!(
+            to_micros(far).unwrap_err().to_string(),
+            "storage rejected the operation: \
+             time 4611686018427387903 s after the Unix epoch is out of the storable range"
+        );
     }
 
     #[test]

@@ -322,6 +322,10 @@ pub struct IdPage {
 ///     err,
 ///     CommitError::Conflict { index: 1, expected: 0, found: Some(1), .. }
 /// ));
+/// assert_eq!(
+///     err.to_string(),
+///     "version conflict on Counter/a: expected no stored object, found version 1"
+/// );
 /// assert!(store.load(&ObjectKey::new("Counter", "b")).await.unwrap().is_none());
 /// # }
 /// ```
@@ -330,7 +334,11 @@ pub struct IdPage {
 pub enum CommitError {
     /// The write at `index` expected a version the store does not hold; nothing of the batch
     /// was applied.
-    #[error("version conflict on {key}: expected version {expected}, found {found:?}")]
+    #[error(
+        "version conflict on {key}: expected {}, found {}",
+        stored_version(Some(*expected).filter(|&v| v > 0)),
+        stored_version(*found)
+    )]
     Conflict {
         /// The index of the conflicting write in the batch.
         index: usize,
@@ -345,6 +353,14 @@ pub enum CommitError {
     /// treated as a failure and the objects involved are reloaded).
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+/// A stored version in words: "version 3", or "no stored object" for none.
+fn stored_version(version: Option<u64>) -> String {
+    match version {
+        Some(version) => format!("version {version}"),
+        None => "no stored object".to_owned(),
+    }
 }
 
 /// A storage failure, carrying the backend's error as its source.

@@ -5,8 +5,9 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use durable_runtime::storage::StorageError;
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use super::commit_connections::TRUSTED_AFTER_USE;
 use super::{PostgresStore, db_err};
@@ -231,6 +232,10 @@ impl PostgresStoreBuilder {
                 let options = PgConnectOptions::from_str(url)
                     .map_err(|err| Error::InvalidLocation(Box::new(err)))?
                     .application_name(&self.application_name);
+                // The pool retries a refused connection until its acquire timeout and then
+                // reports only that it timed out: one direct connection first fails at once,
+                // with the cause.
+                check_reachable(&options, self.acquire_timeout).await?;
                 let kept = kept_for_commits(self.max_connections);
                 let pooled = (self.max_connections - kept as u32).max(1);
                 let pool = PgPoolOptions::new()
@@ -269,6 +274,44 @@ impl PostgresStoreBuilder {
             }
         }
         Ok(Names::new(self.schema.as_deref(), &self.table_prefix))
+    }
+}
+
+/// Opens and closes one connection with `options`, failing with [`Error::Open`] (naming the
+/// server and database, and carrying the driver's error) if that fails or takes longer than
+/// `timeout`.
+async fn check_reachable(options: &PgConnectOptions, timeout: Duration) -> Result<(), Error> {
+    let open_error = |source| Error::Open {
+        location: describe_server(options),
+        source,
+    };
+    match tokio::time::timeout(timeout, PgConnection::connect_with(options)).await {
+        Ok(Ok(conn)) => {
+            // Closing politely only spares the server a log line; a failure here changes nothing.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(err)) => Err(open_error(db_err(err))),
+        Err(_) => Err(open_error(StorageError::unavailable(format!(
+            "no connection within the acquire timeout of {} ms",
+            timeout.as_millis()
+        )))),
+    }
+}
+
+/// The server and database of `options`, without credentials.
+fn describe_server(options: &PgConnectOptions) -> String {
+    let database = match options.get_database() {
+        Some(database) => format!("PostgreSQL database `{database}`"),
+        None => "PostgreSQL".to_owned(),
+    };
+    match options.get_socket() {
+        Some(socket) => format!("{database} at socket {}", socket.display()),
+        None => format!(
+            "{database} at {}:{}",
+            options.get_host(),
+            options.get_port()
+        ),
     }
 }
 

@@ -350,7 +350,12 @@ impl SqliteStoreBuilder {
                 Err(err) if is_sqlite_lock(&err) && started.elapsed() < self.busy_timeout => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Err(err) => return Err(db_err(err).into()),
+                Err(err) => {
+                    return Err(Error::Open {
+                        location: describe_file(options.get_filename()),
+                        source: db_err(err),
+                    });
+                }
             }
         }
     }
@@ -358,6 +363,22 @@ impl SqliteStoreBuilder {
     fn names(&self) -> Result<Names, Error> {
         validate_name("table prefix", &self.table_prefix, MAX_PREFIX_LEN, true)?;
         Ok(Names::new(None, &self.table_prefix))
+    }
+}
+
+/// The database file named in an [`Error::Open`], with the likeliest cause SQLite's own
+/// message ("unable to open database file") leaves out: a directory that does not exist.
+fn describe_file(path: &Path) -> String {
+    let missing_dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir());
+    match missing_dir {
+        Some(dir) => format!(
+            "SQLite database {} (directory {} does not exist)",
+            path.display(),
+            dir.display()
+        ),
+        None => format!("SQLite database {}", path.display()),
     }
 }
 
