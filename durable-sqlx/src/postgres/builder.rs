@@ -212,6 +212,10 @@ impl PostgresStoreBuilder {
     /// [`StorageError`](durable_runtime::storage::StorageError) while the server is
     /// unreachable and work again once it is back, without restarting anything.
     ///
+    /// Connecting itself does not wait: a server that refuses the connection or cannot be
+    /// reached fails it at once (within `acquire_timeout` at most) with [`Error::Open`],
+    /// which names the server and database and carries the driver's error.
+    ///
     /// # Examples
     ///
     /// ```no_run
