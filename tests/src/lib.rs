@@ -6,22 +6,85 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use durable_runtime::storage::{MemoryStorage, Storage};
+use durable_sqlx::sqlx::{self, Connection, PgConnection};
 
 /// A storage backend under test, kept alive (with its temporary files or schema) for as long
-/// as the test holds it.
+/// as the test holds it; what it created (a directory, a Postgres schema) goes when it is
+/// dropped, also while a failing test unwinds.
 pub struct Backend {
     /// The store.
     pub store: Arc<dyn Storage>,
     _guard: Box<dyn Send + Sync>,
-    postgres_schema: Option<(durable_sqlx::sqlx::PgPool, String)>,
 }
 
-impl Backend {
-    /// Removes what the backend created in a shared database (a Postgres schema).
-    pub async fn cleanup(self) {
-        if let Some((pool, schema)) = self.postgres_schema {
-            let drop = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-            let _ = durable_sqlx::sqlx::raw_sql(&drop).execute(&pool).await;
+/// A schema private to one test, dropped (with everything in it) when the guard is dropped,
+/// also while a failing test unwinds.
+pub struct SchemaGuard {
+    /// The database URL.
+    pub url: String,
+    /// The schema's name.
+    pub name: String,
+}
+
+impl SchemaGuard {
+    /// Drops any leftover of a previous run and reserves the name `dt_<test>_<process id>`.
+    ///
+    /// # Panics
+    ///
+    /// If the name is longer than Postgres allows or the server cannot be reached.
+    pub async fn new(url: &str, test: &str) -> Self {
+        let name = format!("dt_{test}_{}", std::process::id());
+        assert!(name.len() <= 63, "schema name {name} too long");
+        let mut conn = PgConnection::connect(url)
+            .await
+            .expect("connect to Postgres");
+        sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.ok();
+        Self {
+            url: url.to_owned(),
+            name,
+        }
+    }
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        let url = self.url.clone();
+        let schema = self.name.clone();
+        // Drop may run while the test's runtime is blocked (a panicking test): use a thread
+        // and runtime of our own. Connections of the test still inside a transaction on the
+        // schema's tables (which could not finish while we block) are terminated first, so
+        // that the drop never waits for them.
+        let done = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let mut conn = PgConnection::connect(&url).await?;
+                sqlx::query(
+                    "SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+                     JOIN pg_class c ON c.oid = l.relation
+                     JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()",
+                )
+                .bind(&schema)
+                .execute(&mut conn)
+                .await?;
+                sqlx::raw_sql(&format!(
+                    "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
+                ))
+                .execute(&mut conn)
+                .await?;
+                conn.close().await
+            })
+        })
+        .join();
+        if let Ok(Err(err)) = done {
+            eprintln!("could not drop schema {}: {err}", self.name);
         }
     }
 }
@@ -31,7 +94,6 @@ pub async fn memory() -> Backend {
     Backend {
         store: Arc::new(MemoryStorage::new()),
         _guard: Box::new(()),
-        postgres_schema: None,
     }
 }
 
@@ -44,7 +106,6 @@ pub async fn sqlite() -> Backend {
     Backend {
         store: Arc::new(store),
         _guard: Box::new(dir),
-        postgres_schema: None,
     }
 }
 
@@ -59,17 +120,15 @@ pub async fn postgres() -> Option<Backend> {
         eprintln!("skipped: DATABASE_URL not set");
         return None;
     };
-    let schema = format!("dt_{}", unique_prefix().trim_end_matches('_'));
+    let schema = SchemaGuard::new(&url, unique_prefix().trim_end_matches('_')).await;
     let store = durable_sqlx::PostgresStore::builder(&url)
-        .schema(&schema)
+        .schema(&schema.name)
         .connect()
         .await
         .expect("connect to Postgres");
-    let pool = store.pool().clone();
     Some(Backend {
         store: Arc::new(store),
-        _guard: Box::new(()),
-        postgres_schema: Some((pool, schema)),
+        _guard: Box::new(schema),
     })
 }
 
@@ -138,7 +197,6 @@ macro_rules! backend_tests {
                 async fn $case() {
                     if let Some(backend) = $crate::postgres().await {
                         super::$case(backend.store.clone()).await;
-                        backend.cleanup().await;
                     }
                 }
             )+

@@ -19,6 +19,7 @@ use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use durable_sqlx::sqlx::{self, Connection, PgConnection, PgPool};
 use durable_sqlx::{Error, PostgresStore};
+use durable_tests::SchemaGuard;
 
 #[path = "storage_shared/mod.rs"]
 mod storage_shared;
@@ -35,72 +36,6 @@ fn database_url() -> Option<String> {
             );
             eprintln!("skipped: DATABASE_URL not set");
             None
-        }
-    }
-}
-
-/// A schema private to one test, dropped (with everything in it) when the guard is dropped,
-/// also while a failing test unwinds.
-struct SchemaGuard {
-    url: String,
-    name: String,
-}
-
-impl SchemaGuard {
-    /// Drops any leftover of a previous run and reserves the name.
-    async fn new(url: &str, test: &str) -> Self {
-        let name = format!("dt_{test}_{}", std::process::id());
-        assert!(name.len() <= 63, "schema name {name} too long");
-        let mut conn = PgConnection::connect(url)
-            .await
-            .expect("connect to Postgres");
-        sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        conn.close().await.ok();
-        Self {
-            url: url.to_owned(),
-            name,
-        }
-    }
-}
-
-impl Drop for SchemaGuard {
-    fn drop(&mut self) {
-        let url = self.url.clone();
-        let schema = self.name.clone();
-        // Drop may run while the test's runtime is blocked (a panicking test): use a thread
-        // and runtime of our own. Connections of the test still inside a transaction on the
-        // schema's tables (which could not finish while we block) are terminated first, so
-        // that the drop never waits for them.
-        let done = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let mut conn = PgConnection::connect(&url).await?;
-                sqlx::query(
-                    "SELECT pg_terminate_backend(l.pid) FROM pg_locks l
-                     JOIN pg_class c ON c.oid = l.relation
-                     JOIN pg_namespace n ON n.oid = c.relnamespace
-                     WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()",
-                )
-                .bind(&schema)
-                .execute(&mut conn)
-                .await?;
-                sqlx::raw_sql(&format!(
-                    "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
-                ))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if let Ok(Err(err)) = done {
-            eprintln!("could not drop schema {}: {err}", self.name);
         }
     }
 }
@@ -409,6 +344,49 @@ async fn user_sqlx_migrations_coexist() {
         ]
     );
     admin.close().await.ok();
+}
+
+/// A backend test that panics, even inside a transaction holding locks on its tables, leaves
+/// no schema behind.
+#[tokio::test]
+async fn a_failing_backend_test_leaves_no_schema_behind() {
+    let Some(url) = database_url() else { return };
+    // The schemas of `durable_tests::postgres`, which no other test of this file uses.
+    let pattern = format!("dt_t{}\\_%", std::process::id());
+    let schemas = |url: String, pattern: String| async move {
+        let mut conn = PgConnection::connect(&url).await.unwrap();
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1")
+                .bind(pattern)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        names
+    };
+    let (test_url, test_pattern) = (url.clone(), pattern.clone());
+    let failed = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let backend = durable_tests::postgres().await.unwrap();
+            let created = schemas(test_url.clone(), test_pattern).await;
+            assert_eq!(created.len(), 1, "{created:?}");
+            let write = insert(&ObjectKey::new("T", "a"), "{}");
+            backend.store.commit(&[write]).await.unwrap();
+            let mut conn = PgConnection::connect(&test_url).await.unwrap();
+            let mut tx = conn.begin().await.unwrap();
+            sqlx::raw_sql(&format!("LOCK TABLE {}.durable_objects", created[0]))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            panic!("a failing test in {}", created[0]);
+        })
+    })
+    .join();
+    assert!(failed.is_err(), "the test body panicked");
+    assert_eq!(schemas(url, pattern).await, Vec::<String>::new());
 }
 
 /// Stores in different schemas, or with different table prefixes, share one database without
