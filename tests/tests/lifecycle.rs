@@ -416,30 +416,41 @@ async fn past_the_live_cap_with_no_idle_object_new_activations_are_refused() {
 }
 
 /// The same lifecycle in real time on SQLite: hibernation wakes without a read, idle
-/// shutdown reloads from the file.
+/// shutdown reloads from the file. Each step waits for the state it needs (with a deadline)
+/// rather than for a fixed time, and each runtime's other timer is far enough away that a
+/// stalled machine cannot skip past the state under test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sqlite_objects_hibernate_shut_down_and_come_back() {
     let backend = durable_tests::sqlite().await;
-    let store = FaultyStorage::new(backend.store.clone());
-    let rt = Runtime::builder(store.clone())
-        .register_with::<Plain>(
-            ObjectOptions::new()
-                .with_hibernate_after(Duration::from_millis(30))
-                .with_shutdown_after(Duration::from_millis(150)),
-        )
-        .build();
-    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 1);
+    let runtime = |hibernate_after: u64, shutdown_after: u64| {
+        let store = FaultyStorage::new(backend.store.clone());
+        let rt = Runtime::builder(store.clone())
+            .register_with::<Plain>(
+                ObjectOptions::new()
+                    .with_hibernate_after(Duration::from_millis(hibernate_after))
+                    .with_shutdown_after(Duration::from_millis(shutdown_after)),
+            )
+            .build();
+        (rt, store)
+    };
+
+    // Hibernation: wakes without a storage read. (It would not shut down within the hour.)
+    let (rt, store) = runtime(30, 3_600_000);
+    assert_eq!(Plain::bump(&rt, "hibernating").await.unwrap(), 1);
     let loads = store.loads();
-    sleep(Duration::from_millis(80)).await;
-    assert_eq!(
-        rt.status::<Plain>("p").await.unwrap(),
-        ObjectStatus::Hibernated
-    );
-    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 2);
+    durable_tests::eventually(|| async {
+        rt.status::<Plain>("hibernating").await.unwrap() == ObjectStatus::Hibernated
+    })
+    .await;
+    assert_eq!(Plain::bump(&rt, "hibernating").await.unwrap(), 2);
     assert_eq!(store.loads(), loads, "waking reads no storage");
-    sleep(Duration::from_millis(300)).await;
-    assert_eq!(rt.live_objects::<Plain>(), 0);
-    assert_eq!(Plain::bump(&rt, "p").await.unwrap(), 3);
+
+    // Idle shutdown: leaves memory, and the next call reloads from the file.
+    let (rt, store) = runtime(30, 150);
+    assert_eq!(Plain::bump(&rt, "shutting-down").await.unwrap(), 1);
+    let loads = store.loads();
+    durable_tests::eventually(|| async { rt.live_objects::<Plain>() == 0 }).await;
+    assert_eq!(Plain::bump(&rt, "shutting-down").await.unwrap(), 2);
     assert_eq!(
         store.loads(),
         loads + 1,
