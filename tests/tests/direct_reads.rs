@@ -3,7 +3,10 @@
 //! call at a time, no uncommitted state (that is `output_gate.rs`), the idle timer, errors
 //! and panics.
 
+use std::future::{Future, poll_fn};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use durable_runtime::storage::MemoryStorage;
@@ -40,17 +43,29 @@ impl Probe {
         self.n
     }
 
+    /// Holds the object (blocking its thread) from [`HOLD_STARTED`] until [`HOLD_RELEASED`].
     #[handler]
-    fn handle_hold(&mut self, millis: u64) {
+    fn handle_hold(&mut self) {
         self.busy = true;
-        std::thread::sleep(Duration::from_millis(millis));
+        HOLD_STARTED.store(true, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !HOLD_RELEASED.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "hold never released");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         self.busy = false;
     }
 
+    /// [`handle_hold`](Self::handle_hold), awaiting instead of blocking.
     #[handler]
-    async fn handle_hold_async(&mut self, millis: u64) {
+    async fn handle_hold_async(&mut self) {
         self.busy = true;
-        sleep(Duration::from_millis(millis)).await;
+        HOLD_STARTED.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !HOLD_RELEASED.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "hold never released");
+            sleep(Duration::from_millis(1)).await;
+        }
         self.busy = false;
     }
 
@@ -67,6 +82,11 @@ impl Probe {
         panic!("boom")
     }
 }
+
+/// Set by a `hold` handler once it runs (and holds the object).
+static HOLD_STARTED: AtomicBool = AtomicBool::new(false);
+/// Ends a running `hold` handler.
+static HOLD_RELEASED: AtomicBool = AtomicBool::new(false);
 
 fn current_task() -> String {
     format!("{:?}", tokio::task::try_id())
@@ -96,28 +116,38 @@ async fn reads_never_run_alongside_another_call_of_their_object() {
     let rt = Runtime::new(MemoryStorage::new());
     Probe::bump(&rt, "p").await.unwrap();
     for hold_async in [false, true] {
+        HOLD_STARTED.store(false, Ordering::SeqCst);
+        HOLD_RELEASED.store(false, Ordering::SeqCst);
         let hold = tokio::spawn({
             let rt = rt.clone();
             async move {
                 if hold_async {
-                    Probe::hold_async(&rt, "p", 60).await
+                    Probe::hold_async(&rt, "p").await
                 } else {
-                    Probe::hold(&rt, "p", 60).await
+                    Probe::hold(&rt, "p").await
                 }
             }
         });
-        let until = Instant::now() + Duration::from_millis(120);
-        let mut reads = 0;
-        while Instant::now() < until {
+        // The hold runs, and runs until released: every read below is sent during it.
+        durable_tests::eventually(|| async { HOLD_STARTED.load(Ordering::SeqCst) }).await;
+        let mut reads: Vec<_> = (0..3).map(|_| Box::pin(Probe::busy(&rt, "p"))).collect();
+        for read in &mut reads {
+            // A read decides in its first poll whether it runs here (the object idle) or is
+            // queued: it must be queued behind the hold, not answered beside it.
+            let first = poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
             assert!(
-                !Probe::busy(&rt, "p").await.unwrap(),
-                "a read ran during a call (async: {hold_async})"
+                first.is_pending(),
+                "a read ran during a call (async: {hold_async}): {first:?}"
             );
-            reads += 1;
-            tokio::task::yield_now().await;
+        }
+        HOLD_RELEASED.store(true, Ordering::SeqCst);
+        for read in reads {
+            assert!(
+                !read.await.unwrap(),
+                "a read saw a call in progress (async: {hold_async})"
+            );
         }
         hold.await.unwrap().unwrap();
-        assert!(reads > 1);
     }
     rt.shutdown().await;
 }
