@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use durable_runtime::Event;
 use durable_runtime::storage::{MemoryStorage, Storage};
 use durable_sqlx::sqlx::{self, Connection, PgConnection};
 
@@ -165,6 +166,23 @@ where
             "condition not met within 10 s"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The events `events` holds now, oldest first.
+///
+/// # Panics
+///
+/// If the receiver lagged and lost events: a count taken from them would be wrong.
+pub fn received(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<Event> {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let mut received = Vec::new();
+    loop {
+        match events.try_recv() {
+            Ok(event) => received.push(event),
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return received,
+            Err(TryRecvError::Lagged(lost)) => panic!("the event receiver lost {lost} events"),
+        }
     }
 }
 

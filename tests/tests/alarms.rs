@@ -367,7 +367,7 @@ async fn a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued(store: 
     assert_eq!(alarm.last_error.as_deref(), Some("attempt 4 failed"));
     let mut failures = 0;
     let mut dead = false;
-    while let Ok(event) = events.try_recv() {
+    for event in durable_tests::received(&mut events) {
         if let Event::AlarmFailed {
             key, dead: last, ..
         } = event

@@ -163,7 +163,7 @@ async fn reads_in_the_callers_task_keep_the_object_awake() {
         assert_eq!(Probe::n(&rt, "p").await.unwrap(), 1);
     }
     assert_eq!(rt.status::<Probe>("p").await.unwrap(), ObjectStatus::Active);
-    let seen: Vec<Event> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    let seen = durable_tests::received(&mut events);
     assert!(
         !seen.iter().any(|e| matches!(e, Event::Hibernated { .. })),
         "{seen:?}"

@@ -7,8 +7,16 @@ use std::time::Duration;
 
 use durable_runtime::storage::MemoryStorage;
 use durable_runtime::testing::FaultyStorage;
-use durable_runtime::{Event, ObjectOptions, ObjectStatus, Runtime, durable_object};
+use durable_runtime::{
+    Event, ObjectOptions, ObjectStatus, Runtime, durable_object, metrics as metrics_names,
+};
+use metrics::{SharedString, Unit};
+use metrics_util::CompositeKey;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tokio::time::sleep;
+
+/// One metric of a snapshot.
+type SnapshotEntry = (CompositeKey, Option<Unit>, Option<SharedString>, DebugValue);
 
 #[durable_object]
 pub struct Tally {
@@ -44,7 +52,8 @@ fn alive_tasks() -> usize {
 }
 
 fn shut_down(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<String> {
-    let mut ids: Vec<String> = std::iter::from_fn(|| events.try_recv().ok())
+    let mut ids: Vec<String> = durable_tests::received(events)
+        .into_iter()
         .filter_map(|event| match event {
             Event::ShutDown { key } => Some(key.object_id),
             _ => None,
@@ -87,7 +96,8 @@ async fn a_dormant_object_has_no_task_and_wakes_with_its_state_without_a_storage
     assert_eq!(Tally::get(&rt, "b").await.unwrap(), 2);
     assert_eq!(store.loads(), loads, "waking reads no storage");
     assert_eq!(rt.status::<Tally>("a").await.unwrap(), ObjectStatus::Active);
-    let woken = std::iter::from_fn(|| events.try_recv().ok())
+    let woken = durable_tests::received(&mut events)
+        .iter()
         .filter(|event| matches!(event, Event::Woken { .. }))
         .count();
     assert_eq!(woken, 2);
@@ -166,28 +176,59 @@ async fn runtime_shutdown_forgets_dormant_objects() {
     assert_eq!(shut_down(&mut events), ["a", "b", "c"]);
 }
 
+/// An object of its own for [`calls_racing_with_dormancy_are_never_lost`], so that its
+/// metrics count only that test's objects.
+#[durable_object]
+pub struct Racer {
+    n: u64,
+}
+
+#[durable_object]
+impl Racer {
+    #[handler]
+    fn handle_bump(&mut self) -> u64 {
+        self.n += 1;
+        self.n
+    }
+
+    #[handler]
+    fn handle_get(&self) -> u64 {
+        self.n
+    }
+}
+
+/// The value of the counter `name` for objects of type `Racer` in `snapshot`.
+fn racer_counter(snapshot: &[SnapshotEntry], name: &str) -> u64 {
+    snapshot
+        .iter()
+        .filter(|(key, ..)| {
+            let key = key.key();
+            key.name() == name
+                && key
+                    .labels()
+                    .any(|label| label.key() == "type" && label.value() == "Racer")
+        })
+        .map(|(.., value)| match value {
+            DebugValue::Counter(n) => *n,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Counts come from metrics, not from events: the calls send more events than the event
+/// channel holds, and a subscriber that lags loses some. (The only test of this binary that
+/// installs the process-wide recorder.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_racing_with_dormancy_are_never_lost() {
-    let (rt, store) = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_millis(1)));
-    // Counted as they come: more events than the channel holds are sent.
-    let mut events = rt.subscribe();
-    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-    let counter = tokio::spawn(async move {
-        let (mut loaded, mut hibernations) = (0, 0);
-        loop {
-            let event = tokio::select! {
-                _ = &mut stopped => break,
-                event = events.recv() => event,
-            };
-            match event {
-                Ok(Event::Created { .. } | Event::Loaded { .. }) => loaded += 1,
-                Ok(Event::Hibernated { .. }) => hibernations += 1,
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-        (loaded, hibernations)
-    });
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this binary");
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let rt = Runtime::builder(store.clone())
+        .register_with::<Racer>(ObjectOptions::new().with_hibernate_after(Duration::from_millis(1)))
+        .build();
     let mut callers = tokio::task::JoinSet::new();
     for object in 0..4 {
         for caller in 0..4u64 {
@@ -195,7 +236,7 @@ async fn calls_racing_with_dormancy_are_never_lost() {
             callers.spawn(async move {
                 let id = format!("o{object}");
                 for i in 0..100u64 {
-                    Tally::bump(&rt, &id).await.unwrap();
+                    Racer::bump(&rt, &id).await.unwrap();
                     // Pauses around `hibernate_after`, so calls land just before, during and
                     // after the object goes dormant.
                     if (i + caller) % 3 != 0 {
@@ -209,16 +250,23 @@ async fn calls_racing_with_dormancy_are_never_lost() {
         result.unwrap();
     }
     for object in 0..4 {
-        assert_eq!(Tally::get(&rt, &format!("o{object}")).await.unwrap(), 400);
+        assert_eq!(Racer::get(&rt, &format!("o{object}")).await.unwrap(), 400);
     }
-    stop.send(()).unwrap();
     // First loads that meet in the load loop share one read: up to four reads in all.
     let reads = store.loads() + store.batch_loads();
     assert!(
         (1..=4).contains(&reads),
         "every object loaded once, then only woken: {reads} reads"
     );
-    let (loaded, hibernations) = counter.await.unwrap();
-    assert_eq!(loaded, 4, "every object loaded once, then only woken");
-    assert!(hibernations > 0, "objects went dormant between calls");
+    // One snapshot: taking one resets the counters.
+    let snapshot = snapshotter.snapshot().into_vec();
+    assert_eq!(
+        racer_counter(&snapshot, metrics_names::ACTIVATIONS),
+        4,
+        "every object loaded once, then only woken"
+    );
+    assert!(
+        racer_counter(&snapshot, metrics_names::HIBERNATIONS) > 0,
+        "objects went dormant between calls"
+    );
 }

@@ -58,7 +58,7 @@ async fn idle_objects_hibernate_and_wake_without_a_storage_read() {
     );
     assert_eq!(store.loads(), loads, "waking reads no storage");
 
-    let seen: Vec<Event> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    let seen = durable_tests::received(&mut events);
     assert!(matches!(seen[0], Event::Created { .. }), "{seen:?}");
     assert!(
         seen.iter().any(|e| matches!(e, Event::Hibernated { .. })),
@@ -385,7 +385,8 @@ async fn past_the_live_cap_the_least_recently_used_idle_object_leaves() {
     assert_eq!(rt.status::<Plain>("b").await.unwrap(), ObjectStatus::Stored);
     assert_eq!(rt.status::<Plain>("a").await.unwrap(), ObjectStatus::Active);
     sleep(Duration::from_millis(10)).await;
-    let shut_down: Vec<String> = std::iter::from_fn(|| events.try_recv().ok())
+    let shut_down: Vec<String> = durable_tests::received(&mut events)
+        .into_iter()
         .filter_map(|e| match e {
             Event::ShutDown { key } => Some(key.object_id),
             _ => None,
