@@ -851,7 +851,7 @@ mod tests {
         })
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn a_fetched_state_starts_its_object_only_while_no_object_left() {
         let rt = runtime(ObjectOptions::new().with_shutdown_after(Duration::from_millis(1)));
         // Storage holds nothing: a call that sees 7 ran on the fetched state.
@@ -871,9 +871,9 @@ mod tests {
         let epoch = rt
             .with_type_entry::<Probe, _>(|entry| entry.fetch_epoch("b"))
             .expect("not registered");
-        while rt.live_objects::<Probe>() > 0 {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        // Past `shutdown_after` (virtual time): `a` left.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(rt.live_objects::<Probe>(), 0);
         let started =
             rt.with_type_entry::<Probe, _>(|entry| entry.start_fetched(&rt, "b", stored(7), epoch));
         assert!(!started);
@@ -881,7 +881,7 @@ mod tests {
         rt.shutdown().await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn an_object_started_from_a_read_and_never_called_leaves_when_idle() {
         let rt = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_millis(5)));
         let started = rt.with_type_entry::<Probe, _>(|entry| {
@@ -890,11 +890,9 @@ mod tests {
         });
         assert!(started);
         assert_eq!(rt.live_objects::<Probe>(), 1);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while rt.live_objects::<Probe>() > 0 {
-            assert!(tokio::time::Instant::now() < deadline, "still live");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        // Past `hibernate_after` (virtual time).
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(rt.live_objects::<Probe>(), 0, "still live");
         rt.shutdown().await;
     }
 
