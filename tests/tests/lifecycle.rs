@@ -515,9 +515,10 @@ impl Bell {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn alarms_refused_by_a_full_runtime_wait_without_using_up_their_attempts() {
     let rt = Runtime::builder(MemoryStorage::new())
+        .clock_follows_tokio()
         .max_live_objects(1)
         .alarm_settings(
             durable_runtime::AlarmSettings::default()
@@ -537,14 +538,25 @@ async fn alarms_refused_by_a_full_runtime_wait_without_using_up_their_attempts()
         let rt = rt.clone();
         tokio::spawn(async move {
             // The bell makes room once its task has seen its call through.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
             loop {
                 match Slow::work(&rt, "busy", 1_500).await {
-                    Err(Error::TooManyObjects { .. }) => sleep(Duration::from_millis(5)).await,
+                    Err(Error::TooManyObjects { .. }) => {
+                        assert!(tokio::time::Instant::now() < deadline, "no room for 10 s");
+                        sleep(Duration::from_millis(5)).await;
+                    }
                     done => return done,
                 }
             }
         })
     };
+    // Well past the due time and the two attempts' backoff, the alarm still waits, alive.
+    sleep(Duration::from_millis(1_000)).await;
+    let waiting = rt.list_alarms::<Bell>("b").await.unwrap();
+    assert!(
+        matches!(waiting.as_slice(), [alarm] if !alarm.dead),
+        "{waiting:?}"
+    );
     busy.await.unwrap().unwrap();
     durable_tests::eventually(|| async { Bell::rings(&rt, "b").await.is_ok_and(|n| n == 1) }).await;
     assert!(rt.list_alarms::<Bell>("b").await.unwrap().is_empty());
