@@ -798,7 +798,12 @@ async fn stays_within(max: u32) {
         })
         .collect();
     let mut peak = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while workers.iter().any(|w| !w.is_finished()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the workers did not finish within 60 s"
+        );
         peak = peak.max(connections_of(&mut monitor, &app).await);
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -1038,7 +1043,31 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
     .unwrap();
     let store = fx.store.clone();
     let delete = tokio::spawn(async move { store.delete(&ObjectKey::new("Reminder", "r")).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The delete reaches the row and waits for the other commit's lock.
+    let mut monitor = PgConnection::connect(&fx.guard.url).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(
+            !delete.is_finished(),
+            "the delete waits for the commit in progress"
+        );
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND position($1 in query) > 0",
+        )
+        .bind(schema)
+        .fetch_one(&mut monitor)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the delete never waited on the row lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
         !delete.is_finished(),
         "the delete waits for the commit in progress"

@@ -30,6 +30,7 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
     let key = &key;
     let workers = (0..stores.len() * 2).map(|worker| async move {
         let store = &stores[worker % stores.len()];
+        let mut conflicts = 0u32;
         for _ in 0..PER_WORKER {
             loop {
                 let stored = store.load(key).await.unwrap().unwrap();
@@ -42,7 +43,10 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
                 };
                 match store.commit(&[write]).await {
                     Ok(()) => break,
-                    Err(CommitError::Conflict { .. }) => continue,
+                    Err(CommitError::Conflict { .. }) => {
+                        conflicts += 1;
+                        assert!(conflicts < 10_000, "no progress");
+                    }
                     Err(err) => panic!("increment failed: {err}"),
                 }
             }
@@ -80,7 +84,9 @@ pub async fn claims_across_stores<S: Storage>(stores: &[S]) {
     let claimers = (0..stores.len() * 3).map(|claimer| async move {
         let store = &stores[claimer % stores.len()];
         let mut claimed = Vec::new();
-        loop {
+        for round in 0.. {
+            // Each round claims at least one alarm, or ends the loop.
+            assert!(round <= OBJECTS * NAMES, "claims never run out");
             let now = at(1_000 + claimer as u64);
             let round = store.claim_due_alarms(now, UNIX_EPOCH, 5).await.unwrap();
             if round.is_empty() {
