@@ -1,39 +1,137 @@
-//! A process killed with SIGKILL right after an acknowledged increment loses nothing.
+//! A process killed with SIGKILL right after an acknowledged increment loses nothing, and every
+//! acknowledged increment was flushed to disk before it was acknowledged.
+//!
+//! Reading the file back after the kill cannot tell the second part: the kernel's page cache
+//! outlives a killed process, so an unflushed write still reads back. The child therefore runs
+//! under `strace`, which counts its `fsync`/`fdatasync` calls; at `synchronous = FULL` every
+//! acknowledged commit needs one.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use durable_runtime::storage::{ObjectKey, Storage};
 
+/// What one run of the child did before it was killed.
+struct Run {
+    /// The values it acknowledged, in order.
+    acknowledged: Vec<u64>,
+    /// Its `fsync` and `fdatasync` calls, all threads counted.
+    syncs: u64,
+}
+
+/// Fails with what to do when `strace` cannot trace a process here: the sync count is the
+/// point of the test, so it must not pass without it.
+fn require_strace() {
+    let problem = match Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .output()
+    {
+        Ok(output) if output.status.success() => return,
+        Ok(output) => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        Err(err) => err.to_string(),
+    };
+    panic!(
+        "the crash test counts the child's fsync calls with strace, which cannot run here \
+         ({problem}): install it (apt-get install strace; .ci/run does) and allow ptrace \
+         (in a container: --cap-add SYS_PTRACE)"
+    );
+}
+
+/// Runs the child on `db` at `synchronous` under `strace`, reads `values` acknowledged values,
+/// kills the child with SIGKILL and collects everything it acknowledged.
+fn run_child(db: &Path, synchronous: &str, values: usize, summary: &Path) -> Run {
+    let mut tracer = Command::new("strace")
+        .args(["-f", "-qq", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(summary)
+        .arg(env!("CARGO_BIN_EXE_crash_child"))
+        .arg(db)
+        .arg(synchronous)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the child process under strace");
+    let mut lines = BufReader::new(tracer.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the child's pid").unwrap();
+    let pid = first
+        .strip_prefix("pid ")
+        .unwrap_or_else(|| panic!("expected `pid <id>`, got {first:?}"))
+        .to_owned();
+    let kill = {
+        let pid = pid.clone();
+        move || {
+            Command::new("kill")
+                .args(["-KILL", &pid])
+                .status()
+                .expect("run kill");
+        }
+    };
+    // A child that stops answering is killed after a minute: its output ends and the test
+    // fails on the missing values instead of hanging.
+    let (finished, watchdog) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn({
+        let kill = kill.clone();
+        move || {
+            if watchdog.recv_timeout(Duration::from_secs(60)).is_err() {
+                kill();
+            }
+        }
+    });
+    let mut acknowledged = Vec::with_capacity(values + 16);
+    for _ in 0..values {
+        let line = lines.next().expect("an acknowledged value").unwrap();
+        acknowledged.push(line.parse::<u64>().unwrap());
+    }
+    // SIGKILL: no destructor, no flush, no graceful anything.
+    kill();
+    tracer.wait().unwrap();
+    finished.send(()).unwrap();
+    watchdog.join().unwrap();
+    // Values the child acknowledged after we stopped reading are still in the pipe.
+    for line in lines.map_while(Result::ok) {
+        if let Ok(value) = line.parse::<u64>() {
+            acknowledged.push(value);
+        }
+    }
+    let summary = std::fs::read_to_string(summary).expect("strace's summary");
+    Run {
+        acknowledged,
+        syncs: sync_calls(&summary),
+    }
+}
+
+/// The `fsync` and `fdatasync` calls in a summary of `strace -c`, whose columns are
+/// `% time`, `seconds`, `usecs/call`, `calls`, `errors` (empty when none) and `syscall`.
+fn sync_calls(summary: &str) -> u64 {
+    summary
+        .lines()
+        .filter_map(|line| {
+            let columns: Vec<&str> = line.split_whitespace().collect();
+            match columns.last() {
+                Some(&("fsync" | "fdatasync")) => columns.get(3)?.parse::<u64>().ok(),
+                _ => None,
+            }
+        })
+        .sum()
+}
+
 #[tokio::test]
 async fn sigkill_after_an_acknowledged_increment_loses_nothing() {
+    require_strace();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
     for round in 0..3 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_crash_child"))
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the child process");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut last_acknowledged = 0;
-        for _ in 0..(50 + round * 37) {
-            last_acknowledged = lines
-                .next()
-                .expect("a value")
-                .unwrap()
-                .parse::<u64>()
-                .unwrap();
-        }
-        // SIGKILL: no destructor, no flush, no graceful anything.
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // Values the child acknowledged after we stopped reading are still in the pipe.
-        for line in lines.map_while(Result::ok) {
-            if let Ok(value) = line.parse::<u64>() {
-                last_acknowledged = value;
-            }
-        }
+        let summary = dir.path().join(format!("syncs-{round}.txt"));
+        let run = run_child(&path, "full", 50 + round * 37, &summary);
+        let last_acknowledged = *run.acknowledged.last().unwrap();
+        // One commit per acknowledged increment (they run one after the other), each flushed.
+        assert!(
+            run.syncs >= run.acknowledged.len() as u64,
+            "round {round}: {} acknowledged commits, {} fsync/fdatasync calls",
+            run.acknowledged.len(),
+            run.syncs
+        );
 
         let store = durable_sqlx::SqliteStore::open(&path).await.unwrap();
         let stored = store
@@ -49,4 +147,21 @@ async fn sigkill_after_an_acknowledged_increment_loses_nothing() {
             "round {round}: stored {count}, last acknowledged {last_acknowledged}"
         );
     }
+}
+
+/// The sync count tells a store that flushes each commit from one that does not: at
+/// `synchronous = NORMAL` commits are acknowledged without a flush (and the file still reads
+/// back complete after the kill).
+#[tokio::test]
+async fn the_sync_count_tells_commits_that_were_not_flushed() {
+    require_strace();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.db");
+    let run = run_child(&path, "normal", 200, &dir.path().join("syncs.txt"));
+    assert!(
+        run.syncs < run.acknowledged.len() as u64 / 2,
+        "{} acknowledged commits, {} fsync/fdatasync calls",
+        run.acknowledged.len(),
+        run.syncs
+    );
 }
