@@ -949,11 +949,13 @@ fn second_version() -> ObjectWrite {
 }
 
 /// Commits the second version on a silent server: it must fail with a retryable error within
-/// `within`. Then the server speaks again and the commit goes through within a few attempts.
+/// `within` (and with the message `expected`, if given). Then the server speaks again and the
+/// commit goes through within a few attempts.
 async fn fails_while_silent_then_recovers(
     proxy: &SilentProxy,
     store: &PostgresStore,
     within: Duration,
+    expected: Option<&str>,
 ) {
     let write = second_version();
     let started = std::time::Instant::now();
@@ -964,7 +966,12 @@ async fn fails_while_silent_then_recovers(
     .await
     .expect("the commit waited on the silent server for 20 s");
     match outcome {
-        Err(CommitError::Storage(err)) => assert!(err.is_retryable(), "not retryable: {err}"),
+        Err(CommitError::Storage(err)) => {
+            assert!(err.is_retryable(), "not retryable: {err}");
+            if let Some(expected) = expected {
+                assert_eq!(err.to_string(), expected);
+            }
+        }
         other => panic!("expected a retryable storage error, got {other:?}"),
     }
     assert!(started.elapsed() < within, "{:?}", started.elapsed());
@@ -999,7 +1006,7 @@ async fn commits_do_not_wait_forever_on_a_silent_server() {
     // Past the time a connection is trusted without a ping: the ping gives up after the
     // pool's acquire timeout.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    fails_while_silent_then_recovers(&proxy, &store, Duration::from_secs(10)).await;
+    fails_while_silent_then_recovers(&proxy, &store, Duration::from_secs(10), None).await;
 }
 
 /// A connection used a moment ago is lent without a ping: if its server falls silent, the
@@ -1017,7 +1024,16 @@ async fn a_commit_on_a_connection_trusted_without_a_ping_times_out_on_a_silent_s
     // At once: the connection was used a moment ago, so it is lent without a ping, and only
     // the commit timeout ends the wait.
     proxy.freeze(true);
-    fails_while_silent_then_recovers(&proxy, &store, Duration::from_secs(5)).await;
+    fails_while_silent_then_recovers(
+        &proxy,
+        &store,
+        Duration::from_secs(5),
+        Some(
+            "storage unavailable: \
+             no answer from the server within 1000 ms; the commit's outcome is unknown",
+        ),
+    )
+    .await;
 }
 
 #[tokio::test]

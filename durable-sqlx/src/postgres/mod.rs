@@ -270,8 +270,8 @@ impl Storage for PostgresStore {
         .await
         .unwrap_or_else(|_| {
             Err(CommitError::Storage(StorageError::unavailable(format!(
-                "no answer from the server within {:?}; the commit's outcome is unknown",
-                self.commit_timeout
+                "no answer from the server within {} ms; the commit's outcome is unknown",
+                self.commit_timeout.as_millis()
             ))))
         });
         // A conflict is the server's answer; after any other error the connection may be
