@@ -22,6 +22,13 @@ use durable_runtime::storage::StorageError;
 ///     .unwrap_err();
 /// assert!(matches!(err, Error::InvalidName { .. }));
 /// assert!(!err.is_retryable());
+///
+/// // A file that cannot be opened: the message names it, and the likely cause.
+/// let err = SqliteStore::open("/no/such/dir/app.db").await.unwrap_err();
+/// assert!(matches!(err, Error::Open { .. }));
+/// assert!(err.to_string().starts_with(
+///     "cannot open SQLite database /no/such/dir/app.db (directory /no/such/dir does not exist): "
+/// ));
 /// # }
 /// # }
 /// ```
@@ -61,8 +68,8 @@ pub enum Error {
     /// is missing, no permission). Retryable when the database could not be reached.
     #[error("cannot open {location}: {source}")]
     Open {
-        /// What was being opened, without credentials: `PostgreSQL database `app` at
-        /// 127.0.0.1:5432`, or `SQLite database /var/lib/app/app.db`.
+        /// What was being opened, without credentials: "PostgreSQL database \`app\` at
+        /// 127.0.0.1:5432", or "SQLite database /var/lib/app/app.db".
         location: String,
         /// The driver's error.
         #[source]
