@@ -14,9 +14,37 @@ pub struct Backend {
     pub store: Arc<dyn Storage>,
     _guard: Box<dyn Send + Sync>,
     postgres_schema: Option<(durable_sqlx::sqlx::PgPool, String)>,
+    location: Location,
+}
+
+/// Where a backend's data lives, to open it again.
+enum Location {
+    Memory,
+    Sqlite(std::path::PathBuf),
+    Postgres { url: String, schema: String },
 }
 
 impl Backend {
+    /// A second handle on the same database, as another process would open it: its own
+    /// connections to the same SQLite file or Postgres schema (the same store in memory).
+    pub async fn open_again(&self) -> Arc<dyn Storage> {
+        match &self.location {
+            Location::Memory => Arc::clone(&self.store),
+            Location::Sqlite(path) => Arc::new(
+                durable_sqlx::SqliteStore::open(path)
+                    .await
+                    .expect("open SQLite again"),
+            ),
+            Location::Postgres { url, schema } => Arc::new(
+                durable_sqlx::PostgresStore::builder(url)
+                    .schema(schema)
+                    .connect()
+                    .await
+                    .expect("connect to Postgres again"),
+            ),
+        }
+    }
+
     /// Removes what the backend created in a shared database (a Postgres schema).
     pub async fn cleanup(self) {
         if let Some((pool, schema)) = self.postgres_schema {
@@ -32,19 +60,22 @@ pub async fn memory() -> Backend {
         store: Arc::new(MemoryStorage::new()),
         _guard: Box::new(()),
         postgres_schema: None,
+        location: Location::Memory,
     }
 }
 
 /// A fresh SQLite database in a temporary directory.
 pub async fn sqlite() -> Backend {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let store = durable_sqlx::SqliteStore::open(dir.path().join("durable.db"))
+    let path = dir.path().join("durable.db");
+    let store = durable_sqlx::SqliteStore::open(&path)
         .await
         .expect("open SQLite");
     Backend {
         store: Arc::new(store),
         _guard: Box::new(dir),
         postgres_schema: None,
+        location: Location::Sqlite(path),
     }
 }
 
@@ -69,7 +100,8 @@ pub async fn postgres() -> Option<Backend> {
     Some(Backend {
         store: Arc::new(store),
         _guard: Box::new(()),
-        postgres_schema: Some((pool, schema)),
+        postgres_schema: Some((pool, schema.clone())),
+        location: Location::Postgres { url, schema },
     })
 }
 
