@@ -621,7 +621,7 @@ impl<O: DurableObject> Instance<O> {
                 metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                 Error::Storage { key, source }
             })?;
-        // Nothing stored is version 0: an object created by a read and not written yet.
+        // Nothing stored counts as version 0, the version of an object never written.
         if stored.unwrap_or(0) == version {
             return Ok(());
         }
