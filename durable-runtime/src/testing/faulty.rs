@@ -193,7 +193,8 @@ impl<S: Storage> FaultyStorage<S> {
             .store(n, Ordering::SeqCst);
     }
 
-    /// Makes the next `n` loads fail (a batched load counts as one).
+    /// Makes the next `n` loads fail (a batched load counts as one, and so does a version
+    /// check, [`Storage::load_versions`]).
     ///
     /// # Examples
     ///
