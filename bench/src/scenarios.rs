@@ -102,24 +102,33 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "spread-alarm" => calls(settings, "spread-alarm", Op::Touch, 64, 10_000).await,
         "read" => {
             // Persistence is not involved: always in memory.
-            let settings = Settings {
+            let memory = Settings {
                 backend: BackendKind::Memory,
                 ..settings.clone()
             };
             let mut figures = Vec::new();
-            for (name, peer_name, callers, objects) in [
-                ("read-1", "kameo-read-1", 1, 1),
-                ("read-64", "kameo-read-64", 64, 1_000),
+            for (name, peer_name, validated_name, callers, objects) in [
+                ("read-1", "kameo-read-1", "read-validated-1", 1, 1),
+                ("read-64", "kameo-read-64", "read-validated-64", 64, 1_000),
             ] {
-                let peer = peer_reads(&settings, peer_name, callers, objects).await?;
-                let mut figure = calls(&settings, name, Op::Get, callers, objects)
+                let peer = peer_reads(&memory, peer_name, callers, objects).await?;
+                let mut figure = calls(&memory, name, Op::Get, callers, objects)
                     .await?
                     .remove(0);
                 figure
                     .extra
                     .push(("× kameo", figure.median() / peer.median()));
+                // A validated read asks storage for the version: on the chosen backend.
+                let mut validated =
+                    calls(settings, validated_name, Op::ValidatedGet, callers, objects)
+                        .await?
+                        .remove(0);
+                validated
+                    .extra
+                    .push(("× read", validated.median() / figure.median()));
                 figures.push(peer);
                 figures.push(figure);
+                figures.push(validated);
             }
             Ok(figures)
         }
@@ -179,6 +188,8 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
 enum Op {
     Increment,
     Get,
+    /// `Get` on a runtime with validated reads: each read checks the stored version first.
+    ValidatedGet,
     Touch,
 }
 
@@ -195,7 +206,12 @@ async fn calls(
     let mut best: Option<(f64, Histogram<u64>)> = None;
     for _ in 0..settings.runs {
         let opened = open(settings).await?;
-        let rt = Runtime::new(Arc::clone(&opened.store));
+        let rt = match op {
+            Op::ValidatedGet => Runtime::builder(Arc::clone(&opened.store))
+                .validate_reads()
+                .build(),
+            _ => Runtime::new(Arc::clone(&opened.store)),
+        };
         let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
         // Warm up: every object activated once, outside the measurement.
         for chunk in ids.chunks(256) {
@@ -288,7 +304,7 @@ async fn drive(
                 let t = Instant::now();
                 let result = match op {
                     Op::Increment => BenchCounter::increment(&rt, id).await,
-                    Op::Get => BenchCounter::get(&rt, id).await,
+                    Op::Get | Op::ValidatedGet => BenchCounter::get(&rt, id).await,
                     Op::Touch => BenchCounter::touch(&rt, id).await,
                 };
                 result.map_err(|e| e.to_string())?;

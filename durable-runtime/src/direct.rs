@@ -11,7 +11,9 @@
 //!
 //! It never sees uncommitted state: the object is idle only when its output gate is open, and
 //! idleness is checked under the state's lock. When any condition fails, the call is queued as
-//! usual.
+//! usual. A runtime with validated reads
+//! ([`RuntimeBuilder::validate_reads`](crate::RuntimeBuilder::validate_reads)) queues every read:
+//! the object's task checks the stored version before it runs one.
 
 use tokio::time::Instant;
 
@@ -36,7 +38,8 @@ where
     O: DurableObject,
     B: Body<O, R, E>,
 {
-    if !B::IN_PLACE || runtime.is_closing() {
+    // A validated read asks storage first: that is the object's task's work.
+    if !B::IN_PLACE || runtime.is_closing() || runtime.validates_reads() {
         return Err(body);
     }
     runtime.with_type_entry::<O, _>(|entry| {

@@ -291,6 +291,7 @@ impl<O: DurableObject> Instance<O> {
                 // Failed or unknown outcome: every call that saw this state fails, and
                 // storage is the truth from now on.
                 metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                self.runtime().commit_failed(&error);
                 let key = self.key().clone();
                 self.gate.failed(&key, &error, &self.entry.call_metrics);
                 // Neither this write nor the ones queued behind it will be committed.
@@ -440,7 +441,12 @@ impl<O: DurableObject> Instance<O> {
         started: Instant,
     ) {
         let handler = call.handler();
-        if let Err(error) = self.activate().await {
+        let activated = if call.access() == Access::Read && self.runtime().validates_reads() {
+            self.activate_validated().await
+        } else {
+            self.activate().await
+        };
+        if let Err(error) = activated {
             self.entry
                 .call_metrics
                 .finished(handler, "activation_failed", started.elapsed());
@@ -486,7 +492,9 @@ impl<O: DurableObject> Instance<O> {
     ) -> Result<(), Envelope<O>> {
         let mut call = match envelope {
             Envelope::Call(call)
-                if call.runs_in_place() && matches!(self.slot, Slot::Active { .. }) =>
+                if call.runs_in_place()
+                    && matches!(self.slot, Slot::Active { .. })
+                    && !(call.access() == Access::Read && self.runtime().validates_reads()) =>
             {
                 call
             }
@@ -587,6 +595,45 @@ impl<O: DurableObject> Instance<O> {
                 load.await
             }
         }
+    }
+
+    /// [`activate`](Self::activate) for a validated read: the state is what storage holds
+    /// now. Unless it was just loaded, the stored version is checked (once the object's own
+    /// writes are committed, so that the version in memory is known) and a state another
+    /// writer has replaced is thrown away and loaded again.
+    async fn activate_validated(&mut self) -> Result<(), Error> {
+        self.flush().await;
+        let loads_now = matches!(self.slot, Slot::Unloaded);
+        self.activate().await?;
+        let Slot::Active { version, .. } = self.slot else {
+            return Ok(());
+        };
+        if loads_now {
+            return Ok(());
+        }
+        let key = self.key().clone();
+        let stored = self
+            .runtime()
+            .versions()
+            .version(key.clone())
+            .await
+            .map_err(|source| {
+                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                Error::Storage { key, source }
+            })?;
+        // Nothing stored counts as version 0, the version of an object never written.
+        if stored.unwrap_or(0) == version {
+            return Ok(());
+        }
+        tracing::debug!(
+            object_type = O::TYPE_NAME,
+            version,
+            stored = stored.unwrap_or(0),
+            "another writer replaced the state: reloading before the read"
+        );
+        metrics::count(metrics::STALE_RELOADS, O::TYPE_NAME);
+        self.set_slot_unloaded();
+        self.activate().await
     }
 
     /// Loads the state, from `fetched` if it was read already, else from storage; a lost
@@ -759,6 +806,9 @@ impl<O: DurableObject> Instance<O> {
     async fn commit(&mut self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
         let outcome = self.runtime().committer().commit(write).await;
         self.settle_alarm_changes(outcome.as_ref().ok());
+        if let Err(error) = &outcome {
+            self.runtime().commit_failed(error);
+        }
         match outcome {
             Ok(write) => {
                 self.runtime().alarms_committed(&write.alarms);

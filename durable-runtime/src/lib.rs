@@ -53,6 +53,7 @@ mod context;
 mod direct;
 mod error;
 mod events;
+mod freshness;
 mod gate;
 mod id;
 mod instance;

@@ -20,6 +20,7 @@
 //!     metrics::PERSISTENCE_FAILURES,
 //!     metrics::QUEUE_REJECTIONS,
 //!     metrics::ALARMS_FIRED,
+//!     metrics::STALE_RELOADS,
 //! ];
 //! let durations = [metrics::CALL_DURATION, metrics::WAKE_DURATION, metrics::COMMIT_DURATION];
 //! assert!(counters.iter().all(|name| name.ends_with("_total")));
@@ -36,6 +37,7 @@
 //! assert_eq!(metrics::PERSISTENCE_FAILURES, "durable_persistence_failures_total");
 //! assert_eq!(metrics::QUEUE_REJECTIONS, "durable_queue_rejections_total");
 //! assert_eq!(metrics::ALARMS_FIRED, "durable_alarms_fired_total");
+//! assert_eq!(metrics::STALE_RELOADS, "durable_stale_reloads_total");
 //! assert_eq!(metrics::COMMIT_BATCH_WRITES, "durable_commit_batch_writes");
 //! assert_eq!(metrics::COMMIT_DURATION, "durable_commit_duration_seconds");
 //! ```
@@ -64,12 +66,16 @@ pub const WAKES: &str = "durable_wakes_total";
 pub const WAKE_DURATION: &str = "durable_wake_duration_seconds";
 /// Objects that left memory, by `type`.
 pub const SHUTDOWNS: &str = "durable_shutdowns_total";
-/// Failed loads, commits and deletes, by `type`.
+/// Failed loads, commits, deletes and version checks, by `type`.
 pub const PERSISTENCE_FAILURES: &str = "durable_persistence_failures_total";
 /// Calls refused because an object's queue was full, by `type`.
 pub const QUEUE_REJECTIONS: &str = "durable_queue_rejections_total";
 /// Alarm attempts, by `type` and `outcome` (`ok`, `retry`, `dead`, `deferred`, `revoked`).
 pub const ALARMS_FIRED: &str = "durable_alarms_fired_total";
+/// States thrown away and loaded again because a validated read
+/// ([`RuntimeBuilder::validate_reads`](crate::RuntimeBuilder::validate_reads)) found a version
+/// written by another runtime, by `type`.
+pub const STALE_RELOADS: &str = "durable_stale_reloads_total";
 /// Writes per batch handed to the storage by group commit: how many calls share a transaction.
 pub const COMMIT_BATCH_WRITES: &str = "durable_commit_batch_writes";
 /// Duration in seconds of each storage commit, by `outcome` (`ok`, `conflict`, `error`).

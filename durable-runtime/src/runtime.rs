@@ -20,6 +20,7 @@ use crate::committer::Committer;
 use crate::context::Context;
 use crate::error::Error;
 use crate::events::Event;
+use crate::freshness::{SecondWriterWarning, VersionChecks};
 use crate::instance::Settings;
 use crate::loader::Loader;
 use crate::object::{DurableObject, ObjectOptions};
@@ -86,6 +87,10 @@ pub(crate) struct Shared {
     scheduler_started: AtomicBool,
     committer: std::sync::OnceLock<Committer>,
     loader: std::sync::OnceLock<Loader>,
+    /// Read calls check the stored version first.
+    validate_reads: bool,
+    versions: std::sync::OnceLock<VersionChecks>,
+    second_writer: SecondWriterWarning,
     clock: Clock,
     events: broadcast::Sender<Event>,
     closing: AtomicBool,
@@ -184,6 +189,7 @@ impl Runtime {
             clock: Clock::System,
             max_live: None,
             manual_alarms: false,
+            validate_reads: false,
         }
     }
 
@@ -286,6 +292,27 @@ impl Runtime {
         self.inner
             .loader
             .get_or_init(|| Loader::start(Arc::clone(&self.inner.storage)))
+    }
+
+    /// Whether read calls check the stored version first (see
+    /// [`RuntimeBuilder::validate_reads`]).
+    pub(crate) fn validates_reads(&self) -> bool {
+        self.inner.validate_reads
+    }
+
+    /// The version-check loop of validated reads, started on first use.
+    pub(crate) fn versions(&self) -> &VersionChecks {
+        self.inner
+            .versions
+            .get_or_init(|| VersionChecks::start(Arc::clone(&self.inner.storage)))
+    }
+
+    /// A write of this runtime failed: a version conflict shows another writer of the
+    /// database, which is worth a warning (once).
+    pub(crate) fn commit_failed(&self, error: &crate::storage::CommitError) {
+        self.inner
+            .second_writer
+            .conflict(error, self.inner.validate_reads);
     }
 
     /// A write with these alarm changes committed: wakes the scheduler if it scheduled one
@@ -929,6 +956,7 @@ pub struct RuntimeBuilder {
     clock: Clock,
     max_live: Option<usize>,
     manual_alarms: bool,
+    validate_reads: bool,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -1141,6 +1169,55 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Validates reads: before a read-only (`&self`) call runs on an object live in memory,
+    /// storage is asked for the object's version; if another runtime committed since this
+    /// one loaded or wrote the object, the state in memory is thrown away and loaded again
+    /// before the call runs. Use it when several runtimes (processes) share one database and
+    /// a read must see every write acknowledged before it was sent, whichever runtime
+    /// acknowledged it.
+    ///
+    /// Without it (the default), writes are still safe with several runtimes (a write made on
+    /// an outdated state fails with [`Error::Conflict`] and the object reloads), but a read
+    /// may return the state this runtime last saw, older than another runtime's acknowledged
+    /// writes, for as long as the object stays in memory here.
+    ///
+    /// Cost: one storage read of the version per read call (checks of concurrent calls share
+    /// a round trip), and reads no longer run in the caller's task; a read that arrives while
+    /// the object's own write is in flight waits for that write first. Write calls are
+    /// unchanged. One runtime alone on its database gains nothing from it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
+    ///
+    ///     #[handler]
+    ///     fn handle_get(&self) -> i64 { self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let storage = MemoryStorage::new(); // one database, two processes
+    /// let one = Runtime::builder(storage.clone()).validate_reads().build();
+    /// let two = Runtime::new(storage);
+    /// assert_eq!(Counter::increment(&one, "a").await.unwrap(), 1);
+    /// assert_eq!(Counter::increment(&two, "a").await.unwrap(), 2);
+    /// // `one` still holds `a` at 1 in memory; the read finds version 2 stored and reloads.
+    /// assert_eq!(Counter::get(&one, "a").await.unwrap(), 2);
+    /// # }
+    /// ```
+    pub fn validate_reads(mut self) -> Self {
+        self.validate_reads = true;
+        self
+    }
+
     /// Builds the runtime. Inside a tokio runtime the alarm scheduler starts at once;
     /// otherwise it starts with the first call.
     ///
@@ -1171,6 +1248,9 @@ impl RuntimeBuilder {
                 scheduler_started: AtomicBool::new(false),
                 committer: std::sync::OnceLock::new(),
                 loader: std::sync::OnceLock::new(),
+                validate_reads: self.validate_reads,
+                versions: std::sync::OnceLock::new(),
+                second_writer: SecondWriterWarning::default(),
                 clock: self.clock,
                 events: broadcast::channel(EVENT_CAPACITY).0,
                 closing: AtomicBool::new(false),

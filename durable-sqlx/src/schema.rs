@@ -268,6 +268,22 @@ pub(crate) fn stored_objects(
         .collect()
 }
 
+/// The versions of a batched version check, one row per key (`None` for an absent object).
+pub(crate) fn stored_versions(
+    rows: Vec<Option<i64>>,
+    keys: usize,
+) -> Result<Vec<Option<u64>>, StorageError> {
+    if rows.len() != keys {
+        return Err(rejected(format!(
+            "a batched version check of {keys} objects returned {} rows",
+            rows.len()
+        )));
+    }
+    rows.into_iter()
+        .map(|version| version.map(from_db_version).transpose())
+        .collect()
+}
+
 /// Turns the rows fetched with [`fetch_limit`] into a page.
 pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::storage::IdPage {
     let next = if ids.len() > limit {

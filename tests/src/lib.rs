@@ -16,6 +16,36 @@ pub struct Backend {
     /// The store.
     pub store: Arc<dyn Storage>,
     _guard: Box<dyn Send + Sync>,
+    location: Location,
+}
+
+/// Where a backend's data lives, to open it again.
+enum Location {
+    Memory,
+    Sqlite(std::path::PathBuf),
+    Postgres { url: String, schema: String },
+}
+
+impl Backend {
+    /// A second handle on the same database, as another process would open it: its own
+    /// connections to the same SQLite file or Postgres schema (the same store in memory).
+    pub async fn open_again(&self) -> Arc<dyn Storage> {
+        match &self.location {
+            Location::Memory => Arc::clone(&self.store),
+            Location::Sqlite(path) => Arc::new(
+                durable_sqlx::SqliteStore::open(path)
+                    .await
+                    .expect("open SQLite again"),
+            ),
+            Location::Postgres { url, schema } => Arc::new(
+                durable_sqlx::PostgresStore::builder(url)
+                    .schema(schema)
+                    .connect()
+                    .await
+                    .expect("connect to Postgres again"),
+            ),
+        }
+    }
 }
 
 /// A schema private to one test, dropped (with everything in it) when the guard is dropped,
@@ -95,18 +125,21 @@ pub async fn memory() -> Backend {
     Backend {
         store: Arc::new(MemoryStorage::new()),
         _guard: Box::new(()),
+        location: Location::Memory,
     }
 }
 
 /// A fresh SQLite database in a temporary directory.
 pub async fn sqlite() -> Backend {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let store = durable_sqlx::SqliteStore::open(dir.path().join("durable.db"))
+    let path = dir.path().join("durable.db");
+    let store = durable_sqlx::SqliteStore::open(&path)
         .await
         .expect("open SQLite");
     Backend {
         store: Arc::new(store),
         _guard: Box::new(dir),
+        location: Location::Sqlite(path),
     }
 }
 
@@ -129,6 +162,10 @@ pub async fn postgres() -> Option<Backend> {
         .expect("connect to Postgres");
     Some(Backend {
         store: Arc::new(store),
+        location: Location::Postgres {
+            url: url.clone(),
+            schema: schema.name.clone(),
+        },
         _guard: Box::new(schema),
     })
 }

@@ -93,6 +93,43 @@ pub async fn load_many_in_key_order<S: Storage + ?Sized>(store: &S) {
     }
 }
 
+/// Version checks answer what loads would: for one key, for several in the order given, and
+/// after updates and a delete.
+pub async fn load_versions_match_loads<S: Storage + ?Sized>(store: &S) {
+    let versions = store
+        .load_versions(&[])
+        .await
+        .expect("an empty version check");
+    assert!(versions.is_empty(), "no keys, no versions: {versions:?}");
+    let a = key("load_versions_match_loads", "a");
+    let b = key("load_versions_match_loads", "b/\u{e9} 'quoted'");
+    let missing = key("load_versions_match_loads", "missing");
+    let other_type = ObjectKey::new("conformance.load_versions_match_loads.other", "a");
+    commit_ok(store, &[insert(&a, b"{}"), insert(&b, b"{}")]).await;
+    commit_ok(store, &[update(&b, 1, b"{\"n\":1}")]).await;
+    commit_ok(store, &[update(&b, 2, b"{\"n\":2}")]).await;
+    let keys = &[b.clone(), missing, a.clone(), other_type, b];
+    let check = |expected: Vec<Option<u64>>| async move {
+        let loaded: Vec<Option<u64>> = store
+            .load_many(keys)
+            .await
+            .expect("a batched load")
+            .into_iter()
+            .map(|stored| stored.map(|stored| stored.version))
+            .collect();
+        assert_eq!(loaded, expected, "loads");
+        let versions = store.load_versions(keys).await.expect("a version check");
+        assert_eq!(versions, expected, "one version per key, in key order");
+        for (k, expected) in keys.iter().zip(expected) {
+            let one = store.load_versions(std::slice::from_ref(k)).await;
+            assert_eq!(one.expect("a version check"), [expected], "key {k}");
+        }
+    };
+    check(vec![Some(3), None, Some(1), None, Some(3)]).await;
+    assert!(store.delete(&a).await.unwrap());
+    check(vec![Some(3), None, None, None, Some(3)]).await;
+}
+
 /// Each write naming the current version replaces the state and advances the version by one.
 pub async fn update_with_expected_version<S: Storage + ?Sized>(store: &S) {
     let k = key("update_with_expected_version", "a");

@@ -118,6 +118,14 @@ impl Storage for MemoryStorage {
             .collect())
     }
 
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        let tables = self.tables();
+        Ok(keys
+            .iter()
+            .map(|key| tables.objects.get(key).map(|stored| stored.version))
+            .collect())
+    }
+
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
         let mut tables = self.tables();
         // Check every version first so that a conflict applies nothing.

@@ -616,6 +616,43 @@ pub trait Storage: Send + Sync + 'static {
         Ok(loaded)
     }
 
+    /// The stored versions of several objects, in the order of `keys` (`None` exactly where
+    /// [`load_many`](Storage::load_many) would answer `None`). A runtime with validated reads
+    /// ([`RuntimeBuilder::validate_reads`](crate::RuntimeBuilder::validate_reads)) asks it
+    /// before each read call, to learn whether another runtime wrote the object since; it is
+    /// called with one key as often as with many.
+    ///
+    /// The default reads whole states with [`load_many`](Storage::load_many); a backend
+    /// overrides it with a query that reads the versions alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let a = ObjectKey::new("Counter", "a");
+    /// let write = |expected_version| ObjectWrite {
+    ///     key: a.clone(),
+    ///     expected_version,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.commit(&[write(0)]).await.unwrap();
+    /// store.commit(&[write(1)]).await.unwrap();
+    /// let versions = store.load_versions(&[ObjectKey::new("Counter", "b"), a]).await;
+    /// assert_eq!(versions.unwrap(), [None, Some(2)]);
+    /// # }
+    /// ```
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        let loaded = self.load_many(keys).await?;
+        Ok(loaded
+            .into_iter()
+            .map(|stored| stored.map(|stored| stored.version))
+            .collect())
+    }
+
     /// Applies a batch of writes in one transaction, checking each write's expected version.
     ///
     /// A batch never holds two writes for the same object.
@@ -962,6 +999,22 @@ pub(crate) async fn load_all(
     Ok(loaded)
 }
 
+/// [`Storage::load_versions`] with its contract checked, as [`load_all`] does for states.
+pub(crate) async fn load_all_versions(
+    storage: &dyn Storage,
+    keys: &[ObjectKey],
+) -> Result<Vec<Option<u64>>, StorageError> {
+    let versions = storage.load_versions(keys).await?;
+    if versions.len() != keys.len() {
+        return Err(StorageError::rejected(std::io::Error::other(format!(
+            "a batched version check of {} objects answered {}",
+            keys.len(),
+            versions.len()
+        ))));
+    }
+    Ok(versions)
+}
+
 /// A shared storage is a storage: lets one backend value serve several runtimes, and lets
 /// `Arc<dyn Storage>` be passed where `impl Storage` is expected.
 #[async_trait]
@@ -975,6 +1028,10 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
         keys: &[ObjectKey],
     ) -> Result<Vec<Option<StoredObject>>, StorageError> {
         (**self).load_many(keys).await
+    }
+
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        (**self).load_versions(keys).await
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {

@@ -51,6 +51,7 @@ struct Switches {
     commits: AtomicUsize,
     loads: AtomicUsize,
     batch_loads: AtomicUsize,
+    version_checks: AtomicUsize,
     claims: AtomicUsize,
 }
 
@@ -192,7 +193,8 @@ impl<S: Storage> FaultyStorage<S> {
             .store(n, Ordering::SeqCst);
     }
 
-    /// Makes the next `n` loads fail (a batched load counts as one).
+    /// Makes the next `n` loads fail (a batched load counts as one, and so does a version
+    /// check, [`Storage::load_versions`]).
     ///
     /// # Examples
     ///
@@ -356,6 +358,29 @@ impl<S: Storage> FaultyStorage<S> {
     pub fn batch_loads(&self) -> usize {
         self.switches.batch_loads.load(Ordering::SeqCst)
     }
+
+    /// How many version checks ([`Storage::load_versions`]) reached the wrapped storage (a
+    /// check of several objects counts once). A load failure due with
+    /// [`fail_loads`](Self::fail_loads) fails a version check too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let keys = [ObjectKey::new("Counter", "a"), ObjectKey::new("Counter", "b")];
+    /// store.fail_loads(1);
+    /// assert!(store.load_versions(&keys).await.is_err()); // failed before reaching it
+    /// assert_eq!(store.load_versions(&keys).await.unwrap(), vec![None, None]);
+    /// assert_eq!((store.version_checks(), store.batch_loads()), (1, 0));
+    /// # }
+    /// ```
+    pub fn version_checks(&self) -> usize {
+        self.switches.version_checks.load(Ordering::SeqCst)
+    }
 }
 
 #[async_trait]
@@ -380,6 +405,16 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         self.switches.batch_loads.fetch_add(1, Ordering::SeqCst);
         self.load_delay().await;
         self.inner.load_many(keys).await
+    }
+
+    /// Fails as a whole when a load failure is due.
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        if take_one(&self.switches.failing_loads) {
+            return Err(injected("load"));
+        }
+        self.switches.version_checks.fetch_add(1, Ordering::SeqCst);
+        self.load_delay().await;
+        self.inner.load_versions(keys).await
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {

@@ -246,8 +246,7 @@ impl Storage for PostgresStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let types: Vec<&str> = keys.iter().map(|key| key.object_type.as_str()).collect();
-        let ids: Vec<&str> = keys.iter().map(|key| key.object_id.as_str()).collect();
+        let (types, ids) = key_arrays(keys);
         let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
             .bind(types)
             .bind(ids)
@@ -255,6 +254,32 @@ impl Storage for PostgresStore {
             .await
             .map_err(db_err)?;
         crate::schema::stored_objects(rows, keys.len())
+    }
+
+    /// One query selecting the versions alone: by primary key for one object, with the keys
+    /// as two arrays for several.
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        let versions: Vec<Option<i64>> = match keys {
+            [] => return Ok(Vec::new()),
+            [key] => vec![
+                sqlx::query_scalar(&self.sql.load_version)
+                    .bind(&key.object_type)
+                    .bind(&key.object_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_err)?,
+            ],
+            keys => {
+                let (types, ids) = key_arrays(keys);
+                sqlx::query_scalar(&self.sql.load_versions)
+                    .bind(types)
+                    .bind(ids)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db_err)?
+            }
+        };
+        crate::schema::stored_versions(versions, keys.len())
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
@@ -412,4 +437,11 @@ impl Storage for PostgresStore {
         self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
     }
+}
+
+/// Keys as the two arrays (types, ids) the batched reads take.
+fn key_arrays(keys: &[ObjectKey]) -> (Vec<&str>, Vec<&str>) {
+    keys.iter()
+        .map(|key| (key.object_type.as_str(), key.object_id.as_str()))
+        .unzip()
 }

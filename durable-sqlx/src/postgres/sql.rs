@@ -17,6 +17,10 @@ pub(super) struct Sql {
     pub(super) load: String,
     /// `$1`, `$2`: types and ids; one row per key, in order.
     pub(super) load_many: String,
+    /// [`load`](Self::load)'s version alone.
+    pub(super) load_version: String,
+    /// [`load_many`](Self::load_many)'s versions alone.
+    pub(super) load_versions: String,
     pub(super) version: String,
     pub(super) insert: String,
     pub(super) update: String,
@@ -60,6 +64,15 @@ impl Sql {
             ),
             load_many: format!(
                 "SELECT o.state, o.version
+                 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n)
+                 LEFT JOIN {objects} o ON o.object_type = k.t AND o.object_id = k.i
+                 ORDER BY k.n"
+            ),
+            load_version: format!(
+                "SELECT version FROM {objects} WHERE object_type = $1 AND object_id = $2"
+            ),
+            load_versions: format!(
+                "SELECT o.version
                  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n)
                  LEFT JOIN {objects} o ON o.object_type = k.t AND o.object_id = k.i
                  ORDER BY k.n"

@@ -234,18 +234,34 @@ impl Storage for SqliteStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let pairs: Vec<(&str, &str)> = keys
-            .iter()
-            .map(|key| (key.object_type.as_str(), key.object_id.as_str()))
-            .collect();
-        let pairs = serde_json::to_string(&pairs)
-            .map_err(|err| crate::error::rejected(format!("keys could not be encoded: {err}")))?;
         let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
-            .bind(pairs)
+            .bind(key_pairs(keys)?)
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
         crate::schema::stored_objects(rows, keys.len())
+    }
+
+    /// One query selecting the versions alone: by primary key for one object, with the keys
+    /// as one JSON array for several.
+    async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
+        let versions: Vec<Option<i64>> = match keys {
+            [] => return Ok(Vec::new()),
+            [key] => vec![
+                sqlx::query_scalar(&self.sql.load_version)
+                    .bind(&key.object_type)
+                    .bind(&key.object_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_err)?,
+            ],
+            keys => sqlx::query_scalar(&self.sql.load_versions)
+                .bind(key_pairs(keys)?)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?,
+        };
+        crate::schema::stored_versions(versions, keys.len())
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
@@ -400,4 +416,14 @@ impl Storage for SqliteStore {
         self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
     }
+}
+
+/// Keys as the JSON array of `[type, id]` pairs the batched reads take.
+fn key_pairs(keys: &[ObjectKey]) -> Result<String, StorageError> {
+    let pairs: Vec<(&str, &str)> = keys
+        .iter()
+        .map(|key| (key.object_type.as_str(), key.object_id.as_str()))
+        .collect();
+    serde_json::to_string(&pairs)
+        .map_err(|err| crate::error::rejected(format!("keys could not be encoded: {err}")))
 }

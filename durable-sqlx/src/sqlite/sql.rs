@@ -17,6 +17,10 @@ pub(super) struct Sql {
     pub(super) load: String,
     /// `$1`: a JSON array of `[type, id]`; one row per element, in order.
     pub(super) load_many: String,
+    /// [`load`](Self::load)'s version alone.
+    pub(super) load_version: String,
+    /// [`load_many`](Self::load_many)'s versions alone.
+    pub(super) load_versions: String,
     pub(super) alarm_cancel_all: String,
     pub(super) delete_object: String,
     pub(super) list_first: String,
@@ -45,6 +49,15 @@ impl Sql {
             ),
             load_many: format!(
                 "SELECT o.state, o.version FROM json_each($1) AS k
+                 LEFT JOIN {objects} AS o
+                     ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
+                 ORDER BY k.key"
+            ),
+            load_version: format!(
+                "SELECT version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
+            ),
+            load_versions: format!(
+                "SELECT o.version FROM json_each($1) AS k
                  LEFT JOIN {objects} AS o
                      ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
                  ORDER BY k.key"
