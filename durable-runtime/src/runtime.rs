@@ -25,7 +25,7 @@ use crate::loader::Loader;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
-use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
+use crate::storage::{AlarmRecord, IdPage, Loaded, ObjectKey, Storage};
 use crate::type_map::TypeMap;
 
 /// How many lifecycle events a subscriber may fall behind before it loses the oldest.
@@ -788,6 +788,7 @@ impl Runtime {
                 source,
             })?;
         stored
+            .object()
             .map(|stored| {
                 crate::codec::decode(&stored.state).map_err(|failure| Error::Decode {
                     key,
@@ -832,8 +833,8 @@ impl Runtime {
         }
         let key = ObjectKey::new(O::TYPE_NAME, id);
         match self.storage().load(&key).await {
-            Ok(Some(_)) => Ok(ObjectStatus::Stored),
-            Ok(None) => Ok(ObjectStatus::Absent),
+            Ok(Loaded::Object(_)) => Ok(ObjectStatus::Stored),
+            Ok(Loaded::Absent | Loaded::Deleted { .. }) => Ok(ObjectStatus::Absent),
             Err(source) => Err(Error::Storage { key, source }),
         }
     }

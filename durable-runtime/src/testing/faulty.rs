@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
 
 /// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
@@ -93,7 +93,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     /// };
     /// store.commit(&[write]).await.unwrap();
-    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
     /// # }
     /// ```
     pub fn new(inner: S) -> Self {
@@ -153,7 +153,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     let err = store.commit(std::slice::from_ref(&write)).await.unwrap_err();
     ///     assert!(matches!(err, CommitError::Storage(e) if e.is_retryable()));
     /// }
-    /// assert!(store.inner().load(&key).await.unwrap().is_none()); // nothing applied
+    /// assert!(store.inner().load(&key).await.unwrap().object().is_none()); // nothing applied
     /// store.commit(&[write]).await.unwrap();
     /// # }
     /// ```
@@ -182,7 +182,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_commits_after_applying(1);
     /// assert!(store.commit(&[write]).await.is_err());
     /// // Reported failed, yet applied.
-    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
     /// assert_eq!(store.commits(), 1);
     /// # }
     /// ```
@@ -360,7 +360,7 @@ impl<S: Storage> FaultyStorage<S> {
 
 #[async_trait]
 impl<S: Storage> Storage for FaultyStorage<S> {
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
         if take_one(&self.switches.failing_loads) {
             return Err(injected("load"));
         }
@@ -370,10 +370,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
 
     /// Fails as a whole when a load failure is due.
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         if take_one(&self.switches.failing_loads) {
             return Err(injected("load"));
         }
