@@ -4,9 +4,11 @@
 //! nothing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use durable_runtime::storage::{ObjectKey, Storage, StoredObject};
-use durable_runtime::{Error, ObjectStatus, Runtime, durable_object};
+use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, Storage, StoredObject};
+use durable_runtime::testing::FaultyStorage;
+use durable_runtime::{AlarmSettings, Error, ObjectStatus, Runtime, durable_object};
 use durable_tests::backend_tests;
 
 #[durable_object]
@@ -28,6 +30,11 @@ impl Note {
     #[handler]
     fn handle_read(&self) -> String {
         self.text.clone()
+    }
+
+    #[alarm]
+    fn remind(&mut self) {
+        self.text = "reminded".into();
     }
 }
 
@@ -117,7 +124,86 @@ async fn reads_of_absent_and_deleted_objects_store_nothing(store: Arc<dyn Storag
     assert_eq!(stored_ids(store.as_ref()).await, ["gone"]);
 }
 
+async fn scheduling_an_alarm_stores_an_object_not_stored(store: Arc<dyn Storage>) {
+    let rt = Runtime::new(store.clone());
+    let in_an_hour = Duration::from_secs(3600);
+    // The alarm needs its object stored: the object is created with its default state.
+    rt.schedule_alarm("a", Note::REMIND, in_an_hour)
+        .await
+        .unwrap();
+    let created = stored(store.as_ref(), "a").await.expect("stored");
+    assert_eq!(
+        (created.state.as_slice(), created.version),
+        (&br#"{"text":""}"#[..], 1)
+    );
+    assert_eq!(rt.list_alarms::<Note>("a").await.unwrap().len(), 1);
+
+    // Deleted (its alarm with it), then scheduled again: above the tombstone's version.
+    assert!(rt.delete::<Note>("a").await.unwrap());
+    assert!(rt.list_alarms::<Note>("a").await.unwrap().is_empty());
+    rt.schedule_alarm("a", Note::REMIND, in_an_hour)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored(store.as_ref(), "a").await.expect("stored").version,
+        3
+    );
+    assert_eq!(rt.list_alarms::<Note>("a").await.unwrap().len(), 1);
+}
+
+/// The scheduler starts an alarm's object ahead of its firing. If the object was deleted
+/// meanwhile (by another runtime, after the alarm was claimed), that activation stores
+/// nothing.
+#[tokio::test(start_paused = true)]
+async fn starting_a_deleted_object_ahead_of_its_alarm_stores_nothing() {
+    let store = MemoryStorage::new();
+    let faulty = FaultyStorage::new(store.clone());
+    // Claimed well ahead of its due time, so that the object starts long before it fires.
+    let firing = Runtime::builder(faulty.clone())
+        .register::<Note>()
+        .alarm_settings(AlarmSettings::default().with_claim_ahead(Duration::from_secs(20)))
+        .clock_follows_tokio()
+        .build();
+    let deleting = Runtime::builder(store.clone())
+        .manual_alarms()
+        .clock_follows_tokio()
+        .build();
+    deleting
+        .schedule_alarm("x", Note::REMIND, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Note", "x");
+    let scheduled = store.load(&key).await.unwrap().version();
+    // The firing runtime claims the alarm and reads its object slowly: the other runtime
+    // deletes the object in between.
+    faulty.delay_loads(Duration::from_secs(5));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(50);
+    while faulty.claims() == 0 || faulty.batch_loads() + faulty.loads() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the alarm was not claimed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(deleting.delete::<Note>("x").await.unwrap());
+    // The read finishes and the object starts; the alarm is not due yet.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        firing.live_objects::<Note>(),
+        1,
+        "the object was started ahead"
+    );
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Loaded::Deleted {
+            version: scheduled + 1
+        },
+        "starting the deleted object stored a row"
+    );
+}
+
 backend_tests!(
     a_stale_runtime_cannot_overwrite_a_recreated_object,
     reads_of_absent_and_deleted_objects_store_nothing,
+    scheduling_an_alarm_stores_an_object_not_stored,
 );
