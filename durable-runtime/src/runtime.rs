@@ -114,13 +114,13 @@ pub(crate) struct Shared {
 /// #[durable_object]
 /// impl Counter {
 ///     #[handler]
-///     fn handle_get(&self) -> i64 { self.count }
+///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let rt = Runtime::new(MemoryStorage::new());
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Absent);
-/// Counter::get(&rt, "a").await.unwrap();
+/// Counter::increment(&rt, "a").await.unwrap();
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Active);
 /// tokio::time::sleep(Duration::from_secs(120)).await;
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Hibernated);
@@ -520,7 +520,7 @@ impl Runtime {
     /// let rt = Runtime::new(MemoryStorage::new());
     /// Counter::increment(&rt, "a").await.unwrap();
     /// let key = ObjectKey::new("Counter", "a");
-    /// let stored = rt.storage().load(&key).await.unwrap().unwrap();
+    /// let stored = rt.storage().load(&key).await.unwrap().object().unwrap();
     /// assert_eq!(stored.state, br#"{"count":1}"#);
     /// # }
     /// ```

@@ -124,7 +124,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_commits(1);
     /// store.inner().commit(&[write]).await.unwrap();
     /// assert_eq!(store.commits(), 0);
-    /// assert!(store.load(&key).await.unwrap().is_some());
+    /// assert!(store.load(&key).await.unwrap().object().is_some());
     /// # }
     /// ```
     pub fn inner(&self) -> &S {
@@ -206,7 +206,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_loads(2);
     /// assert!(store.load_many(&keys).await.is_err()); // one failure for the whole batch
     /// assert!(store.load(&keys[0]).await.unwrap_err().is_retryable());
-    /// assert_eq!(store.load(&keys[0]).await.unwrap(), None);
+    /// assert_eq!(store.load(&keys[0]).await.unwrap().object(), None);
     /// # }
     /// ```
     pub fn fail_loads(&self, n: usize) {
@@ -343,13 +343,14 @@ impl<S: Storage> FaultyStorage<S> {
     /// # Examples
     ///
     /// ```
-    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, Storage};
     /// use durable_runtime::testing::FaultyStorage;
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = FaultyStorage::new(MemoryStorage::new());
     /// let keys = [ObjectKey::new("Counter", "a"), ObjectKey::new("Counter", "b")];
-    /// assert_eq!(store.load_many(&keys).await.unwrap(), vec![None, None]);
+    /// let loaded = store.load_many(&keys).await.unwrap();
+    /// assert_eq!(loaded, vec![Loaded::Absent, Loaded::Absent]);
     /// assert_eq!((store.batch_loads(), store.loads()), (1, 0));
     /// # }
     /// ```
