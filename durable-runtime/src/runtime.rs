@@ -129,7 +129,8 @@ pub(crate) struct Shared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ObjectStatus {
-    /// Live in this runtime with its state decoded in memory.
+    /// Live in this runtime with its state decoded in memory (stored, or not yet: an object
+    /// that has only been read runs on its default state and stores nothing until it changes).
     Active,
     /// Live in this runtime, its decoded state dropped after `hibernate_after` (only its
     /// encoded state is kept, without a task); the next call wakes it without a storage read.
@@ -758,7 +759,7 @@ impl Runtime {
     }
 
     /// Reads the committed state of `(O, id)` from storage, without activating it. `None` if
-    /// it was never stored.
+    /// it was never stored, or was deleted.
     ///
     /// # Examples
     ///
@@ -841,7 +842,9 @@ impl Runtime {
 
     /// Deletes the object `(O, id)`: its stored state and all its alarms, in one transaction.
     /// It goes through the object, so calls queued before it are handled first; a call after
-    /// it starts from the default state. Returns whether a stored state existed.
+    /// it starts from the default state, and stores nothing until it changes it. Storage keeps
+    /// a tombstone with the object's version, so that a recreated object's versions continue
+    /// above it. Returns whether a stored state existed.
     ///
     /// # Examples
     ///
