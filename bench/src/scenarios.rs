@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use durable_runtime::storage::{
-    AlarmChange, AlarmRecord, CommitError, IdPage, MemoryStorage, ObjectKey, ObjectWrite, Storage,
-    StorageError, StoredObject, truncate_to_micros,
+    AlarmChange, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey, ObjectWrite,
+    Storage, StorageError, truncate_to_micros,
 };
 use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
 use hdrhistogram::Histogram;
@@ -386,8 +386,8 @@ struct NullStorage;
 
 #[async_trait::async_trait]
 impl Storage for NullStorage {
-    async fn load(&self, _: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
-        Ok(None)
+    async fn load(&self, _: &ObjectKey) -> Result<Loaded, StorageError> {
+        Ok(Loaded::Absent)
     }
     async fn commit(&self, _: &[ObjectWrite]) -> Result<(), CommitError> {
         Ok(())

@@ -42,7 +42,7 @@ use crate::runtime::Runtime;
 /// let storage = MemoryStorage::new();
 /// let rt = Runtime::new(storage.clone());
 /// let key = ObjectKey::new("Counter", "a");
-/// let version = || async { storage.load(&key).await.unwrap().unwrap().version };
+/// let version = || async { storage.load(&key).await.unwrap().version() };
 ///
 /// Counter::increment(&rt, "a").await.unwrap();
 /// let written = version().await;

@@ -36,7 +36,8 @@ use crate::storage::ObjectKey;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// The object was activated with no stored state: its default state was saved.
+    /// The object was activated with nothing stored (never created, or deleted): it runs on
+    /// its default state, which its first change stores.
     Created {
         /// The object.
         key: ObjectKey,

@@ -24,7 +24,7 @@ use crate::metrics;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
-use crate::storage::{CommitError, ObjectKey, ObjectWrite, StoredObject};
+use crate::storage::{CommitError, Loaded, ObjectKey, ObjectWrite};
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -63,15 +63,23 @@ enum Slot {
     /// Decoded and ready; the decoded state is in the inbox, where a read-only call may run
     /// on it from the caller's task while the object is idle. `committed` is the encoding of
     /// the state as of the last finished call (committed, or carried by the writes the output
-    /// gate waits for); `version` is the last committed version.
-    Active { committed: Vec<u8>, version: u64 },
+    /// gate waits for); `version` is the last committed version (a deleted object's tombstone's,
+    /// or 0, while `stored` is false).
+    Active {
+        committed: Vec<u8>,
+        version: u64,
+        /// Whether storage holds the object. One that was never stored (or was deleted) runs
+        /// on its default state without a row until a change: its first write carries the
+        /// state, whatever changed, since it creates the object.
+        stored: bool,
+    },
     /// Woken from dormancy (or hibernated while the object could not go dormant): the
     /// committed bytes wake it without a storage read.
     Hibernated { committed: Vec<u8>, version: u64 },
     /// Started with what storage held, read together with other objects' (the alarm
     /// scheduler reads the objects of a claimed batch at once): the first call loads from
     /// it without a storage read of its own.
-    Fetched(Option<StoredObject>),
+    Fetched(Loaded),
 }
 
 /// What a new instance starts from.
@@ -81,7 +89,7 @@ pub(crate) enum Origin {
     /// The dormant record of a hibernated object.
     Dormant(Dormant),
     /// What storage held when it was read on the instance's behalf.
-    Fetched(Option<StoredObject>),
+    Fetched(Loaded),
 }
 
 pub(crate) struct Instance<O: DurableObject> {
@@ -279,8 +287,12 @@ impl<O: DurableObject> Instance<O> {
             Ok(write) => {
                 self.runtime().alarms_committed(&write.alarms);
                 self.settle_alarm_changes(Some(&write));
-                if let Slot::Active { version, .. } = &mut self.slot {
+                if let Slot::Active {
+                    version, stored, ..
+                } = &mut self.slot
+                {
                     *version = write.new_version();
+                    *stored = true;
                 }
                 self.gate.committed(&self.entry.call_metrics);
                 if self.gate.next.needs_write() {
@@ -304,7 +316,9 @@ impl<O: DurableObject> Instance<O> {
     /// Submits the gate's pending changes as the object's next write.
     fn start_write(&mut self) {
         let Slot::Active {
-            committed, version, ..
+            committed,
+            version,
+            stored,
         } = &self.slot
         else {
             return;
@@ -312,7 +326,7 @@ impl<O: DurableObject> Instance<O> {
         let write = ObjectWrite {
             key: self.ctx.key().clone(),
             expected_version: *version,
-            state: self.gate.next.state_changed.then(|| committed.clone()),
+            state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
             alarms: std::mem::take(&mut self.gate.next.alarms),
         };
         let outcome = self.ctx.runtime().committer().submit(write);
@@ -327,11 +341,14 @@ impl<O: DurableObject> Instance<O> {
         // A deadline past what `Instant` can hold is never reached.
         let after = |after: Option<Duration>| after.and_then(|after| last_used.checked_add(after));
         let hibernate = match self.slot {
-            Slot::Active { .. } => after(settings.hibernate_after).map(|at| (at, Idle::Hibernate)),
+            Slot::Active { stored: true, .. } => {
+                after(settings.hibernate_after).map(|at| (at, Idle::Hibernate))
+            }
             // Nothing decoded to keep: started ahead of a call that never came (its alarm was
             // revoked), so what was read may go stale; or unloaded after a deletion, a failed
-            // load or commit, or a timeout. Either way the task goes.
-            Slot::Fetched(_) | Slot::Unloaded => {
+            // load or commit, or a timeout; or not stored, so that its default state is all
+            // there is to keep. Either way the task goes.
+            Slot::Active { stored: false, .. } | Slot::Fetched(_) | Slot::Unloaded => {
                 after(settings.hibernate_after).map(|at| (at, Idle::Shutdown))
             }
             Slot::Hibernated { .. } => None,
@@ -348,7 +365,9 @@ impl<O: DurableObject> Instance<O> {
     /// is already waiting, the runtime shuts down), the task keeps the encoded state instead.
     fn hibernate(&mut self) -> bool {
         let Slot::Active {
-            committed, version, ..
+            committed,
+            version,
+            stored: true,
         } = &self.slot
         else {
             return false;
@@ -364,8 +383,9 @@ impl<O: DurableObject> Instance<O> {
         if dormant {
             self.slot = Slot::Unloaded;
             self.dormant = true;
-        } else if let Slot::Active { committed, version } =
-            std::mem::replace(&mut self.slot, Slot::Unloaded)
+        } else if let Slot::Active {
+            committed, version, ..
+        } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
             self.inbox.set_residency(Residency::Hibernated);
@@ -579,7 +599,11 @@ impl<O: DurableObject> Instance<O> {
                 let started = Instant::now();
                 let state = self.decode(&committed)?;
                 *self.inbox.state() = Some(state);
-                self.slot = Slot::Active { committed, version };
+                self.slot = Slot::Active {
+                    committed,
+                    version,
+                    stored: true,
+                };
                 self.inbox.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
@@ -638,10 +662,7 @@ impl<O: DurableObject> Instance<O> {
 
     /// Loads the state, from `fetched` if it was read already, else from storage; a lost
     /// creation race is retried with a fresh read.
-    async fn activate_from_storage(
-        &mut self,
-        mut fetched: Option<Option<StoredObject>>,
-    ) -> Result<(), Error> {
+    async fn activate_from_storage(&mut self, mut fetched: Option<Loaded>) -> Result<(), Error> {
         let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
         let mut attempt = 1;
         loop {
@@ -664,12 +685,13 @@ impl<O: DurableObject> Instance<O> {
         }
     }
 
-    /// Loads (or creates) the state, from `fetched` if it was read already, runs the
-    /// after-load hook and commits what it changed.
-    async fn load(&mut self, fetched: Option<Option<StoredObject>>) -> Result<(), Error> {
+    /// Loads the state (the default one if none is stored), from `fetched` if it was read
+    /// already, runs the after-load hook and commits what it changed. An object not stored
+    /// stays so unless the hook changed its state or scheduled alarms.
+    async fn load(&mut self, fetched: Option<Loaded>) -> Result<(), Error> {
         let key = self.key().clone();
-        let stored = match fetched {
-            Some(stored) => stored,
+        let loaded = match fetched {
+            Some(loaded) => loaded,
             None => self
                 .runtime()
                 .loader()
@@ -680,15 +702,13 @@ impl<O: DurableObject> Instance<O> {
                     source,
                 })?,
         };
-        let (mut state, before, version) = match stored {
-            Some(stored) => {
-                let state: O = self.decode(&stored.state)?;
-                let before = self.encode(&state)?;
-                (state, Some(before), stored.version)
-            }
-            None => (O::default(), None, 0),
+        // Not stored (never, or deleted): the first write expects the tombstone's version.
+        let version = loaded.version();
+        let (mut state, stored) = match loaded {
+            Loaded::Object(stored) => (self.decode(&stored.state)?, true),
+            Loaded::Absent | Loaded::Deleted { .. } => (O::default(), false),
         };
-        let created = before.is_none();
+        let before = self.encode(&state)?;
         self.ctx.set_writable(true);
         let hook = std::panic::AssertUnwindSafe(state.after_load(&self.ctx));
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
@@ -702,19 +722,21 @@ impl<O: DurableObject> Instance<O> {
             return Err(Error::AfterLoad { key, message });
         }
         let after = self.encode(&state)?;
-        let changed = before.as_deref() != Some(after.as_slice());
+        let changed = before != after;
         let mut committed_version = version;
+        let mut now_stored = stored;
         if changed || !alarms.is_empty() {
             // Settled by `commit`, whatever its outcome.
             self.runtime().scheduler().claims().revoke(&key, &alarms);
             let write = ObjectWrite {
                 key,
                 expected_version: version,
-                state: changed.then(|| after.clone()),
+                state: (changed || !stored).then(|| after.clone()),
                 alarms,
             };
             self.commit(write).await?;
             committed_version += 1;
+            now_stored = true;
         }
         let mut after = after;
         after.shrink_to_fit();
@@ -722,9 +744,10 @@ impl<O: DurableObject> Instance<O> {
         self.slot = Slot::Active {
             committed: after,
             version: committed_version,
+            stored: now_stored,
         };
         self.emit(|key| {
-            if created {
+            if !stored {
                 Event::Created { key }
             } else {
                 Event::Loaded { key }

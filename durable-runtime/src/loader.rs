@@ -12,14 +12,14 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::batches::Queue;
-use crate::storage::{ObjectKey, Storage, StorageError, StoredObject, load_all};
+use crate::storage::{Loaded, ObjectKey, Storage, StorageError, load_all};
 
 /// The most objects read in one round trip.
 const MAX_BATCH: usize = 256;
 
-type Loaded = Result<Option<StoredObject>, StorageError>;
+type Read = Result<Loaded, StorageError>;
 
-type Reply = oneshot::Sender<Loaded>;
+type Reply = oneshot::Sender<Read>;
 
 /// The sending side: what an object uses to read its state.
 #[derive(Clone, Debug)]
@@ -38,7 +38,7 @@ impl Loader {
     }
 
     /// Reads `key`'s stored state, in a batch with the reads queued meanwhile.
-    pub(crate) async fn load(&self, key: ObjectKey) -> Loaded {
+    pub(crate) async fn load(&self, key: ObjectKey) -> Read {
         let (reply, loaded) = oneshot::channel();
         self.queue.send((key, reply));
         loaded.await.unwrap_or_else(|_| {

@@ -31,7 +31,7 @@ use crate::instance::{Instance, Origin, Settings};
 use crate::metrics;
 use crate::object::DurableObject;
 use crate::runtime::{Runtime, Shared};
-use crate::storage::{ObjectKey, StoredObject};
+use crate::storage::{Loaded, ObjectKey};
 
 /// What travels through an object's mailbox.
 pub(crate) enum Envelope<O> {
@@ -525,7 +525,7 @@ impl<O: DurableObject> TypeEntry<O> {
         self: &Arc<Self>,
         runtime: &Runtime,
         id: &str,
-        stored: Option<StoredObject>,
+        stored: Loaded,
         epoch: u64,
     ) -> bool {
         let current = || self.removals.load(Ordering::Acquire) == epoch && !runtime.is_closing();
@@ -822,7 +822,7 @@ mod tests {
     use std::time::Duration;
 
     use super::{STALE_EXPIRIES_KEPT, lock};
-    use crate::storage::StoredObject;
+    use crate::storage::{Loaded, StoredObject};
     use crate::{MemoryStorage, ObjectOptions, Runtime, durable_object};
 
     #[durable_object]
@@ -836,6 +836,11 @@ mod tests {
         fn handle_n(&self) -> u32 {
             self.n
         }
+
+        #[handler]
+        fn handle_set(&mut self, n: u32) {
+            self.n = n;
+        }
     }
 
     fn runtime(options: ObjectOptions) -> Runtime {
@@ -844,8 +849,8 @@ mod tests {
             .build()
     }
 
-    fn stored(n: u32) -> Option<StoredObject> {
-        Some(StoredObject {
+    fn stored(n: u32) -> Loaded {
+        Loaded::Object(StoredObject {
             state: format!(r#"{{"n":{n}}}"#).into_bytes(),
             version: 1,
         })
@@ -904,6 +909,8 @@ mod tests {
                 .with_shutdown_after(Duration::from_secs(24 * 3600)),
         );
         let queued = || rt.with_type_entry::<Probe, _>(|entry| lock(&entry.expiries).len());
+        // Stored, so that it goes dormant when idle (an object never stored just leaves).
+        Probe::set(&rt, "a", 1).await.unwrap();
         for _ in 0..500 {
             Probe::n(&rt, "a").await.unwrap();
             tokio::time::sleep(Duration::from_secs(2)).await;

@@ -26,7 +26,7 @@ use crate::loader::Loader;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::registry::{Envelope, Objects, Residency, TypeEntry};
 use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
-use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
+use crate::storage::{AlarmRecord, IdPage, Loaded, ObjectKey, Storage};
 use crate::type_map::TypeMap;
 
 /// How many lifecycle events a subscriber may fall behind before it loses the oldest.
@@ -119,13 +119,13 @@ pub(crate) struct Shared {
 /// #[durable_object]
 /// impl Counter {
 ///     #[handler]
-///     fn handle_get(&self) -> i64 { self.count }
+///     fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let rt = Runtime::new(MemoryStorage::new());
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Absent);
-/// Counter::get(&rt, "a").await.unwrap();
+/// Counter::increment(&rt, "a").await.unwrap();
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Active);
 /// tokio::time::sleep(Duration::from_secs(120)).await;
 /// assert_eq!(rt.status::<Counter>("a").await.unwrap(), ObjectStatus::Hibernated);
@@ -134,7 +134,8 @@ pub(crate) struct Shared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ObjectStatus {
-    /// Live in this runtime with its state decoded in memory.
+    /// Live in this runtime with its state decoded in memory (stored, or not yet: an object
+    /// that has only been read runs on its default state and stores nothing until it changes).
     Active,
     /// Live in this runtime, its decoded state dropped after `hibernate_after` (only its
     /// encoded state is kept, without a task); the next call wakes it without a storage read.
@@ -547,7 +548,7 @@ impl Runtime {
     /// let rt = Runtime::new(MemoryStorage::new());
     /// Counter::increment(&rt, "a").await.unwrap();
     /// let key = ObjectKey::new("Counter", "a");
-    /// let stored = rt.storage().load(&key).await.unwrap().unwrap();
+    /// let stored = rt.storage().load(&key).await.unwrap().object().unwrap();
     /// assert_eq!(stored.state, br#"{"count":1}"#);
     /// # }
     /// ```
@@ -785,7 +786,7 @@ impl Runtime {
     }
 
     /// Reads the committed state of `(O, id)` from storage, without activating it. `None` if
-    /// it was never stored.
+    /// it was never stored, or was deleted.
     ///
     /// # Examples
     ///
@@ -815,6 +816,7 @@ impl Runtime {
                 source,
             })?;
         stored
+            .object()
             .map(|stored| {
                 crate::codec::decode(&stored.state).map_err(|failure| Error::Decode {
                     key,
@@ -859,15 +861,17 @@ impl Runtime {
         }
         let key = ObjectKey::new(O::TYPE_NAME, id);
         match self.storage().load(&key).await {
-            Ok(Some(_)) => Ok(ObjectStatus::Stored),
-            Ok(None) => Ok(ObjectStatus::Absent),
+            Ok(Loaded::Object(_)) => Ok(ObjectStatus::Stored),
+            Ok(Loaded::Absent | Loaded::Deleted { .. }) => Ok(ObjectStatus::Absent),
             Err(source) => Err(Error::Storage { key, source }),
         }
     }
 
     /// Deletes the object `(O, id)`: its stored state and all its alarms, in one transaction.
     /// It goes through the object, so calls queued before it are handled first; a call after
-    /// it starts from the default state. Returns whether a stored state existed.
+    /// it starts from the default state, and stores nothing until it changes it. Storage keeps
+    /// a tombstone with the object's version, so that a recreated object's versions continue
+    /// above it. Returns whether a stored state existed.
     ///
     /// # Examples
     ///

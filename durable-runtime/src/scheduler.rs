@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::runtime::{Runtime, Shared};
-use crate::storage::{AlarmRecord, StoredObject, load_all};
+use crate::storage::{AlarmRecord, Loaded, load_all};
 
 /// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
 /// took that have not fired yet.
@@ -96,7 +96,7 @@ pub(crate) trait AlarmTarget: Send + Sync {
     fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64>;
 
     /// Starts the object from its state as read (see `TypeEntry::start_fetched`).
-    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Option<StoredObject>, epoch: u64);
+    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Loaded, epoch: u64);
 
     /// Starts the object (loading its state) ahead of an alarm, without changing anything.
     fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
@@ -139,7 +139,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         runtime.with_type_entry::<O, _>(|entry| entry.fetch_epoch(id))
     }
 
-    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Option<StoredObject>, epoch: u64) {
+    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Loaded, epoch: u64) {
         runtime.with_type_entry::<O, _>(|entry| entry.start_fetched(runtime, id, stored, epoch));
     }
 

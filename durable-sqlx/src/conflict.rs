@@ -30,31 +30,37 @@ pub(crate) fn raised_by(error: &sqlx::Error, code: &str, check: &str) -> bool {
         .is_some_and(|db| db.code().as_deref() == Some(code) && db.message().contains(check))
 }
 
+/// A stored row as read to locate a conflict: type, id, version, and whether it holds a state
+/// (false for the tombstone of a deleted object).
+pub(crate) type StoredVersion = (String, String, i64, bool);
+
 /// The first of `writes` (positions in the batch, in batch order) whose expected version does
-/// not hold against the `stored` `(type, id, version)` rows of the batch's objects.
+/// not hold against the `stored` rows of the batch's objects.
 pub(crate) fn first_conflict<'a>(
     writes: impl IntoIterator<Item = (usize, &'a ObjectWrite)>,
-    stored: Vec<(String, String, i64)>,
+    stored: Vec<StoredVersion>,
 ) -> Result<Option<CommitError>, StorageError> {
-    let mut versions: HashMap<ObjectKey, u64> = HashMap::with_capacity(stored.len());
-    for (object_type, object_id, version) in stored {
-        versions.insert(
+    let mut rows: HashMap<ObjectKey, (u64, bool)> = HashMap::with_capacity(stored.len());
+    for (object_type, object_id, version, has_state) in stored {
+        rows.insert(
             ObjectKey::new(object_type, object_id),
-            from_db_version(version)?,
+            (from_db_version(version)?, has_state),
         );
     }
     Ok(writes.into_iter().find_map(|(index, write)| {
-        let found = versions.get(&write.key).copied();
-        // Only a write with a state can create an object; a version-only write needs it stored.
+        let row = rows.get(&write.key).copied();
+        // Only a write with a state can create an object, over no row or over a tombstone; a
+        // version-only write needs the object stored.
         let holds = match (&write.state, write.expected_version) {
-            (Some(_), 0) => found.is_none(),
-            (_, expected) => found == Some(expected),
+            (Some(_), 0) => row.is_none(),
+            (Some(_), expected) => row.is_some_and(|(version, _)| version == expected),
+            (None, expected) => row == Some((expected, true)),
         };
         (!holds).then(|| CommitError::Conflict {
             index,
             key: write.key.clone(),
             expected: write.expected_version,
-            found,
+            found: row.map(|(version, _)| version),
         })
     }))
 }

@@ -17,7 +17,7 @@
 //!
 //! // A file path, a `sqlite:` URL, or an in-memory database as here.
 //! let store = SqliteStore::open("sqlite::memory:").await?;
-//! assert!(store.load(&ObjectKey::new("Counter", "a")).await?.is_none());
+//! assert!(store.load(&ObjectKey::new("Counter", "a")).await?.object().is_none());
 //! # Ok(()) }
 //! ```
 //!
@@ -53,6 +53,10 @@
 //!   exactly, byte for byte. A state that is not UTF-8 or holds a raw NUL byte is rejected.
 //! - `version` starts at 1 and grows by one on each write; a write names the version it
 //!   replaces and fails with a conflict if the row moved on.
+//! - A deleted object keeps its row as a *tombstone*: `state` is `NULL` and `version` one
+//!   above the object's last, so that a recreated object continues above every version the key
+//!   had and a writer holding an old version gets a conflict. Tombstones are never listed;
+//!   select stored objects with `WHERE state IS NOT NULL`.
 //! - Times are exact to the microsecond. SQLite has no time type: they are `INTEGER`
 //!   microseconds since the Unix epoch (read them with
 //!   `datetime(due_at / 1000000, 'unixepoch')`). Postgres uses `timestamptz`.

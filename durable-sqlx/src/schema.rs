@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use durable_runtime::storage::StorageError;
+use durable_runtime::storage::{Loaded, StorageError, StoredObject};
 
 use crate::error::{Error, rejected};
 
@@ -122,6 +122,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "commit guard",
         sql: include_str!("../migrations/sqlite/0003_commit_guard.sql"),
     },
+    Migration {
+        version: 4,
+        description: "tombstones",
+        sql: include_str!("../migrations/sqlite/0004_tombstones.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order. A file added to `migrations/postgres` must be listed here (a
@@ -142,6 +147,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 3,
         description: "version mismatch",
         sql: include_str!("../migrations/postgres/0003_version_mismatch.sql"),
+    },
+    Migration {
+        version: 4,
+        description: "tombstones",
+        sql: include_str!("../migrations/postgres/0004_tombstones.sql"),
     },
 ];
 
@@ -245,12 +255,27 @@ pub(crate) fn state_text(state: &[u8]) -> Result<&str, StorageError> {
     Ok(text)
 }
 
-/// The rows of a batched load (state and version per key, both `NULL` for a key never
-/// stored, in key order) as stored objects, checking that every key got its row.
-pub(crate) fn stored_objects(
+/// What a load read in an object's row: its state (`NULL` for a tombstone) and version, or no
+/// row (both `NULL` in a batched load's outer join).
+pub(crate) fn loaded(state: Option<String>, version: Option<i64>) -> Result<Loaded, StorageError> {
+    Ok(match (state, version) {
+        (Some(state), Some(version)) => Loaded::Object(StoredObject {
+            state: state.into_bytes(),
+            version: from_db_version(version)?,
+        }),
+        (None, Some(version)) => Loaded::Deleted {
+            version: from_db_version(version)?,
+        },
+        (_, None) => Loaded::Absent,
+    })
+}
+
+/// The rows of a batched load (state and version per key, in key order) as what each key
+/// holds, checking that every key got its row.
+pub(crate) fn loaded_rows(
     rows: Vec<(Option<String>, Option<i64>)>,
     keys: usize,
-) -> Result<Vec<Option<durable_runtime::storage::StoredObject>>, StorageError> {
+) -> Result<Vec<Loaded>, StorageError> {
     if rows.len() != keys {
         return Err(rejected(format!(
             "a batched load of {keys} objects returned {} rows",
@@ -258,13 +283,7 @@ pub(crate) fn stored_objects(
         )));
     }
     rows.into_iter()
-        .map(|row| match row {
-            (Some(state), Some(version)) => Ok(Some(durable_runtime::storage::StoredObject {
-                state: state.into_bytes(),
-                version: from_db_version(version)?,
-            })),
-            _ => Ok(None),
-        })
+        .map(|(state, version)| loaded(state, version))
         .collect()
 }
 

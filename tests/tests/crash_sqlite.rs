@@ -138,6 +138,7 @@ async fn sigkill_after_an_acknowledged_increment_loses_nothing() {
             .load(&ObjectKey::new("CrashCounter", "crash"))
             .await
             .unwrap()
+            .object()
             .expect("state stored");
         let state: serde_json::Value = serde_json::from_slice(&stored.state).unwrap();
         let count = state["count"].as_u64().unwrap();

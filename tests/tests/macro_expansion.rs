@@ -208,6 +208,7 @@ async fn state_is_stored_under_the_type_name_with_serde() {
         .load(&ObjectKey::new("Counter", "x"))
         .await
         .unwrap()
+        .object()
         .unwrap();
     let state: serde_json::Value = serde_json::from_slice(&counter.state).unwrap();
     assert_eq!(
@@ -219,6 +220,7 @@ async fn state_is_stored_under_the_type_name_with_serde() {
             .load(&ObjectKey::new("renamed-hooked", "y"))
             .await
             .unwrap()
+            .object()
             .is_some()
     );
 }

@@ -39,7 +39,11 @@ fn slow_runtime() -> (Runtime, FaultyStorage<MemoryStorage>) {
 }
 
 async fn stored_count(store: &impl Storage, id: &str) -> i64 {
-    let stored = store.load(&ObjectKey::new("Counter", id)).await.unwrap();
+    let stored = store
+        .load(&ObjectKey::new("Counter", id))
+        .await
+        .unwrap()
+        .object();
     stored.map_or(0, |s| {
         serde_json::from_slice::<serde_json::Value>(&s.state).unwrap()["count"]
             .as_i64()
@@ -177,7 +181,11 @@ impl Gauge {
 }
 
 async fn stored_gauge(store: &impl Storage, id: &str) -> f64 {
-    let stored = store.load(&ObjectKey::new("Gauge", id)).await.unwrap();
+    let stored = store
+        .load(&ObjectKey::new("Gauge", id))
+        .await
+        .unwrap()
+        .object();
     let stored = stored.expect("the gauge is stored");
     serde_json::from_slice::<serde_json::Value>(&stored.state).unwrap()["value"]
         .as_f64()

@@ -93,6 +93,7 @@ async fn stored(store: &impl Storage, ty: &str, id: &str) -> Option<(serde_json:
         .load(&ObjectKey::new(ty, id))
         .await
         .unwrap()
+        .object()
         .map(|s| (serde_json::from_slice(&s.state).unwrap(), s.version))
 }
 
@@ -103,19 +104,23 @@ async fn typed_client_round_trip_and_state_is_committed(store: Arc<dyn Storage>)
     assert_eq!(Counter::get(&rt, "user:123").await.unwrap(), 5);
     let (state, version) = stored(&store, "Counter", "user:123").await.unwrap();
     assert_eq!(state["count"], 5);
-    // Created with the default (version 1), then two writes.
-    assert_eq!(version, 3);
+    // Created by the first write (version 1), then a second.
+    assert_eq!(version, 2);
 
     let handle = Counter::handle(&rt, "user:123");
     assert_eq!(handle.increment(1).await.unwrap(), 6);
     assert_eq!(handle.id(), "user:123");
 }
 
-async fn first_call_saves_the_default_state(store: Arc<dyn Storage>) {
+async fn the_first_change_stores_the_object(store: Arc<dyn Storage>) {
     let rt = Runtime::new(store.clone());
+    // A read, and a write that changes nothing, run on the default state and store nothing.
     assert_eq!(Counter::get(&rt, "fresh").await.unwrap(), 0);
+    Counter::increment(&rt, "fresh", 0).await.unwrap();
+    assert_eq!(stored(&store, "Counter", "fresh").await, None);
+    Counter::increment(&rt, "fresh", 2).await.unwrap();
     let (state, version) = stored(&store, "Counter", "fresh").await.unwrap();
-    assert_eq!(state, serde_json::json!({"count": 0, "history": []}));
+    assert_eq!(state, serde_json::json!({"count": 2, "history": []}));
     assert_eq!(version, 1);
 }
 
@@ -332,6 +337,7 @@ async fn undecodable_state_is_reported_and_never_overwritten(store: Arc<dyn Stor
         .load(&ObjectKey::new("Counter", "broken"))
         .await
         .unwrap()
+        .object()
         .unwrap();
     assert_eq!(stored.state, bad);
     assert_eq!(stored.version, 1);
@@ -438,7 +444,7 @@ async fn a_runtime_that_lost_a_race_reports_a_conflict_and_reloads(store: Arc<dy
 
 backend_tests!(
     typed_client_round_trip_and_state_is_committed,
-    first_call_saves_the_default_state,
+    the_first_change_stores_the_object,
     read_only_and_unchanged_calls_write_nothing,
     stored_state_is_merged_with_defaults,
     failed_write_rolls_back_and_the_object_recovers,

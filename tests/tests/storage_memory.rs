@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmRecord, CommitError, IdPage, MemoryStorage, ObjectKey, ObjectWrite, Storage,
-        StorageError, StoredObject,
+        AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage,
+        StorageError,
     };
 
     #[derive(Default)]
@@ -47,7 +47,7 @@ mod broken {
 
     #[async_trait]
     impl Storage for LastWriterWins {
-        async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+        async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
             self.0.load(key).await
         }
 
@@ -56,7 +56,7 @@ mod broken {
             let mut fixed = Vec::new();
             for write in batch {
                 let mut write = write.clone();
-                write.expected_version = self.0.load(&write.key).await?.map_or(0, |o| o.version);
+                write.expected_version = self.0.load(&write.key).await?.version();
                 fixed.push(write);
             }
             self.0.commit(&fixed).await

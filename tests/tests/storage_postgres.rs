@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use durable_runtime::conformance::Fixture;
 use durable_runtime::storage::{
-    AlarmChange, CommitError, ObjectKey, ObjectWrite, Storage, StorageErrorKind, StoredObject,
+    AlarmChange, CommitError, Loaded, ObjectKey, ObjectWrite, Storage, StorageErrorKind,
+    StoredObject,
 };
 use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -115,7 +116,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -124,9 +125,12 @@ async fn migrations_applied_twice_are_a_no_op() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(applied_versions(again.pool(), &migrations).await, [1, 2, 3]);
     assert_eq!(
-        again.load(&key).await.unwrap(),
+        applied_versions(again.pool(), &migrations).await,
+        [1, 2, 3, 4]
+    );
+    assert_eq!(
+        again.load(&key).await.unwrap().object(),
         Some(StoredObject {
             state: b"{\"n\":1}".to_vec(),
             version: 1
@@ -165,7 +169,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
 }
 
@@ -222,10 +226,13 @@ async fn upgrade_from_first_migration_keeps_data() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(applied_versions(store.pool(), &migrations).await, [1, 2, 3]);
+    assert_eq!(
+        applied_versions(store.pool(), &migrations).await,
+        [1, 2, 3, 4]
+    );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
-        store.load(&key).await.unwrap(),
+        store.load(&key).await.unwrap().object(),
         Some(StoredObject {
             state: b"{\"n\":41}".to_vec(),
             version: 7
@@ -268,6 +275,20 @@ async fn upgrade_from_first_migration_keeps_data() {
         indexes.contains(&"durable_alarms_due".to_owned()),
         "{indexes:?}"
     );
+    // The upgraded table keeps tombstones: deleted, then recreated above every old version.
+    assert!(store.delete(&key).await.unwrap());
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Loaded::Deleted { version: 8 }
+    );
+    let recreate = ObjectWrite {
+        key: key.clone(),
+        expected_version: 8,
+        state: Some(b"{}".to_vec()),
+        alarms: vec![],
+    };
+    store.commit(&[recreate]).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().version(), 9);
 }
 
 fn user_migration(dir: &Path, file: &str, sql: &str) {
@@ -330,9 +351,9 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
         tables_in(&pool, schema).await,
         [
@@ -426,14 +447,14 @@ async fn schemas_and_prefixes_isolate_stores() {
         .unwrap();
 
     assert_eq!(
-        store_a.load(&key).await.unwrap().unwrap().state,
+        store_a.load(&key).await.unwrap().object().unwrap().state,
         b"{\"app\":\"a\"}"
     );
     assert_eq!(
-        store_b.load(&key).await.unwrap().unwrap().state,
+        store_b.load(&key).await.unwrap().object().unwrap().state,
         b"{\"app\":\"b\"}"
     );
-    assert_eq!(store_b2.load(&key).await.unwrap(), None);
+    assert_eq!(store_b2.load(&key).await.unwrap().object(), None);
     assert_eq!(store_b.next_alarm_due().await.unwrap(), None);
     assert_eq!(store_a.next_alarm_due().await.unwrap(), Some(at(0)));
     assert!(
@@ -523,7 +544,7 @@ async fn tables_are_inspectable() {
     .unwrap();
     assert!(exact, "due_at is the exact timestamptz");
     assert_eq!(
-        fx.store.load(&nul).await.unwrap().unwrap().state,
+        fx.store.load(&nul).await.unwrap().object().unwrap().state,
         b"{\"s\":\"a\\u0000b\"}"
     );
 }
@@ -548,7 +569,7 @@ async fn states_that_are_not_text_are_rejected() {
             other => panic!("expected a rejection, got {other:?}"),
         }
     }
-    assert_eq!(fx.store.load(&key).await.unwrap(), None);
+    assert_eq!(fx.store.load(&key).await.unwrap().object(), None);
 }
 
 /// Two stores (two processes) over one schema: no lost update, no double claim.
@@ -618,7 +639,7 @@ async fn connection_loss_is_retryable_and_recovers() {
             }
         }
     };
-    assert_eq!(stored.unwrap().version, 1);
+    assert_eq!(stored.version(), 1);
     // The connection kept for commits died too. One used within the last half second would
     // be trusted without a ping (and fail the next commit, retryably); after that it is
     // pinged, found dead and replaced before the commit below uses it.
@@ -686,10 +707,10 @@ async fn connection_loss_is_retryable_and_recovers() {
     blocker.rollback().await.unwrap();
 
     // Nothing of the cut-off commit was applied; retrying it succeeds.
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert!(store.list_alarms(&key).await.unwrap().is_empty());
     store.commit(&[write]).await.unwrap();
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 2);
 
     // 3. Repeated losses during a stream of commits: every failure is retryable, and the
     //    stream always completes.
@@ -701,7 +722,7 @@ async fn connection_loss_is_retryable_and_recovers() {
             for _ in 0..100 {
                 loop {
                     let stored = match store.load(&key).await {
-                        Ok(stored) => stored.unwrap(),
+                        Ok(stored) => stored.object().expect("stored"),
                         Err(err) => {
                             assert!(err.is_retryable(), "load: {err}");
                             failures += 1;
@@ -744,7 +765,7 @@ async fn connection_loss_is_retryable_and_recovers() {
             store.load(&key).await.unwrap()
         }
     };
-    let version = stored.unwrap().version;
+    let version = stored.version();
     assert!(version >= 102, "version {version}");
     admin.close().await.ok();
     monitor.close().await.ok();
@@ -792,7 +813,7 @@ async fn stays_within(max: u32) {
                 for round in 0..20 {
                     let key = ObjectKey::new("Counter", format!("{worker}-{round}"));
                     store.commit(&[insert(&key, "{}")]).await.unwrap();
-                    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+                    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
                 }
             })
         })
@@ -846,7 +867,10 @@ async fn idle_connections_dropped_by_the_server_are_replaced_unseen() {
             alarms: vec![],
         };
         store.commit(&[write]).await.unwrap();
-        assert_eq!(store.load(&key).await.unwrap().unwrap().version, round + 1);
+        assert_eq!(
+            store.load(&key).await.unwrap().object().unwrap().version,
+            round + 1
+        );
     }
     admin.close().await.ok();
 }
@@ -989,7 +1013,7 @@ async fn fails_while_silent_then_recovers(
         }
     }
     let key = ObjectKey::new("Counter", "a");
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 2);
 }
 
 /// A connection kept for commits whose server went silent while it sat idle does not hold the
@@ -1091,7 +1115,7 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
     sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
     assert!(delete.await.unwrap().unwrap(), "the object existed");
 
-    assert_eq!(fx.store.load(&key).await.unwrap(), None);
+    assert_eq!(fx.store.load(&key).await.unwrap().object(), None);
     let alarms: i64 = sqlx::query_scalar(&format!(
         "SELECT count(*) FROM {schema}.durable_alarms WHERE object_id = 'r'"
     ))
@@ -1165,7 +1189,7 @@ async fn a_schema_named_by_a_reserved_word_works() {
     let key = ObjectKey::new("Counter", "a");
     let write = insert_with_tick(&key, "{\"n\":1}");
     store.commit(&[write]).await.unwrap();
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
         store
             .claim_due_alarms(at(1), at(0), 10)
@@ -1182,7 +1206,7 @@ async fn a_schema_named_by_a_reserved_word_works() {
         .connect()
         .await
         .unwrap();
-    assert_eq!(again.load(&key).await.unwrap(), None);
+    assert_eq!(again.load(&key).await.unwrap().object(), None);
     store.pool().close().await;
     again.pool().close().await;
     sqlx::raw_sql(drop).execute(&mut admin).await.unwrap();

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use durable_runtime::conformance::Fixture;
 use durable_runtime::storage::{
-    AlarmChange, CommitError, ObjectKey, ObjectWrite, Storage, StorageErrorKind, StoredObject,
+    AlarmChange, CommitError, Loaded, ObjectKey, ObjectWrite, Storage, StorageErrorKind,
+    StoredObject,
 };
 use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -89,7 +90,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -98,10 +99,10 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
     assert_eq!(
-        store.load(&key).await.unwrap(),
+        store.load(&key).await.unwrap().object(),
         Some(StoredObject {
             state: b"{\"n\":1}".to_vec(),
             version: 1
@@ -124,7 +125,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
 }
 
@@ -158,11 +159,11 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
-        store.load(&key).await.unwrap(),
+        store.load(&key).await.unwrap().object(),
         Some(StoredObject {
             state: b"{\"n\":41}".to_vec(),
             version: 7
@@ -200,6 +201,20 @@ async fn upgrade_from_first_migration_keeps_data() {
         indexes.contains(&"durable_alarms_due".to_owned()),
         "{indexes:?}"
     );
+    // The upgraded table keeps tombstones: deleted, then recreated above every old version.
+    assert!(store.delete(&key).await.unwrap());
+    assert_eq!(
+        store.load(&key).await.unwrap(),
+        Loaded::Deleted { version: 8 }
+    );
+    let recreate = ObjectWrite {
+        key: key.clone(),
+        expected_version: 8,
+        state: Some(b"{}".to_vec()),
+        alarms: vec![],
+    };
+    store.commit(&[recreate]).await.unwrap();
+    assert_eq!(store.load(&key).await.unwrap().version(), 9);
 }
 
 /// Writes a user's sqlx migration file.
@@ -257,9 +272,9 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
 }
 
 /// Stores with different table prefixes share one file without seeing each other's data.
@@ -287,14 +302,14 @@ async fn table_prefixes_isolate_stores() {
     app2.commit(&[insert(&key, "{\"app\":2}")]).await.unwrap();
 
     assert_eq!(
-        app1.load(&key).await.unwrap().unwrap().state,
+        app1.load(&key).await.unwrap().object().unwrap().state,
         b"{\"app\":1}"
     );
     assert_eq!(
-        app2.load(&key).await.unwrap().unwrap().state,
+        app2.load(&key).await.unwrap().object().unwrap().state,
         b"{\"app\":2}"
     );
-    assert_eq!(plain.load(&key).await.unwrap(), None);
+    assert_eq!(plain.load(&key).await.unwrap().object(), None);
     assert_eq!(app2.list_alarms(&key).await.unwrap(), []);
     assert_eq!(app2.next_alarm_due().await.unwrap(), None);
     assert_eq!(app1.next_alarm_due().await.unwrap(), Some(at(0)));
@@ -321,7 +336,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 4]
     );
 }
 
@@ -360,7 +375,10 @@ async fn state_survives_reopening() {
         store.pool().close().await;
     }
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
-    assert_eq!(store.load(&key).await.unwrap().unwrap().state, b"{\"n\":5}");
+    assert_eq!(
+        store.load(&key).await.unwrap().object().unwrap().state,
+        b"{\"n\":5}"
+    );
 }
 
 #[tokio::test]
@@ -378,7 +396,7 @@ async fn locations_paths_and_urls() {
         store.commit(&[insert(&key, "{}")]).await.unwrap();
         store.pool().close().await;
         let store = SqliteStore::open(form).await.unwrap();
-        assert!(store.load(&key).await.unwrap().is_some(), "{form}");
+        assert!(store.load(&key).await.unwrap().object().is_some(), "{form}");
     }
     for file in ["plain.db", "url.db", "query.db"] {
         assert!(dir.path().join(file).exists(), "{file}");
@@ -387,10 +405,10 @@ async fn locations_paths_and_urls() {
     let memory = SqliteStore::open("sqlite::memory:").await.unwrap();
     let key = ObjectKey::new("Counter", "m");
     memory.commit(&[insert(&key, "{}")]).await.unwrap();
-    assert!(memory.load(&key).await.unwrap().is_some());
+    assert!(memory.load(&key).await.unwrap().object().is_some());
     let other_memory = SqliteStore::open(":memory:").await.unwrap();
     assert!(
-        other_memory.load(&key).await.unwrap().is_none(),
+        other_memory.load(&key).await.unwrap().object().is_none(),
         "private per store"
     );
 
@@ -460,7 +478,12 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
     // Reopened with the default: the file keeps its pages, and its data.
     let reopened = SqliteStore::open(&path).await.unwrap();
     assert_eq!(pragma(reopened.pool(), "page_size").await, "4096");
-    let stored = reopened.load(&key).await.unwrap().expect("still stored");
+    let stored = reopened
+        .load(&key)
+        .await
+        .unwrap()
+        .object()
+        .expect("still stored");
     assert_eq!(stored.state, b"{\"n\":1}");
 }
 
@@ -512,7 +535,7 @@ async fn the_wal_is_checkpointed_at_the_configured_size() {
         frames.push(wal_frames(store.pool()).await);
         // Every commit is readable either way.
         let key = ObjectKey::new("Counter", "c199");
-        assert!(store.load(&key).await.unwrap().is_some());
+        assert!(store.load(&key).await.unwrap().object().is_some());
     }
     let [short, unbounded] = frames[..] else {
         unreachable!("two stores")
@@ -587,7 +610,7 @@ async fn states_that_are_not_text_are_rejected() {
             other => panic!("expected a rejection, got {other:?}"),
         }
     }
-    assert_eq!(store.load(&key).await.unwrap(), None);
+    assert_eq!(store.load(&key).await.unwrap().object(), None);
 }
 
 /// A writer that holds the database lock longer than the busy timeout makes commits fail with
@@ -616,7 +639,7 @@ async fn a_locked_database_is_retryable() {
     }
     lock.rollback().await.unwrap();
     store.commit(&[insert(&key, "{}")]).await.unwrap();
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
 }
 
 /// Two stores over one file (two processes): no lost update, no double claim.
@@ -670,7 +693,7 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
         .await
         .expect("the write lock is free");
     store.commit(std::slice::from_ref(&update)).await.unwrap();
-    assert_eq!(store.load(&key).await.unwrap().unwrap().version, 2);
+    assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 2);
 }
 
 #[tokio::test]

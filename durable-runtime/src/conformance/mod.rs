@@ -74,7 +74,8 @@ pub use outcomes::{
 pub use states::{
     batch_commits_many_objects, batch_is_atomic, delete_removes_state_and_alarms,
     insert_over_existing_conflicts, insert_then_load, load_many_in_key_order, load_missing,
-    load_versions_match_loads, stale_version_conflicts, stateless_write_bumps_version,
+    load_versions_match_loads, recreated_object_refuses_stale_writer, stale_version_conflicts,
+    stateless_write_bumps_version,
     update_missing_conflicts, update_with_expected_version,
 };
 
@@ -191,6 +192,7 @@ macro_rules! __conformance_cases {
             batch_commits_many_objects
             stateless_write_bumps_version
             delete_removes_state_and_alarms
+            recreated_object_refuses_stale_writer
             list_ids_pages
             list_ids_byte_order
             odd_ids_round_trip

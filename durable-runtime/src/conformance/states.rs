@@ -3,17 +3,17 @@
 
 use super::support::{
     alarm_times, alarms, alarms_only, assert_conflict, at, cancel, commit_ok, insert, json, key,
-    load, next_due, set, update,
+    load, loaded, next_due, set, update,
 };
-use crate::storage::{ObjectKey, ObjectWrite, Storage, StoredObject};
+use crate::storage::{Loaded, ObjectKey, ObjectWrite, Storage, StoredObject};
 
-/// A key never written loads as `None`; an empty store lists nothing and deletes nothing.
+/// A key never written loads as absent; an empty store lists nothing and deletes nothing.
 pub async fn load_missing<S: Storage + ?Sized>(store: &S) {
     let k = key("load_missing", "a");
     assert_eq!(
-        load(store, &k).await,
-        None,
-        "a missing object must load as None"
+        loaded(store, &k).await,
+        Loaded::Absent,
+        "a missing object must load as absent"
     );
     let page = store.list_ids(&k.object_type, None, 10).await.unwrap();
     assert!(page.ids.is_empty() && page.next.is_none(), "{page:?}");
@@ -59,17 +59,23 @@ pub async fn load_many_in_key_order<S: Storage + ?Sized>(store: &S) {
     commit_ok(store, &[update(&b, 1, &state_b)]).await;
     let keys = [b.clone(), missing, a.clone(), other_type, b.clone()];
     let loaded = store.load_many(&keys).await.expect("a batched load");
-    let stored_a = Some(StoredObject {
+    let stored_a = Loaded::Object(StoredObject {
         state: state_a,
         version: 1,
     });
-    let stored_b = Some(StoredObject {
+    let stored_b = Loaded::Object(StoredObject {
         state: state_b,
         version: 2,
     });
     assert_eq!(
         loaded,
-        vec![stored_b.clone(), None, stored_a, None, stored_b],
+        vec![
+            stored_b.clone(),
+            Loaded::Absent,
+            stored_a,
+            Loaded::Absent,
+            stored_b
+        ],
         "one result per key, in key order"
     );
     // More keys than any one claim of alarms, every other one stored.
@@ -85,10 +91,13 @@ pub async fn load_many_in_key_order<S: Storage + ?Sized>(store: &S) {
     let loaded = store.load_many(&many).await.expect("a large batched load");
     assert_eq!(loaded.len(), many.len());
     for (i, (k, stored)) in many.iter().zip(&loaded).enumerate() {
-        let expected = (i % 2 == 0).then(|| StoredObject {
-            state: json(serde_json::json!({ "id": k.object_id })),
-            version: 1,
-        });
+        let expected = match i % 2 {
+            0 => Loaded::Object(StoredObject {
+                state: json(serde_json::json!({ "id": k.object_id })),
+                version: 1,
+            }),
+            _ => Loaded::Absent,
+        };
         assert_eq!(stored, &expected, "key {k}");
     }
 }
@@ -115,7 +124,10 @@ pub async fn load_versions_match_loads<S: Storage + ?Sized>(store: &S) {
             .await
             .expect("a batched load")
             .into_iter()
-            .map(|stored| stored.map(|stored| stored.version))
+            .map(|loaded| match loaded {
+                Loaded::Absent => None,
+                stored => Some(stored.version()),
+            })
             .collect();
         assert_eq!(loaded, expected, "loads");
         let versions = store.load_versions(keys).await.expect("a version check");
@@ -349,7 +361,13 @@ pub async fn delete_removes_state_and_alarms<S: Storage + ?Sized>(store: &S) {
         store.delete(&a).await.unwrap(),
         "delete of a stored object returns true"
     );
-    assert_eq!(load(store, &a).await, None);
+    assert_eq!(
+        loaded(store, &a).await,
+        Loaded::Deleted { version: 2 },
+        "a deleted object leaves a tombstone one version above its last"
+    );
+    let page = store.list_ids(&a.object_type, None, 10).await.unwrap();
+    assert_eq!(page.ids, ["b"], "a deleted object must not be listed");
     assert!(
         alarms(store, &a).await.is_empty(),
         "delete must remove the object's alarms"
@@ -364,13 +382,75 @@ pub async fn delete_removes_state_and_alarms<S: Storage + ?Sized>(store: &S) {
         !store.delete(&a).await.unwrap(),
         "a second delete returns false"
     );
+    assert_eq!(
+        loaded(store, &a).await,
+        Loaded::Deleted { version: 2 },
+        "a second delete changed the tombstone"
+    );
+    let many = store.load_many(&[a.clone(), b.clone()]).await.unwrap();
+    assert_eq!(many[0], Loaded::Deleted { version: 2 }, "batched load");
 
-    commit_ok(store, &[insert(&a, b"{\"a\":2}")]).await;
+    // Recreated: from the tombstone's version only, and with a state.
+    assert_conflict(
+        store.commit(&[insert(&a, b"{\"a\":2}")]).await,
+        0,
+        &a,
+        0,
+        Some(2),
+    );
+    assert_conflict(
+        store
+            .commit(&[alarms_only(&a, 2, vec![set("x", at(1))])])
+            .await,
+        0,
+        &a,
+        2,
+        Some(2),
+    );
+    assert!(
+        alarms(store, &a).await.is_empty(),
+        "a refused write set an alarm"
+    );
+    commit_ok(store, &[update(&a, 2, b"{\"a\":2}")]).await;
     assert_eq!(
         load(store, &a).await,
         Some(StoredObject {
             state: b"{\"a\":2}".to_vec(),
-            version: 1
+            version: 3
         })
+    );
+    let page = store.list_ids(&a.object_type, None, 10).await.unwrap();
+    assert_eq!(page.ids, ["a", "b"], "a recreated object is listed again");
+}
+
+/// Versions never repeat for a key: a deleted object recreated continues above every version
+/// it had, so a writer still holding a version of the deleted object is refused.
+///
+/// Writer A writes "old" at version 2 and writer B reads it. A deletes the object, recreates
+/// it and writes it again. B's write, expecting version 2, must conflict, and A's state must
+/// survive.
+pub async fn recreated_object_refuses_stale_writer<S: Storage + ?Sized>(store: &S) {
+    let k = key("recreated_object_refuses_stale_writer", "a");
+    commit_ok(store, &[insert(&k, b"\"first\"")]).await;
+    commit_ok(store, &[update(&k, 1, b"\"old\"")]).await;
+    let held_by_b = load(store, &k).await.expect("stored").version;
+    assert_eq!(held_by_b, 2);
+
+    assert!(store.delete(&k).await.unwrap(), "the object was stored");
+    let base = loaded(store, &k).await.version();
+    assert!(
+        base > held_by_b,
+        "the tombstone's version {base} repeats one stored"
+    );
+    commit_ok(store, &[update(&k, base, b"\"new\"")]).await;
+    commit_ok(store, &[update(&k, base + 1, b"\"newer\"")]).await;
+
+    // Versions never repeat, so B's expectation cannot hold, whatever A wrote since.
+    let stale = store.commit(&[update(&k, held_by_b, b"\"stale\"")]).await;
+    assert_conflict(stale, 0, &k, held_by_b, Some(base + 2));
+    assert_eq!(
+        load(store, &k).await.map(|stored| stored.state),
+        Some(b"\"newer\"".to_vec()),
+        "the recreated object's state was overwritten"
     );
 }

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::storage::{
-    AlarmChange, AlarmRecord, CommitError, ObjectKey, ObjectWrite, Storage, StoredObject,
+    AlarmChange, AlarmRecord, CommitError, Loaded, ObjectKey, ObjectWrite, Storage, StoredObject,
     truncate_to_micros,
 };
 
@@ -75,11 +75,17 @@ pub(super) async fn commit_ok<S: Storage + ?Sized>(store: &S, batch: &[ObjectWri
     }
 }
 
-pub(super) async fn load<S: Storage + ?Sized>(store: &S, key: &ObjectKey) -> Option<StoredObject> {
+/// What the store loads under `key`.
+pub(super) async fn loaded<S: Storage + ?Sized>(store: &S, key: &ObjectKey) -> Loaded {
     store
         .load(key)
         .await
         .unwrap_or_else(|err| panic!("load of {key} failed: {err}"))
+}
+
+/// The object the store holds under `key`, if any.
+pub(super) async fn load<S: Storage + ?Sized>(store: &S, key: &ObjectKey) -> Option<StoredObject> {
+    loaded(store, key).await.object()
 }
 
 pub(super) async fn alarms<S: Storage + ?Sized>(store: &S, key: &ObjectKey) -> Vec<AlarmRecord> {

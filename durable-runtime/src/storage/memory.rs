@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError,
-    StoredObject,
+    AlarmChange, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
+    StorageError, StoredObject,
 };
 
 /// Objects and alarms kept in process memory.
@@ -24,7 +24,7 @@ use super::{
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let store = MemoryStorage::new();
-/// assert!(store.load(&ObjectKey::new("Counter", "a")).await.unwrap().is_none());
+/// assert!(store.load(&ObjectKey::new("Counter", "a")).await.unwrap().object().is_none());
 /// # }
 /// ```
 #[derive(Clone, Debug, Default)]
@@ -34,8 +34,31 @@ pub struct MemoryStorage {
 
 #[derive(Debug, Default)]
 struct Tables {
-    objects: BTreeMap<ObjectKey, StoredObject>,
+    /// Stored objects, and the tombstones of deleted ones.
+    objects: BTreeMap<ObjectKey, Row>,
     alarms: BTreeMap<(ObjectKey, String), AlarmRecord>,
+}
+
+/// What is stored under one key.
+#[derive(Debug)]
+struct Row {
+    /// The encoded state; `None` for the tombstone of a deleted object.
+    state: Option<Vec<u8>>,
+    version: u64,
+}
+
+impl Row {
+    fn loaded(&self) -> Loaded {
+        match &self.state {
+            Some(state) => Loaded::Object(StoredObject {
+                state: state.clone(),
+                version: self.version,
+            }),
+            None => Loaded::Deleted {
+                version: self.version,
+            },
+        }
+    }
 }
 
 impl MemoryStorage {
@@ -61,6 +84,10 @@ impl MemoryStorage {
 }
 
 impl Tables {
+    fn load(&self, key: &ObjectKey) -> Loaded {
+        self.objects.get(key).map_or(Loaded::Absent, Row::loaded)
+    }
+
     fn apply_alarm(&mut self, key: &ObjectKey, change: &AlarmChange) {
         match change {
             AlarmChange::Set { name, due_at } => {
@@ -103,19 +130,13 @@ impl Tables {
 
 #[async_trait]
 impl Storage for MemoryStorage {
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
-        Ok(self.tables().objects.get(key).cloned())
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
+        Ok(self.tables().load(key))
     }
 
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         let tables = self.tables();
-        Ok(keys
-            .iter()
-            .map(|key| tables.objects.get(key).cloned())
-            .collect())
+        Ok(keys.iter().map(|key| tables.load(key)).collect())
     }
 
     async fn load_versions(&self, keys: &[ObjectKey]) -> Result<Vec<Option<u64>>, StorageError> {
@@ -130,16 +151,12 @@ impl Storage for MemoryStorage {
         let mut tables = self.tables();
         // Check every version first so that a conflict applies nothing.
         for (index, write) in batch.iter().enumerate() {
-            let found = tables.objects.get(&write.key).map(|o| o.version);
-            if found.unwrap_or(0) != write.expected_version {
-                return Err(CommitError::Conflict {
-                    index,
-                    key: write.key.clone(),
-                    expected: write.expected_version,
-                    found,
-                });
-            }
-            if write.state.is_none() && found.is_none() {
+            let row = tables.objects.get(&write.key);
+            let found = row.map(|row| row.version);
+            // Only a write with a state can create an object (over nothing or a tombstone).
+            let holds = found.unwrap_or(0) == write.expected_version
+                && (write.state.is_some() || row.is_some_and(|row| row.state.is_some()));
+            if !holds {
                 return Err(CommitError::Conflict {
                     index,
                     key: write.key.clone(),
@@ -149,16 +166,13 @@ impl Storage for MemoryStorage {
             }
         }
         for write in batch {
-            let entry = tables
-                .objects
-                .entry(write.key.clone())
-                .or_insert_with(|| StoredObject {
-                    state: Vec::new(),
-                    version: 0,
-                });
+            let entry = tables.objects.entry(write.key.clone()).or_insert(Row {
+                state: None,
+                version: 0,
+            });
             entry.version = write.new_version();
             if let Some(state) = &write.state {
-                entry.state.clone_from(state);
+                entry.state = Some(state.clone());
             }
             for change in &write.alarms {
                 tables.apply_alarm(&write.key, change);
@@ -170,7 +184,15 @@ impl Storage for MemoryStorage {
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut tables = self.tables();
         tables.alarms.retain(|(k, _), _| k != key);
-        Ok(tables.objects.remove(key).is_some())
+        // The tombstone keeps the version growing: a recreated object continues above it.
+        match tables.objects.get_mut(key) {
+            Some(row) if row.state.is_some() => {
+                row.state = None;
+                row.version += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn list_ids(
@@ -182,10 +204,10 @@ impl Storage for MemoryStorage {
         let tables = self.tables();
         let mut ids: Vec<String> = tables
             .objects
-            .keys()
-            .filter(|k| k.object_type == object_type)
-            .filter(|k| after.is_none_or(|after| k.object_id.as_str() > after))
-            .map(|k| k.object_id.clone())
+            .iter()
+            .filter(|(k, row)| k.object_type == object_type && row.state.is_some())
+            .filter(|(k, _)| after.is_none_or(|after| k.object_id.as_str() > after))
+            .map(|(k, _)| k.object_id.clone())
             .take(limit.saturating_add(1))
             .collect();
         let next = if ids.len() > limit {

@@ -9,10 +9,16 @@
 //! # Versions
 //!
 //! Every stored object carries a version that starts at 1 and grows by one on each write. A
-//! write names the version it expects to replace ([`ObjectWrite::expected_version`], 0 when the
-//! object must not exist yet). A write whose expectation does not hold is rejected with
-//! [`CommitError::Conflict`] and nothing of its batch is applied: a runtime that lost a race
-//! against another process never silently overwrites a newer state.
+//! write names the version it expects to replace ([`ObjectWrite::expected_version`], 0 when
+//! nothing was ever stored under the key). A write whose expectation does not hold is rejected
+//! with [`CommitError::Conflict`] and nothing of its batch is applied: a runtime that lost a
+//! race against another process never silently overwrites a newer state.
+//!
+//! Versions never repeat for a key. Deleting an object keeps a *tombstone*: its state goes, its
+//! version grows by one and stays. A load answers [`Loaded::Deleted`] with that version, and
+//! the write that recreates the object expects it, so the new object continues above every
+//! version the key ever had. A writer still holding a version of the deleted object finds the
+//! tombstone's and gets a conflict, instead of overwriting the recreated object.
 //!
 //! # Time
 //!
@@ -93,6 +99,88 @@ pub struct StoredObject {
     pub version: u64,
 }
 
+/// What a load finds under a key: the object, the tombstone of a deleted one, or nothing.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// let key = ObjectKey::new("Counter", "a");
+/// assert_eq!(store.load(&key).await.unwrap(), Loaded::Absent);
+/// let write = ObjectWrite {
+///     key: key.clone(),
+///     expected_version: 0,
+///     state: Some(b"{}".to_vec()),
+///     alarms: vec![],
+/// };
+/// store.commit(&[write]).await.unwrap();
+/// assert_eq!(store.load(&key).await.unwrap().object().map(|stored| stored.version), Some(1));
+///
+/// // Deleted: no object, and the version it reached is kept for the next one.
+/// store.delete(&key).await.unwrap();
+/// let loaded = store.load(&key).await.unwrap();
+/// assert_eq!(loaded, Loaded::Deleted { version: 2 });
+/// assert_eq!((loaded.version(), loaded.object()), (2, None));
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// Nothing was ever stored under the key.
+    Absent,
+    /// The object was deleted. Its tombstone keeps the key's last version (the one the
+    /// deletion wrote), which the write recreating the object must expect.
+    Deleted {
+        /// The tombstone's version.
+        version: u64,
+    },
+    /// The object's state and version.
+    Object(StoredObject),
+}
+
+impl Loaded {
+    /// The stored object, if there is one (`None` if it was never stored or was deleted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{Loaded, StoredObject};
+    ///
+    /// let stored = StoredObject { state: b"{}".to_vec(), version: 3 };
+    /// assert_eq!(Loaded::Object(stored.clone()).object(), Some(stored));
+    /// assert_eq!(Loaded::Deleted { version: 4 }.object(), None);
+    /// ```
+    pub fn object(self) -> Option<StoredObject> {
+        match self {
+            Self::Object(stored) => Some(stored),
+            Self::Absent | Self::Deleted { .. } => None,
+        }
+    }
+
+    /// The version the next write of the key must expect: the object's, the tombstone's, or 0
+    /// if nothing was ever stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{Loaded, StoredObject};
+    ///
+    /// let stored = StoredObject { state: b"{}".to_vec(), version: 3 };
+    /// assert_eq!(Loaded::Object(stored).version(), 3);
+    /// assert_eq!(Loaded::Deleted { version: 4 }.version(), 4);
+    /// assert_eq!(Loaded::Absent.version(), 0);
+    /// ```
+    pub fn version(&self) -> u64 {
+        match self {
+            Self::Absent => 0,
+            Self::Deleted { version } => *version,
+            Self::Object(stored) => stored.version,
+        }
+    }
+}
+
 /// One object's changes from one call, applied atomically with the rest of its batch.
 ///
 /// # Examples
@@ -116,10 +204,12 @@ pub struct StoredObject {
 pub struct ObjectWrite {
     /// The object written.
     pub key: ObjectKey,
-    /// The version this write replaces: 0 if the object must not exist yet.
+    /// The version this write replaces: the stored object's, the tombstone's of a deleted
+    /// object ([`Loaded::version`]), or 0 if nothing was ever stored under the key.
     pub expected_version: u64,
     /// The new encoded state, or `None` to keep the state and only change alarms (the version
-    /// is still checked, and still advances).
+    /// is still checked, and still advances). A write that creates the object (over nothing or
+    /// over a tombstone) must carry a state.
     pub state: Option<Vec<u8>>,
     /// Alarm changes made by the same call, applied in order.
     pub alarms: Vec<AlarmChange>,
@@ -146,7 +236,7 @@ impl ObjectWrite {
     /// let second = ObjectWrite { expected_version: 1, state: None, ..first.clone() };
     /// store.commit(std::slice::from_ref(&first)).await.unwrap();
     /// store.commit(std::slice::from_ref(&second)).await.unwrap();
-    /// let stored = store.load(&key).await.unwrap().unwrap();
+    /// let stored = store.load(&key).await.unwrap().object().unwrap();
     /// assert_eq!((stored.version, second.new_version()), (2, 2));
     /// assert_eq!(stored.state, b"{}");
     /// # }
@@ -326,7 +416,7 @@ pub struct IdPage {
 ///     err.to_string(),
 ///     "version conflict on Counter/a: expected no stored object, found version 1"
 /// );
-/// assert!(store.load(&ObjectKey::new("Counter", "b")).await.unwrap().is_none());
+/// assert!(store.load(&ObjectKey::new("Counter", "b")).await.unwrap().object().is_none());
 /// # }
 /// ```
 #[derive(Debug, thiserror::Error)]
@@ -346,7 +436,8 @@ pub enum CommitError {
         key: ObjectKey,
         /// The version the write expected.
         expected: u64,
-        /// The version found (`None` if the object does not exist).
+        /// The version found: the object's, or a deleted object's tombstone's (`None` if
+        /// nothing was ever stored under the key).
         found: Option<u64>,
     },
     /// The store failed; the batch may or may not have been applied (an unknown outcome is
@@ -544,23 +635,24 @@ pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
 ///     }])
 ///     .await
 ///     .unwrap();
-/// let stored = store.load(&key).await.unwrap().unwrap();
+/// let stored = store.load(&key).await.unwrap().object().unwrap();
 /// assert_eq!(stored.version, 1);
 /// # }
 /// ```
 #[async_trait]
 pub trait Storage: Send + Sync + 'static {
-    /// Loads an object's state, or `None` if it was never stored (or was deleted).
+    /// Loads an object: its state and version, the version of its tombstone if it was
+    /// deleted, or [`Loaded::Absent`] if nothing was ever stored under the key.
     ///
     /// # Examples
     ///
     /// ```
-    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Counter", "a");
-    /// assert_eq!(store.load(&key).await.unwrap(), None);
+    /// assert_eq!(store.load(&key).await.unwrap(), Loaded::Absent);
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
@@ -568,14 +660,15 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     /// };
     /// store.commit(&[write]).await.unwrap();
-    /// let stored = store.load(&key).await.unwrap().unwrap();
+    /// let stored = store.load(&key).await.unwrap().object().unwrap();
     /// assert_eq!(stored.state, b"{\"count\":1}");
     /// assert_eq!(stored.version, 1);
     /// # }
     /// ```
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError>;
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError>;
 
-    /// Loads several objects' states, in the order of `keys` (`None` for one never stored).
+    /// Loads several objects, in the order of `keys`: for each, what [`load`](Storage::load)
+    /// would answer.
     /// The alarm scheduler reads the objects of a claimed batch of alarms this way, so that
     /// starting them costs one read rather than one per object.
     ///
@@ -585,7 +678,7 @@ pub trait Storage: Send + Sync + 'static {
     /// # Examples
     ///
     /// ```
-    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = MemoryStorage::new();
@@ -601,14 +694,11 @@ pub trait Storage: Send + Sync + 'static {
     ///     .load_many(&[ObjectKey::new("Counter", "b"), a])
     ///     .await
     ///     .unwrap();
-    /// assert_eq!(loaded[0], None);
-    /// assert_eq!(loaded[1].as_ref().map(|stored| stored.version), Some(1));
+    /// assert_eq!(loaded[0], Loaded::Absent);
+    /// assert_eq!(loaded[1].version(), 1);
     /// # }
     /// ```
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         let mut loaded = Vec::with_capacity(keys.len());
         for key in keys {
             loaded.push(self.load(key).await?);
@@ -616,8 +706,9 @@ pub trait Storage: Send + Sync + 'static {
         Ok(loaded)
     }
 
-    /// The stored versions of several objects, in the order of `keys` (`None` exactly where
-    /// [`load_many`](Storage::load_many) would answer `None`). A runtime with validated reads
+    /// The stored versions of several objects, in the order of `keys`: `None` exactly where
+    /// [`load_many`](Storage::load_many) would answer [`Loaded::Absent`], otherwise
+    /// [`Loaded::version`] (a deleted object's tombstone included). A runtime with validated reads
     /// ([`RuntimeBuilder::validate_reads`](crate::RuntimeBuilder::validate_reads)) asks it
     /// before each read call, to learn whether another runtime wrote the object since; it is
     /// called with one key as often as with many.
@@ -649,7 +740,10 @@ pub trait Storage: Send + Sync + 'static {
         let loaded = self.load_many(keys).await?;
         Ok(loaded
             .into_iter()
-            .map(|stored| stored.map(|stored| stored.version))
+            .map(|loaded| match loaded {
+                Loaded::Absent => None,
+                stored => Some(stored.version()),
+            })
             .collect())
     }
 
@@ -695,14 +789,17 @@ pub trait Storage: Send + Sync + 'static {
         1
     }
 
-    /// Deletes an object's state and all its alarms in one transaction. Returns whether a
-    /// stored state existed.
+    /// Deletes an object's state and all its alarms in one transaction, keeping a tombstone
+    /// one version above the object's last (see [versions](self#versions)). Returns whether a
+    /// stored state existed; deleting a deleted or never stored object changes nothing.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::{Duration, UNIX_EPOCH};
-    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::storage::{
+    ///     AlarmChange, Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage,
+    /// };
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = MemoryStorage::new();
@@ -715,16 +812,22 @@ pub trait Storage: Send + Sync + 'static {
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
     /// };
-    /// store.commit(&[write]).await.unwrap();
+    /// store.commit(std::slice::from_ref(&write)).await.unwrap();
     /// assert!(store.delete(&key).await.unwrap());
-    /// assert_eq!(store.load(&key).await.unwrap(), None);
+    /// assert_eq!(store.load(&key).await.unwrap(), Loaded::Deleted { version: 2 });
     /// assert!(store.list_alarms(&key).await.unwrap().is_empty()); // its alarms went too
     /// assert!(!store.delete(&key).await.unwrap()); // nothing left to delete
+    ///
+    /// // Recreated: the first write expects the tombstone's version.
+    /// let recreate = ObjectWrite { expected_version: 2, alarms: vec![], ..write };
+    /// store.commit(&[recreate]).await.unwrap();
+    /// assert_eq!(store.load(&key).await.unwrap().version(), 3);
     /// # }
     /// ```
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError>;
 
-    /// Lists the stored ids of one type in ascending byte order, starting after `after`.
+    /// Lists the ids of the stored objects of one type (deleted ones left out) in ascending
+    /// byte order, starting after `after`.
     ///
     /// # Examples
     ///
@@ -987,7 +1090,7 @@ pub trait Storage: Send + Sync + 'static {
 pub(crate) async fn load_all(
     storage: &dyn Storage,
     keys: &[ObjectKey],
-) -> Result<Vec<Option<StoredObject>>, StorageError> {
+) -> Result<Vec<Loaded>, StorageError> {
     let loaded = storage.load_many(keys).await?;
     if loaded.len() != keys.len() {
         return Err(StorageError::rejected(std::io::Error::other(format!(
@@ -1019,14 +1122,11 @@ pub(crate) async fn load_all_versions(
 /// `Arc<dyn Storage>` be passed where `impl Storage` is expected.
 #[async_trait]
 impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
         (**self).load(key).await
     }
 
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         (**self).load_many(keys).await
     }
 

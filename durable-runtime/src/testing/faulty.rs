@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
 
 /// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
@@ -94,7 +94,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     /// };
     /// store.commit(&[write]).await.unwrap();
-    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
     /// # }
     /// ```
     pub fn new(inner: S) -> Self {
@@ -125,7 +125,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_commits(1);
     /// store.inner().commit(&[write]).await.unwrap();
     /// assert_eq!(store.commits(), 0);
-    /// assert!(store.load(&key).await.unwrap().is_some());
+    /// assert!(store.load(&key).await.unwrap().object().is_some());
     /// # }
     /// ```
     pub fn inner(&self) -> &S {
@@ -154,7 +154,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     let err = store.commit(std::slice::from_ref(&write)).await.unwrap_err();
     ///     assert!(matches!(err, CommitError::Storage(e) if e.is_retryable()));
     /// }
-    /// assert!(store.inner().load(&key).await.unwrap().is_none()); // nothing applied
+    /// assert!(store.inner().load(&key).await.unwrap().object().is_none()); // nothing applied
     /// store.commit(&[write]).await.unwrap();
     /// # }
     /// ```
@@ -183,7 +183,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_commits_after_applying(1);
     /// assert!(store.commit(&[write]).await.is_err());
     /// // Reported failed, yet applied.
-    /// assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
+    /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
     /// assert_eq!(store.commits(), 1);
     /// # }
     /// ```
@@ -208,7 +208,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.fail_loads(2);
     /// assert!(store.load_many(&keys).await.is_err()); // one failure for the whole batch
     /// assert!(store.load(&keys[0]).await.unwrap_err().is_retryable());
-    /// assert_eq!(store.load(&keys[0]).await.unwrap(), None);
+    /// assert_eq!(store.load(&keys[0]).await.unwrap().object(), None);
     /// # }
     /// ```
     pub fn fail_loads(&self, n: usize) {
@@ -345,13 +345,14 @@ impl<S: Storage> FaultyStorage<S> {
     /// # Examples
     ///
     /// ```
-    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, Storage};
+    /// use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, Storage};
     /// use durable_runtime::testing::FaultyStorage;
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = FaultyStorage::new(MemoryStorage::new());
     /// let keys = [ObjectKey::new("Counter", "a"), ObjectKey::new("Counter", "b")];
-    /// assert_eq!(store.load_many(&keys).await.unwrap(), vec![None, None]);
+    /// let loaded = store.load_many(&keys).await.unwrap();
+    /// assert_eq!(loaded, vec![Loaded::Absent, Loaded::Absent]);
     /// assert_eq!((store.batch_loads(), store.loads()), (1, 0));
     /// # }
     /// ```
@@ -385,7 +386,7 @@ impl<S: Storage> FaultyStorage<S> {
 
 #[async_trait]
 impl<S: Storage> Storage for FaultyStorage<S> {
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
         if take_one(&self.switches.failing_loads) {
             return Err(injected("load"));
         }
@@ -395,10 +396,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
 
     /// Fails as a whole when a load failure is due.
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         if take_one(&self.switches.failing_loads) {
             return Err(injected("load"));
         }

@@ -11,13 +11,15 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
 use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
 
 use crate::error::{Dialect, Error, storage_error};
-use crate::schema::{Names, claim_limit, claimed_alarms, fetch_limit, from_db_version, id_page};
+use crate::schema::{
+    Names, claim_limit, claimed_alarms, fetch_limit, from_db_version, id_page, loaded,
+};
 
 mod builder;
 mod commit_connections;
@@ -222,27 +224,20 @@ impl Storage for PostgresStore {
         self.commits.capacity().max(1)
     }
 
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
-        let row: Option<(String, i64)> = sqlx::query_as(&self.sql.load)
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
+        let row: Option<(Option<String>, i64)> = sqlx::query_as(&self.sql.load)
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
-        row.map(|(state, version)| {
-            Ok(StoredObject {
-                state: state.into_bytes(),
-                version: from_db_version(version)?,
-            })
+        row.map_or(Ok(Loaded::Absent), |(state, version)| {
+            loaded(state, Some(version))
         })
-        .transpose()
     }
 
     /// One query: the keys travel as two arrays.
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -253,7 +248,7 @@ impl Storage for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
-        crate::schema::stored_objects(rows, keys.len())
+        crate::schema::loaded_rows(rows, keys.len())
     }
 
     /// One query selecting the versions alone: by primary key for one object, with the keys

@@ -13,7 +13,7 @@ use sqlx::PgConnection;
 
 use super::db_err;
 use super::writes::Prepared;
-use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
+use crate::conflict::{StoredVersion, UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 
 /// The name in the error of `durable_version_mismatch()`.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
@@ -27,7 +27,8 @@ pub(super) struct Statements {
     /// Inserts (`$1`–`$3`: types, ids, states) and updates (`$4`–`$7`: types, ids, states,
     /// expected versions) in one statement.
     write: String,
-    /// The stored versions of the objects named by `$1` (types) and `$2` (ids).
+    /// The stored versions of the objects named by `$1` (types) and `$2` (ids), and whether
+    /// each holds a state.
     versions: String,
 }
 
@@ -53,7 +54,8 @@ impl Statements {
                  END"
             ),
             versions: format!(
-                "SELECT o.object_type, o.object_id, o.version FROM {objects} o
+                "SELECT o.object_type, o.object_id, o.version, o.state IS NOT NULL
+                 FROM {objects} o
                  JOIN unnest($1::text[], $2::text[]) AS k(t, i)
                      ON o.object_type = k.t AND o.object_id = k.i"
             ),
@@ -134,7 +136,7 @@ async fn locate_conflict(
         .iter()
         .map(|p| p.write.key.object_id.as_str())
         .collect();
-    let stored: Vec<(String, String, i64)> = sqlx::query_as(&statements.versions)
+    let stored: Vec<StoredVersion> = sqlx::query_as(&statements.versions)
         .bind(types)
         .bind(ids)
         .fetch_all(&mut *pool)

@@ -18,7 +18,7 @@ use sqlx::SqliteConnection;
 use super::db_err;
 use super::sql::Sql;
 use super::writer::WriterGuard;
-use crate::conflict::{UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
+use crate::conflict::{StoredVersion, UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 use crate::net_alarms::NetAlarms;
 use crate::schema::{now_micros, state_text, to_db_version, to_micros};
 
@@ -39,8 +39,8 @@ const KINDS: usize = 7;
 #[derive(Debug)]
 pub(super) struct Statements {
     by_kinds: Vec<String>,
-    /// The stored versions of the objects named by a JSON array of `[type, id]`, to name a
-    /// write that did not match.
+    /// The stored versions of the objects named by a JSON array of `[type, id]`, and whether
+    /// each holds a state, to name a write that did not match.
     versions: String,
 }
 
@@ -66,11 +66,13 @@ impl Statements {
                      WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
                 guard_rows("$3")
             ),
+            // A tombstone has no state to keep: only a write with a state recreates it.
             format!(
                 "UPDATE {objects} SET version = version + 1, updated_at = $1
                      FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS e
                            FROM json_each($4)) AS w
-                     WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
+                     WHERE object_type = w.t AND object_id = w.i AND version = w.e
+                         AND state IS NOT NULL;\n{}",
                 guard_rows("$4")
             ),
             format!(
@@ -108,7 +110,8 @@ impl Statements {
             })
             .collect();
         let versions = format!(
-            "SELECT o.object_type, o.object_id, o.version FROM json_each($1) AS k
+            "SELECT o.object_type, o.object_id, o.version, o.state IS NOT NULL
+             FROM json_each($1) AS k
              JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
         );
         Self { by_kinds, versions }
@@ -288,7 +291,7 @@ async fn locate_conflict(
         .iter()
         .map(|write| (write.key.object_type.as_str(), write.key.object_id.as_str()))
         .collect();
-    let stored: Vec<(String, String, i64)> = sqlx::query_as(&sql.commit_batch.versions)
+    let stored: Vec<StoredVersion> = sqlx::query_as(&sql.commit_batch.versions)
         .bind(json(&keys)?)
         .fetch_all(conn)
         .await

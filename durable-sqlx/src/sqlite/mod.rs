@@ -11,15 +11,15 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
 use sqlx::Connection;
 use sqlx::sqlite::SqlitePool;
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
-    Names, claim_limit, claimed_alarms, fetch_limit, from_db_version, from_micros, id_page,
-    to_micros,
+    Names, claim_limit, claimed_alarms, fetch_limit, from_micros, id_page, loaded, loaded_rows,
+    now_micros, to_micros,
 };
 
 mod batch;
@@ -62,7 +62,7 @@ fn db_err(err: sqlx::Error) -> StorageError {
 ///         alarms: vec![],
 ///     }])
 ///     .await?;
-/// assert_eq!(store.load(&key).await?.unwrap().version, 1);
+/// assert_eq!(store.load(&key).await?.version(), 1);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -210,27 +210,20 @@ impl SqliteStore {
 
 #[async_trait]
 impl Storage for SqliteStore {
-    async fn load(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StorageError> {
-        let row: Option<(String, i64)> = sqlx::query_as(&self.sql.load)
+    async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
+        let row: Option<(Option<String>, i64)> = sqlx::query_as(&self.sql.load)
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
-        row.map(|(state, version)| {
-            Ok(StoredObject {
-                state: state.into_bytes(),
-                version: from_db_version(version)?,
-            })
+        row.map_or(Ok(Loaded::Absent), |(state, version)| {
+            loaded(state, Some(version))
         })
-        .transpose()
     }
 
     /// One query: the keys travel as one JSON array.
-    async fn load_many(
-        &self,
-        keys: &[ObjectKey],
-    ) -> Result<Vec<Option<StoredObject>>, StorageError> {
+    async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -239,7 +232,7 @@ impl Storage for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
-        crate::schema::stored_objects(rows, keys.len())
+        loaded_rows(rows, keys.len())
     }
 
     /// One query selecting the versions alone: by primary key for one object, with the keys
@@ -289,6 +282,7 @@ impl Storage for SqliteStore {
         let deleted = sqlx::query(&self.sql.delete_object)
             .bind(&key.object_type)
             .bind(&key.object_id)
+            .bind(now_micros())
             .execute(&mut *tx)
             .await
             .map_err(db_err)?

@@ -65,15 +65,18 @@ impl Sql {
             alarm_cancel_all: format!(
                 "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2"
             ),
+            // The row stays as a tombstone, one version up (see migration 4).
             delete_object: format!(
-                "DELETE FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
+                "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = ?3
+                 WHERE object_type = ?1 AND object_id = ?2 AND state IS NOT NULL"
             ),
             list_first: format!(
-                "SELECT object_id FROM {objects} WHERE object_type = ?1
+                "SELECT object_id FROM {objects} WHERE object_type = ?1 AND state IS NOT NULL
                  ORDER BY object_id LIMIT ?2"
             ),
             list_after: format!(
-                "SELECT object_id FROM {objects} WHERE object_type = ?1 AND object_id > ?3
+                "SELECT object_id FROM {objects}
+                 WHERE object_type = ?1 AND object_id > ?3 AND state IS NOT NULL
                  ORDER BY object_id LIMIT ?2"
             ),
             list_alarms: format!(

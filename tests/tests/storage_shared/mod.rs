@@ -33,7 +33,7 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
         let mut conflicts = 0u32;
         for _ in 0..PER_WORKER {
             loop {
-                let stored = store.load(key).await.unwrap().unwrap();
+                let stored = store.load(key).await.unwrap().object().unwrap();
                 let n: u64 = std::str::from_utf8(&stored.state).unwrap().parse().unwrap();
                 let write = ObjectWrite {
                     key: key.clone(),
@@ -53,7 +53,7 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
         }
     });
     join_all(workers).await;
-    let stored = stores[1].load(key).await.unwrap().unwrap();
+    let stored = stores[1].load(key).await.unwrap().object().unwrap();
     let total = stores.len() as u64 * 2 * PER_WORKER;
     assert_eq!(
         stored.state,
