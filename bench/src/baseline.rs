@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{PgPool, QueryBuilder, SqlitePool};
+use sqlx::{AssertSqlSafe, PgPool, QueryBuilder, SqlitePool};
 
 /// A raw connection pool to the benchmark's database.
 pub(crate) enum RawPool {
@@ -63,10 +63,10 @@ impl RawPool {
             .connect(url)
             .await
             .map_err(|e| e.to_string())?;
-        sqlx::query(&format!(
+        sqlx::query(AssertSqlSafe(format!(
             "CREATE TABLE IF NOT EXISTS {table} (object_type TEXT NOT NULL, object_id TEXT NOT NULL, \
              state TEXT NOT NULL, version BIGINT NOT NULL, PRIMARY KEY (object_type, object_id))"
-        ))
+        )))
         .execute(&pool)
         .await
         .map_err(|e| e.to_string())?;
@@ -76,7 +76,7 @@ impl RawPool {
     /// Drops what the baseline created.
     pub(crate) async fn cleanup(&self) {
         if let Self::Postgres(pool, table) = self {
-            let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+            let _ = sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
                 .execute(pool)
                 .await;
         }
@@ -99,10 +99,10 @@ impl RawPool {
             }
             Self::Postgres(pool, table) => {
                 let mut tx = pool.begin().await?;
-                sqlx::query(&format!(
+                sqlx::query(AssertSqlSafe(format!(
                     "INSERT INTO {table} (object_type, object_id, state, version) VALUES ('Raw', $1, $2, 1) \
                      ON CONFLICT (object_type, object_id) DO UPDATE SET state = excluded.state, version = {table}.version + 1"
-                ))
+                )))
                 .bind(id)
                 .bind(STATE)
                 .execute(&mut *tx)

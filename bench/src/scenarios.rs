@@ -28,9 +28,11 @@ impl Opened {
     /// Removes what the run created in a shared database.
     async fn close(self) {
         if let Some((pool, schema)) = self.schema {
-            let _ = sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                .execute(&pool)
-                .await;
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE"
+            )))
+            .execute(&pool)
+            .await;
         }
     }
 }

@@ -21,7 +21,9 @@ impl Backend {
     pub async fn cleanup(self) {
         if let Some((pool, schema)) = self.postgres_schema {
             let drop = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-            let _ = durable_sqlx::sqlx::raw_sql(&drop).execute(&pool).await;
+            let _ = durable_sqlx::sqlx::raw_sql(durable_sqlx::sqlx::AssertSqlSafe(drop))
+                .execute(&pool)
+                .await;
         }
     }
 }
