@@ -1215,7 +1215,10 @@ async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
         fx.guard.name
     );
     storage_shared::unreadable_claimed_rows_are_skipped(&fx.store, || async move {
-        sqlx::query(AssertSqlSafe(sql.as_str())).execute(&pool).await.unwrap();
+        sqlx::query(AssertSqlSafe(sql.as_str()))
+            .execute(&pool)
+            .await
+            .unwrap();
     })
     .await;
 }
