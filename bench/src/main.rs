@@ -8,7 +8,10 @@
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
-//! `read`, `cold`, `memory`, `alarms`. Each prints one JSON line; a table follows at the end.
+//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`. On SQLite, `spread` also runs its
+//! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
+//! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
+//! follows at the end.
 //! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
 //! `--page-size` sets the page size of the SQLite databases, the store's and the baselines'
 //! alike (default: the store's default); `--wal-autocheckpoint` the WAL size, in pages, at which
@@ -16,6 +19,7 @@
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
 mod baseline;
+mod commits;
 mod objects;
 mod peer;
 mod report;

@@ -44,13 +44,7 @@ impl Figure {
 
     /// The median of the runs.
     pub(crate) fn median(&self) -> f64 {
-        let mut runs = self.runs.clone();
-        runs.sort_by(f64::total_cmp);
-        match runs.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => runs[n / 2],
-            n => (runs[n / 2 - 1] + runs[n / 2]) / 2.0,
-        }
+        median(&mut self.runs.clone())
     }
 
     /// Records the latency percentiles of a run's histogram (nanoseconds).
@@ -81,6 +75,44 @@ impl Figure {
             value[*name] = (*v).into();
         }
         value.to_string()
+    }
+}
+
+/// The median of `values` (0 for none).
+pub(crate) fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The latency histogram of the run whose rate is closest to the median so far: a figure's
+/// percentiles come from one run, its median one.
+#[derive(Default)]
+pub(crate) struct MedianLatency(Option<(f64, Histogram<u64>)>);
+
+impl MedianLatency {
+    /// Adds a run's rate to `figure` and keeps its histogram if it is the closest to the median.
+    pub(crate) fn offer(&mut self, figure: &mut Figure, rate: f64, histogram: Histogram<u64>) {
+        figure.runs.push(rate);
+        let median = figure.median();
+        let closer = self
+            .0
+            .as_ref()
+            .is_none_or(|(kept, _)| (rate - median).abs() <= (kept - median).abs());
+        if closer {
+            self.0 = Some((rate, histogram));
+        }
+    }
+
+    /// Sets `figure`'s latency from the kept run, and its peak RSS.
+    pub(crate) fn finish(self, figure: &mut Figure) {
+        if let Some((_, histogram)) = self.0 {
+            figure.set_latency(&histogram);
+        }
+        figure.peak_rss_mib = peak_rss_mib();
     }
 }
 
@@ -132,7 +164,9 @@ pub(crate) fn print_table(figures: &[Figure]) {
             f.peak_rss_mib
         );
         for (name, value) in &f.extra {
-            println!("{:<14} {:<14} {:>14.1} {}", "", "", value, name);
+            // Ratios with two decimals, counts with one.
+            let decimals = if value.abs() < 10.0 { 2 } else { 1 };
+            println!("{:<14} {:<14} {:>14.decimals$} {}", "", "", value, name);
         }
     }
 }

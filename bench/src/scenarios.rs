@@ -9,11 +9,12 @@ use durable_runtime::storage::{
 };
 use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
 use hdrhistogram::Histogram;
+use sqlx::{ConnectOptions, Connection};
 use stats_alloc::Region;
 
 use crate::baseline::{self, RawPool};
 use crate::objects::{BenchCounter, FIRED, Ringer};
-use crate::report::{Figure, peak_rss_mib};
+use crate::report::{Figure, MedianLatency, median, peak_rss_mib};
 use crate::{BackendKind, GLOBAL, Settings};
 
 /// A backend opened for one run, with what must outlive it.
@@ -28,9 +29,11 @@ impl Opened {
     /// Removes what the run created in a shared database.
     async fn close(self) {
         if let Some((pool, schema)) = self.schema {
-            let _ = sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                .execute(&pool)
-                .await;
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE"
+            )))
+            .execute(&pool)
+            .await;
         }
     }
 }
@@ -45,18 +48,7 @@ async fn open(settings: &Settings) -> Result<Opened, String> {
         },
         BackendKind::Sqlite | BackendKind::SqliteNormal => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-            let synchronous = if kind == BackendKind::Sqlite {
-                durable_sqlx::Synchronous::Full
-            } else {
-                durable_sqlx::Synchronous::Normal
-            };
-            let store = durable_sqlx::SqliteStore::builder(dir.path().join("bench.db"))
-                .synchronous(synchronous)
-                .page_size(settings.page_size)
-                .wal_autocheckpoint(settings.wal_autocheckpoint)
-                .open()
-                .await
-                .map_err(|e| e.to_string())?;
+            let store = sqlite_store(settings, &dir.path().join("bench.db")).await?;
             Opened {
                 store: Arc::new(store),
                 _dir: Some(dir),
@@ -87,6 +79,25 @@ async fn open(settings: &Settings) -> Result<Opened, String> {
     })
 }
 
+/// A SQLite store at `path` with the run's settings.
+async fn sqlite_store(
+    settings: &Settings,
+    path: &std::path::Path,
+) -> Result<durable_sqlx::SqliteStore, String> {
+    let synchronous = if settings.backend == BackendKind::Sqlite {
+        durable_sqlx::Synchronous::Full
+    } else {
+        durable_sqlx::Synchronous::Normal
+    };
+    durable_sqlx::SqliteStore::builder(path)
+        .synchronous(synchronous)
+        .page_size(settings.page_size)
+        .wal_autocheckpoint(settings.wal_autocheckpoint)
+        .open()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 fn database_url() -> Result<String, String> {
     std::env::var("DATABASE_URL").map_err(|_| "the postgres backend needs DATABASE_URL".into())
 }
@@ -98,8 +109,29 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "raw-commit" | "raw-batch" => raw(name, settings).await,
         "seq" => calls(settings, "seq", Op::Increment, 1, 1).await,
         "hot" => calls(settings, "hot", Op::Increment, 64, 1).await,
-        "spread" => calls(settings, "spread", Op::Increment, 64, 10_000).await,
-        "spread-alarm" => calls(settings, "spread-alarm", Op::Touch, 64, 10_000).await,
+        "spread" => match backend {
+            BackendKind::Sqlite | BackendKind::SqliteNormal => spread(settings).await,
+            BackendKind::Memory | BackendKind::Postgres => {
+                calls(
+                    settings,
+                    "spread",
+                    Op::Increment,
+                    SPREAD_CALLERS,
+                    SPREAD_OBJECTS,
+                )
+                .await
+            }
+        },
+        "spread-alarm" => {
+            calls(
+                settings,
+                "spread-alarm",
+                Op::Touch,
+                SPREAD_CALLERS,
+                SPREAD_OBJECTS,
+            )
+            .await
+        }
         "read" => {
             // Persistence is not involved: always in memory.
             let memory = Settings {
@@ -193,18 +225,20 @@ enum Op {
     Touch,
 }
 
-/// `callers` concurrent callers over `objects` objects for `settings.secs`.
-async fn calls(
-    settings: &Settings,
-    name: &str,
-    op: Op,
-    callers: usize,
-    objects: usize,
-) -> Result<Vec<Figure>, String> {
-    let unit = "calls/s";
-    let mut figure = Figure::new(name, settings.backend.name(), unit);
-    let mut best: Option<(f64, Histogram<u64>)> = None;
-    for _ in 0..settings.runs {
+/// The callers of `spread` and `spread-alarm`.
+const SPREAD_CALLERS: usize = 64;
+/// The objects `spread` and `spread-alarm` call at random.
+const SPREAD_OBJECTS: usize = 10_000;
+
+/// A runtime on a fresh backend whose objects have all been called once.
+struct CallRun {
+    opened: Opened,
+    rt: Runtime,
+    ids: Arc<Vec<String>>,
+}
+
+impl CallRun {
+    async fn start(settings: &Settings, op: Op, objects: usize) -> Result<Self, String> {
         let opened = open(settings).await?;
         let rt = match op {
             Op::ValidatedGet => Runtime::builder(Arc::clone(&opened.store))
@@ -220,23 +254,109 @@ async fn calls(
                 result.map_err(|e| e.to_string())?;
             }
         }
-        let (rate, histogram) = drive(&rt, op, callers, &ids, settings.secs).await?;
-        rt.shutdown().await;
-        opened.close().await;
-        figure.runs.push(rate);
-        // Keep the latency of the run closest to the median so far.
-        let keep = best
-            .as_ref()
-            .is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
-        if keep {
-            best = Some((rate, histogram));
-        }
+        Ok(Self { opened, rt, ids })
     }
-    if let Some((_, histogram)) = best {
-        figure.set_latency(&histogram);
+
+    async fn finish(self) {
+        self.rt.shutdown().await;
+        self.opened.close().await;
     }
-    figure.peak_rss_mib = peak_rss_mib();
+}
+
+/// `callers` concurrent callers over `objects` objects for `settings.secs`.
+async fn calls(
+    settings: &Settings,
+    name: &str,
+    op: Op,
+    callers: usize,
+    objects: usize,
+) -> Result<Vec<Figure>, String> {
+    let mut figure = Figure::new(name, settings.backend.name(), "calls/s");
+    let mut latency = MedianLatency::default();
+    for _ in 0..settings.runs {
+        let run = CallRun::start(settings, op, objects).await?;
+        let (rate, histogram) = drive(&run.rt, op, callers, &run.ids, settings.secs).await?;
+        run.finish().await;
+        latency.offer(&mut figure, rate, histogram);
+    }
+    latency.finish(&mut figure);
     Ok(vec![figure])
+}
+
+/// `spread` on SQLite next to `raw-spread`, its same-work baseline, run by run: each run of
+/// `spread` records the batches group commit formed (from the runtime's commit metrics), then
+/// `raw-spread` commits batches of the same sizes of random rows of a 10,000-row table with
+/// plain sqlx, on a store opened with the same settings. `spread` is reported as a ratio to it
+/// (the median of the runs' ratios), with how long its commits took and how much of the run the
+/// store spent committing.
+async fn spread(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let backend = settings.backend.name();
+    let mut raw = Figure::new("raw-spread", backend, "rows/s");
+    let mut raw_latency = MedianLatency::default();
+    let mut figure = Figure::new("spread", backend, "calls/s");
+    let mut latency = MedianLatency::default();
+    let mut ratios = Vec::new();
+    let mut writes_per_sec = Vec::new();
+    let mut mean_batches = Vec::new();
+    let mut mean_commit_us = Vec::new();
+    let mut committing = Vec::new();
+    for _ in 0..settings.runs {
+        let run = CallRun::start(settings, Op::Increment, SPREAD_OBJECTS).await?;
+        crate::commits::start()?;
+        let started = Instant::now();
+        let (rate, histogram) = drive(
+            &run.rt,
+            Op::Increment,
+            SPREAD_CALLERS,
+            &run.ids,
+            settings.secs,
+        )
+        .await?;
+        let commits = crate::commits::take()?;
+        let elapsed = started.elapsed().as_secs_f64();
+        run.finish().await;
+        let written: u64 = commits.sizes.iter().map(|&n| u64::from(n)).sum();
+        let batches = commits.sizes.len().max(1) as f64;
+        let seconds: f64 = commits.seconds.iter().sum();
+        writes_per_sec.push(written as f64 / elapsed);
+        mean_batches.push(written as f64 / batches);
+        mean_commit_us.push(seconds * 1e6 / commits.seconds.len().max(1) as f64);
+        committing.push(seconds / elapsed);
+        latency.offer(&mut figure, rate, histogram);
+
+        let (raw_rate, raw_histogram) = raw_spread(settings, &commits.sizes).await?;
+        raw_latency.offer(&mut raw, raw_rate, raw_histogram);
+        ratios.push(rate / raw_rate);
+    }
+    raw_latency.finish(&mut raw);
+    latency.finish(&mut figure);
+    figure.extra.extend([
+        ("writes/s", median(&mut writes_per_sec)),
+        ("writes per batch (mean)", median(&mut mean_batches)),
+        ("µs per commit (mean)", median(&mut mean_commit_us)),
+        ("share of the run spent committing", median(&mut committing)),
+        ("× raw-spread", median(&mut ratios)),
+    ]);
+    Ok(vec![raw, figure])
+}
+
+/// One run of `raw-spread` with the batch sizes of a `spread` run.
+async fn raw_spread(settings: &Settings, sizes: &[u32]) -> Result<(f64, Histogram<u64>), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let store = sqlite_store(settings, &dir.path().join("raw.db")).await?;
+    populate(&store, "BenchCounter", SPREAD_OBJECTS).await?;
+    let ids: Vec<String> = (0..SPREAD_OBJECTS).map(|i| format!("obj-{i}")).collect();
+    // A connection of its own made from the pool's options, as the store's writer is.
+    let mut conn = store
+        .pool()
+        .connect_options()
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = baseline::raw_spread(&mut conn, "BenchCounter", &ids, sizes, settings.secs).await;
+    let _ = conn.close().await;
+    store.pool().close().await;
+    result
 }
 
 /// The `read` calls as kameo asks to in-memory actors: the baseline `read` is compared with.
@@ -247,23 +367,14 @@ async fn peer_reads(
     objects: usize,
 ) -> Result<Figure, String> {
     let mut figure = Figure::new(name, "none", "calls/s");
-    let mut best: Option<(f64, Histogram<u64>)> = None;
+    let mut latency = MedianLatency::default();
     for _ in 0..settings.runs {
         let actors = crate::peer::spawn(objects);
         let (rate, histogram) = crate::peer::drive(&actors, callers, settings.secs).await?;
         crate::peer::stop(actors).await;
-        figure.runs.push(rate);
-        let keep = best
-            .as_ref()
-            .is_none_or(|(r, _)| (rate - figure.median()).abs() <= (r - figure.median()).abs());
-        if keep {
-            best = Some((rate, histogram));
-        }
+        latency.offer(&mut figure, rate, histogram);
     }
-    if let Some((_, histogram)) = best {
-        figure.set_latency(&histogram);
-    }
-    figure.peak_rss_mib = peak_rss_mib();
+    latency.finish(&mut figure);
     Ok(figure)
 }
 

@@ -271,17 +271,17 @@ impl Helper {
 
     /// Checks that the helper was written bare (`#[handler]`, not `#[handler(..)]`).
     pub(crate) fn check_bare(attr: &Attribute, errors: &mut Errors) {
-        if let Some(helper) = Self::of(attr) {
-            if !matches!(attr.meta, Meta::Path(_)) {
-                errors.spanned(
-                    &attr.meta,
-                    format!(
-                        "`#[{}]` takes no arguments: write `#[{}]`",
-                        helper.name(),
-                        helper.name()
-                    ),
-                );
-            }
+        if let Some(helper) = Self::of(attr)
+            && !matches!(attr.meta, Meta::Path(_))
+        {
+            errors.spanned(
+                &attr.meta,
+                format!(
+                    "`#[{}]` takes no arguments: write `#[{}]`",
+                    helper.name(),
+                    helper.name()
+                ),
+            );
         }
     }
 }

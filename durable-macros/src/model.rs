@@ -485,13 +485,12 @@ impl Handler {
 /// (without `ref` or a subpattern, and not one of the `__` names generated code uses), else
 /// `__arg<N>`.
 fn argument_ident(pat: &Pat, index: usize) -> Ident {
-    if let Pat::Ident(pat) = pat {
-        if pat.by_ref.is_none()
-            && pat.subpat.is_none()
-            && !pat.ident.unraw().to_string().starts_with("__")
-        {
-            return pat.ident.clone();
-        }
+    if let Pat::Ident(pat) = pat
+        && pat.by_ref.is_none()
+        && pat.subpat.is_none()
+        && !pat.ident.unraw().to_string().starts_with("__")
+    {
+        return pat.ident.clone();
     }
     format_ident!("__arg{}", index, span = pat.span())
 }

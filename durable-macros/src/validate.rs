@@ -8,7 +8,7 @@ use syn::ext::IdentExt;
 use syn::visit::{self, Visit};
 use syn::{
     Attribute, Fields, FnArg, GenericArgument, GenericParam, Generics, Ident, ImplItem, ItemImpl,
-    Path, PathArguments, ReturnType, Signature, Type, punctuated::Punctuated,
+    Path, PathArguments, ReceiverKind, ReturnType, Safety, Signature, Type, punctuated::Punctuated,
 };
 
 use crate::attrs::Helper;
@@ -129,7 +129,7 @@ pub(crate) fn derives(attrs: &[Attribute], errors: &mut Errors) -> Vec<Attribute
 /// Returns the object's name.
 pub(crate) fn impl_shape(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
     let mut ok = true;
-    if let Some((_, path, _)) = &item.trait_ {
+    if let Some((path, _)) = &item.trait_ {
         ok = false;
         errors.spanned(
             path,
@@ -255,7 +255,7 @@ pub(crate) fn plain_signature(sig: &Signature, helper: Helper, errors: &mut Erro
             format!("{what} cannot be `const`: remove `const`"),
         );
     }
-    if let Some(unsafety) = &sig.unsafety {
+    if let Safety::Unsafe(unsafety) = &sig.safety {
         ok = false;
         errors.spanned(
             unsafety,
@@ -331,35 +331,37 @@ pub(crate) fn handler_receiver(sig: &Signature, errors: &mut Errors) -> Option<A
     let access = |mutable: bool| {
         if mutable { Access::Write } else { Access::Read }
     };
-    if receiver.colon_token.is_some() {
+    match &receiver.kind {
         // `self: &Self` and `self: &mut Self` are the long forms of the shorthands.
-        if let Type::Reference(reference) = &*receiver.ty {
-            if reference.lifetime.is_none() && is_self(&reference.elem) {
-                return Some(access(reference.mutability.is_some()));
+        ReceiverKind::Typed(_, ty) => match &**ty {
+            Type::Reference(reference)
+                if reference.lifetime.is_none() && is_self(&reference.elem) =>
+            {
+                Some(access(reference.mutability.is_some()))
             }
-        }
-        errors.spanned(
-            receiver,
-            "a handler borrows the object: write `&self` (to read the state) or `&mut self` (to change it) instead of this receiver",
-        );
-        return None;
-    }
-    match &receiver.reference {
-        None => {
-            errors.spanned(
-                receiver,
-                "a handler borrows the object, it cannot take it by value: write `&self` (to read the state) or `&mut self` (to change it)",
-            );
-            None
-        }
-        Some((_, Some(lifetime))) => {
+            _ => {
+                errors.spanned(
+                    receiver,
+                    "a handler borrows the object: write `&self` (to read the state) or `&mut self` (to change it) instead of this receiver",
+                );
+                None
+            }
+        },
+        ReceiverKind::Reference(_, Some(lifetime), _) => {
             errors.spanned(
                 lifetime,
                 "remove this lifetime: write `&self` or `&mut self`",
             );
             None
         }
-        Some((_, None)) => Some(access(receiver.mutability.is_some())),
+        ReceiverKind::Reference(_, None, mutability) => Some(access(mutability.is_some())),
+        _ => {
+            errors.spanned(
+                receiver,
+                "a handler borrows the object, it cannot take it by value: write `&self` (to read the state) or `&mut self` (to change it)",
+            );
+            None
+        }
     }
 }
 
@@ -544,21 +546,17 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
         ),
     };
     match sig.receiver() {
-        Some(receiver) if receiver.colon_token.is_none() => match &receiver.reference {
-            Some((_, None)) => true,
-            Some((_, Some(lifetime))) => {
+        Some(receiver) => match &receiver.kind {
+            ReceiverKind::Reference(_, None, _) => true,
+            ReceiverKind::Reference(_, Some(lifetime), _) => {
                 errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
                 false
             }
-            None => {
+            _ => {
                 errors.spanned(receiver, fix);
                 false
             }
         },
-        Some(receiver) => {
-            errors.spanned(receiver, fix);
-            false
-        }
         None => {
             errors.spanned(name, fix);
             false
@@ -646,16 +644,16 @@ pub(crate) fn alarm_names(
             continue;
         }
         let has_cfg = !alarm.cfgs.is_empty();
-        if let Some((first, first_cfg)) = seen.get(&constant) {
-            if !(has_cfg && *first_cfg) {
-                errors.spanned(
+        if let Some((first, first_cfg)) = seen.get(&constant)
+            && !(has_cfg && *first_cfg)
+        {
+            errors.spanned(
                     method,
                     format!(
                         "the alarm handlers `{first}` and `{method}` would both have the constant `{object}::{constant}`: rename one of them"
                     ),
                 );
-                continue;
-            }
+            continue;
         }
         seen.insert(constant, (method.clone(), has_cfg));
         kept.push(alarm);
@@ -751,16 +749,16 @@ pub(crate) fn client_names(
             continue;
         }
         let has_cfg = !handler.cfgs.is_empty();
-        if let Some((first, first_cfg)) = seen.get(&client) {
-            if !(has_cfg && *first_cfg) {
-                errors.spanned(
+        if let Some((first, first_cfg)) = seen.get(&client)
+            && !(has_cfg && *first_cfg)
+        {
+            errors.spanned(
                     method,
                     format!(
                         "the handlers `{first}` and `{method}` would both have the client `{object}::{client}`: rename one of them"
                     ),
                 );
-                continue;
-            }
+            continue;
         }
         seen.insert(client, (method.clone(), has_cfg));
         kept.push(handler);

@@ -1,8 +1,10 @@
 //! What both dialects share: table names, the embedded migrations, time and number conversions.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use durable_runtime::storage::{Loaded, StorageError, StoredObject};
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 use crate::error::{Error, rejected};
 
@@ -93,6 +95,16 @@ impl Names {
         sql.replace("{prefix}", &self.qualifier)
             .replace("{index_prefix}", &self.index_prefix)
     }
+}
+
+/// A statement of the store, built once with its table names filled in and shared from then on
+/// (cloning it only counts a reference).
+///
+/// Its text is the store's own SQL with nothing in it but the table names, which
+/// [`validate_name`] restricts to lowercase identifiers: nothing a caller passes ever reaches it,
+/// which is what sqlx's `AssertSqlSafe` asks to be checked.
+pub(crate) fn statement(text: String) -> SqlStr {
+    AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
 }
 
 /// One embedded schema migration.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use durable_runtime::Event;
 use durable_runtime::storage::{MemoryStorage, Storage};
-use durable_sqlx::sqlx::{self, Connection, PgConnection};
+use durable_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
 
 /// A storage backend under test, kept alive (with its temporary files or schema) for as long
 /// as the test holds it; what it created (a directory, a Postgres schema) goes when it is
@@ -69,10 +69,12 @@ impl SchemaGuard {
         let mut conn = PgConnection::connect(url)
             .await
             .expect("connect to Postgres");
-        sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-            .execute(&mut conn)
-            .await
-            .unwrap();
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE"
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
         conn.close().await.ok();
         Self {
             url: url.to_owned(),
@@ -105,9 +107,9 @@ impl Drop for SchemaGuard {
                 .bind(&schema)
                 .execute(&mut conn)
                 .await?;
-                sqlx::raw_sql(&format!(
+                sqlx::raw_sql(AssertSqlSafe(format!(
                     "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
-                ))
+                )))
                 .execute(&mut conn)
                 .await?;
                 conn.close().await

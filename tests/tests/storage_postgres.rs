@@ -18,7 +18,7 @@ use durable_runtime::storage::{
 };
 use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use durable_sqlx::sqlx::{self, Connection, PgConnection, PgPool};
+use durable_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection, PgPool};
 use durable_sqlx::{Error, PostgresStore};
 use durable_tests::SchemaGuard;
 
@@ -89,10 +89,12 @@ fn insert_with_tick(key: &ObjectKey, state: &str) -> ObjectWrite {
 }
 
 async fn applied_versions(pool: &PgPool, table: &str) -> Vec<i64> {
-    sqlx::query_scalar(&format!("SELECT version FROM {table} ORDER BY version"))
-        .fetch_all(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT version FROM {table} ORDER BY version"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
 }
 
 async fn tables_in(pool: &PgPool, schema: &str) -> Vec<String> {
@@ -210,12 +212,12 @@ async fn upgrade_from_first_migration_keeps_data() {
     old.migrate_to(1).await.unwrap();
     let migrations = format!("{schema}.durable_schema_migrations");
     assert_eq!(applied_versions(old.pool(), &migrations).await, [1]);
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(AssertSqlSafe(format!(
         "INSERT INTO {schema}.durable_objects (object_type, object_id, state, version)
              VALUES ('Counter', 'a', '{{\"n\":41}}', 7);
          INSERT INTO {schema}.durable_alarms (object_type, object_id, name, due_at, attempts)
              VALUES ('Counter', 'a', 'tick', '2023-11-14 22:13:20.123457+00', 2);"
-    ))
+    )))
     .execute(old.pool())
     .await
     .unwrap();
@@ -305,7 +307,7 @@ async fn user_sqlx_migrations_coexist() {
     let guard = SchemaGuard::new(&url, "user_migrations").await;
     let schema = &guard.name;
     let mut admin = PgConnection::connect(&url).await.unwrap();
-    sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut admin)
         .await
         .unwrap();
@@ -398,10 +400,13 @@ async fn a_failing_backend_test_leaves_no_schema_behind() {
             backend.store.commit(&[write]).await.unwrap();
             let mut conn = PgConnection::connect(&test_url).await.unwrap();
             let mut tx = conn.begin().await.unwrap();
-            sqlx::raw_sql(&format!("LOCK TABLE {}.durable_objects", created[0]))
-                .execute(&mut *tx)
-                .await
-                .unwrap();
+            sqlx::raw_sql(AssertSqlSafe(format!(
+                "LOCK TABLE {}.durable_objects",
+                created[0]
+            )))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
             panic!("a failing test in {}", created[0]);
         })
     })
@@ -529,16 +534,16 @@ async fn tables_are_inspectable() {
         .commit(&[write, insert(&nul, "{\"s\":\"a\\u0000b\"}")])
         .await
         .unwrap();
-    let count: String = sqlx::query_scalar(&format!(
+    let count: String = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT state::jsonb ->> 'count' FROM {schema}.durable_objects WHERE object_id = 'a'"
-    ))
+    )))
     .fetch_one(fx.store.pool())
     .await
     .unwrap();
     assert_eq!(count, "3");
-    let exact: bool = sqlx::query_scalar(&format!(
+    let exact: bool = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT due_at = timestamptz '2023-11-14 22:13:20.123457+00' FROM {schema}.durable_alarms"
-    ))
+    )))
     .fetch_one(fx.store.pool())
     .await
     .unwrap();
@@ -647,9 +652,9 @@ async fn connection_loss_is_retryable_and_recovers() {
 
     // 2. A commit waiting on a row lock loses its connection in the middle of its transaction.
     let mut blocker = admin.begin().await.unwrap();
-    sqlx::query(&format!(
+    sqlx::query(AssertSqlSafe(format!(
         "SELECT version FROM {schema}.durable_objects WHERE object_id = 'a' FOR UPDATE"
-    ))
+    )))
     .execute(&mut *blocker)
     .await
     .unwrap();
@@ -1071,13 +1076,13 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
     // alarm, but not committed yet.
     let schema = &fx.guard.name;
     let mut other = PgConnection::connect(&fx.guard.url).await.unwrap();
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(AssertSqlSafe(format!(
         "BEGIN;
          UPDATE {schema}.durable_objects SET version = version + 1
              WHERE object_type = 'Reminder' AND object_id = 'r';
          INSERT INTO {schema}.durable_alarms (object_type, object_id, name, due_at)
              VALUES ('Reminder', 'r', 'tick', now() + interval '1 hour');"
-    ))
+    )))
     .execute(&mut other)
     .await
     .unwrap();
@@ -1116,9 +1121,9 @@ async fn a_delete_racing_a_commit_leaves_no_alarm_behind() {
     assert!(delete.await.unwrap().unwrap(), "the object existed");
 
     assert_eq!(fx.store.load(&key).await.unwrap().object(), None);
-    let alarms: i64 = sqlx::query_scalar(&format!(
+    let alarms: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT count(*) FROM {schema}.durable_alarms WHERE object_id = 'r'"
-    ))
+    )))
     .fetch_one(&mut other)
     .await
     .unwrap();
@@ -1152,10 +1157,10 @@ async fn a_lock_timeout_is_retryable() {
 
     // Another session holds the object's row.
     let mut other = PgConnection::connect(&url).await.unwrap();
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(AssertSqlSafe(format!(
         "BEGIN; SELECT * FROM {}.durable_objects FOR UPDATE",
         guard.name
-    ))
+    )))
     .execute(&mut other)
     .await
     .unwrap();
@@ -1258,7 +1263,10 @@ async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
         fx.guard.name
     );
     storage_shared::unreadable_claimed_rows_are_skipped(&fx.store, || async move {
-        sqlx::query(&sql).execute(&pool).await.unwrap();
+        sqlx::query(AssertSqlSafe(sql.as_str()))
+            .execute(&pool)
+            .await
+            .unwrap();
     })
     .await;
 }

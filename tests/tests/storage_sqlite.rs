@@ -11,7 +11,7 @@ use durable_runtime::storage::{
 };
 use durable_sqlx::sqlx::migrate::Migrator;
 use durable_sqlx::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use durable_sqlx::sqlx::{self, Connection, SqliteConnection, SqlitePool};
+use durable_sqlx::sqlx::{self, AssertSqlSafe, Connection, SqliteConnection, SqlitePool};
 use durable_sqlx::{Error, SqliteStore, SqliteStoreBuilder, Synchronous};
 use tempfile::TempDir;
 
@@ -64,10 +64,12 @@ async fn tables(pool: &SqlitePool) -> Vec<String> {
 }
 
 async fn applied_versions(pool: &SqlitePool, table: &str) -> Vec<i64> {
-    sqlx::query_scalar(&format!("SELECT version FROM {table} ORDER BY version"))
-        .fetch_all(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT version FROM {table} ORDER BY version"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -145,12 +147,12 @@ async fn upgrade_from_first_migration_keeps_data() {
     );
     // Rows as the first schema stored them (no `last_error` / `dead` columns yet).
     let due = 1_700_000_000_123_457i64;
-    sqlx::raw_sql(&format!(
+    sqlx::raw_sql(AssertSqlSafe(format!(
         "INSERT INTO durable_objects (object_type, object_id, state, version, created_at, updated_at)
              VALUES ('Counter', 'a', '{{\"n\":41}}', 7, 1, 2);
          INSERT INTO durable_alarms (object_type, object_id, name, due_at, claimed_at, attempts, created_at)
              VALUES ('Counter', 'a', 'tick', {due}, NULL, 2, 1);"
-    ))
+    )))
     .execute(old.pool())
     .await
     .unwrap();
@@ -420,9 +422,9 @@ async fn locations_paths_and_urls() {
 
 /// A connection setting, as text.
 async fn pragma(pool: &SqlitePool, name: &str) -> String {
-    sqlx::query_scalar(&format!(
+    sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT CAST((SELECT * FROM pragma_{name}) AS TEXT)"
-    ))
+    )))
     .fetch_one(pool)
     .await
     .unwrap()

@@ -64,11 +64,12 @@ fn replace_self(ty: &Type, object: &Type) -> Type {
 
     impl VisitMut for ReplaceSelf<'_> {
         fn visit_type_mut(&mut self, ty: &mut Type) {
-            if let Type::Path(path) = ty {
-                if path.qself.is_none() && path.path.is_ident("Self") {
-                    *ty = self.0.clone();
-                    return;
-                }
+            if let Type::Path(path) = ty
+                && path.qself.is_none()
+                && path.path.is_ident("Self")
+            {
+                *ty = self.0.clone();
+                return;
             }
             visit_mut::visit_type_mut(self, ty);
         }

@@ -75,8 +75,7 @@ pub use states::{
     batch_commits_many_objects, batch_is_atomic, delete_removes_state_and_alarms,
     insert_over_existing_conflicts, insert_then_load, load_many_in_key_order, load_missing,
     load_versions_match_loads, recreated_object_refuses_stale_writer, stale_version_conflicts,
-    stateless_write_bumps_version,
-    update_missing_conflicts, update_with_expected_version,
+    stateless_write_bumps_version, update_missing_conflicts, update_with_expected_version,
 };
 
 /// What a test setup hands to the checks: a store, plus whatever must live as long as the

@@ -6,7 +6,7 @@ use durable_runtime::storage::StorageError;
 
 use super::{PostgresStore, db_err};
 use crate::error::Error;
-use crate::schema::{Migration, POSTGRES_MIGRATIONS};
+use crate::schema::{Migration, POSTGRES_MIGRATIONS, statement};
 
 impl PostgresStore {
     /// Applies the store's pending schema migrations; applying them again is a no-op.
@@ -47,10 +47,10 @@ impl PostgresStore {
     /// ```
     #[doc(hidden)]
     pub async fn migrate_to(&self, version: i64) -> Result<(), Error> {
-        let applied_sql = format!(
+        let applied_sql = statement(format!(
             "SELECT version FROM {} ORDER BY version",
             self.names.migrations
-        );
+        ));
         // Cheap path: read what is applied without taking the lock. Before the first
         // migration the table does not exist (asked first, so that the server logs no error).
         let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
@@ -59,7 +59,7 @@ impl PostgresStore {
             .await
             .map_err(db_err)?;
         let applied: Vec<i64> = if exists {
-            sqlx::query_scalar(&applied_sql)
+            sqlx::query_scalar(applied_sql)
                 .fetch_all(&self.pool)
                 .await
                 .map_err(db_err)?
@@ -106,27 +106,27 @@ impl PostgresStore {
                     .await
                     .map_err(db_err)?;
             if exists.is_none() {
-                sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
+                sqlx::raw_sql(statement(format!("CREATE SCHEMA \"{schema}\"")))
                     .execute(&mut *tx)
                     .await
                     .map_err(db_err)?;
             }
         }
-        sqlx::raw_sql(&format!(
+        sqlx::raw_sql(statement(format!(
             "CREATE TABLE IF NOT EXISTS {} (
                 version BIGINT PRIMARY KEY,
                 description TEXT NOT NULL,
                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
             )",
             self.names.migrations
-        ))
+        )))
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-        let done: Option<i64> = sqlx::query_scalar(&format!(
+        let done: Option<i64> = sqlx::query_scalar(statement(format!(
             "SELECT version FROM {} WHERE version = $1",
             self.names.migrations
-        ))
+        )))
         .bind(migration.version)
         .fetch_optional(&mut *tx)
         .await
@@ -136,14 +136,14 @@ impl PostgresStore {
             return tx.commit().await.map_err(db_err);
         }
         let sql = self.names.render(migration.sql);
-        sqlx::raw_sql(&sql)
+        sqlx::raw_sql(statement(sql))
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        sqlx::query(&format!(
+        sqlx::query(statement(format!(
             "INSERT INTO {} (version, description) VALUES ($1, $2)",
             self.names.migrations
-        ))
+        )))
         .bind(migration.version)
         .bind(migration.description)
         .execute(&mut *tx)

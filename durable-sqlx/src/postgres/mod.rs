@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use durable_runtime::storage::{
     AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
-use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
+use sqlx::{PgConnection, SqlStr};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
@@ -185,7 +185,7 @@ impl PostgresStore {
         sql: &Sql,
         key: &ObjectKey,
     ) -> Result<Option<u64>, StorageError> {
-        let found: Option<i64> = sqlx::query_scalar(&sql.version)
+        let found: Option<i64> = sqlx::query_scalar(sql.version.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(conn)
@@ -198,12 +198,12 @@ impl PostgresStore {
     /// (parameters: type, id, name, claim time). Returns whether a row changed.
     async fn under_claim(
         &self,
-        sql: &str,
+        sql: &SqlStr,
         key: &ObjectKey,
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
-        let changed = sqlx::query(sql)
+        let changed = sqlx::query(sql.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(name)
@@ -225,7 +225,7 @@ impl Storage for PostgresStore {
     }
 
     async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
-        let row: Option<(Option<String>, i64)> = sqlx::query_as(&self.sql.load)
+        let row: Option<(Option<String>, i64)> = sqlx::query_as(self.sql.load.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(&self.pool)
@@ -242,7 +242,7 @@ impl Storage for PostgresStore {
             return Ok(Vec::new());
         }
         let (types, ids) = key_arrays(keys);
-        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
+        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(self.sql.load_many.clone())
             .bind(types)
             .bind(ids)
             .fetch_all(&self.pool)
@@ -257,7 +257,7 @@ impl Storage for PostgresStore {
         let versions: Vec<Option<i64>> = match keys {
             [] => return Ok(Vec::new()),
             [key] => vec![
-                sqlx::query_scalar(&self.sql.load_version)
+                sqlx::query_scalar(self.sql.load_version.clone())
                     .bind(&key.object_type)
                     .bind(&key.object_id)
                     .fetch_optional(&self.pool)
@@ -266,7 +266,7 @@ impl Storage for PostgresStore {
             ],
             keys => {
                 let (types, ids) = key_arrays(keys);
-                sqlx::query_scalar(&self.sql.load_versions)
+                sqlx::query_scalar(self.sql.load_versions.clone())
                     .bind(types)
                     .bind(ids)
                     .fetch_all(&self.pool)
@@ -307,14 +307,14 @@ impl Storage for PostgresStore {
         // The object's row first: a commit locks it before it changes the object's alarms, so
         // this waits for a commit in progress, and the alarms' delete (a statement with a
         // snapshot of its own) then sees every alarm that commit set.
-        let deleted = sqlx::query(&self.sql.delete_object)
+        let deleted = sqlx::query(self.sql.delete_object.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .execute(&mut *tx)
             .await
             .map_err(db_err)?
             .rows_affected();
-        sqlx::query(&self.sql.alarm_cancel_all)
+        sqlx::query(self.sql.alarm_cancel_all.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .execute(&mut *tx)
@@ -331,11 +331,11 @@ impl Storage for PostgresStore {
         limit: usize,
     ) -> Result<IdPage, StorageError> {
         let query = match after {
-            Some(after) => sqlx::query_scalar(&self.sql.list_after)
+            Some(after) => sqlx::query_scalar(self.sql.list_after.clone())
                 .bind(object_type)
                 .bind(fetch_limit(limit))
                 .bind(after),
-            None => sqlx::query_scalar(&self.sql.list_first)
+            None => sqlx::query_scalar(self.sql.list_first.clone())
                 .bind(object_type)
                 .bind(fetch_limit(limit)),
         };
@@ -344,7 +344,7 @@ impl Storage for PostgresStore {
     }
 
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
-        let rows = sqlx::query(&self.sql.list_alarms)
+        let rows = sqlx::query(self.sql.list_alarms.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_all(&self.pool)
@@ -354,7 +354,7 @@ impl Storage for PostgresStore {
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
-        let due: Option<PgTime> = sqlx::query_scalar(&self.sql.next_due)
+        let due: Option<PgTime> = sqlx::query_scalar(self.sql.next_due.clone())
             .fetch_one(&self.pool)
             .await
             .map_err(db_err)?;
@@ -370,7 +370,7 @@ impl Storage for PostgresStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(&self.sql.claim)
+        let rows = sqlx::query(self.sql.claim.clone())
             .bind(PgTime::new(now)?)
             .bind(PgTime::new(claim_expired_before)?)
             .bind(claim_limit(limit))
@@ -404,7 +404,7 @@ impl Storage for PostgresStore {
         } else {
             &self.sql.fail_dead
         };
-        let mut query = sqlx::query(sql)
+        let mut query = sqlx::query(sql.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(name)

@@ -2,51 +2,51 @@
 //! (schema and prefix) filled in, and the decoding of the alarm rows they return.
 
 use durable_runtime::storage::{AlarmRecord, ObjectKey, StorageError};
-use sqlx::Row;
 use sqlx::postgres::PgRow;
+use sqlx::{Row, SqlStr};
 
 use super::time::PgTime;
 use super::{db_err, states};
-use crate::schema::{Names, from_db_attempts};
+use crate::schema::{Names, from_db_attempts, statement};
 
 /// The store's statements, with its table names filled in.
 #[derive(Debug)]
 pub(super) struct Sql {
     /// A batch of state writes in one statement (see [`states`]).
     pub(super) states: states::Statements,
-    pub(super) load: String,
+    pub(super) load: SqlStr,
     /// `$1`, `$2`: types and ids; one row per key, in order.
-    pub(super) load_many: String,
+    pub(super) load_many: SqlStr,
     /// [`load`](Self::load)'s version alone.
-    pub(super) load_version: String,
+    pub(super) load_version: SqlStr,
     /// [`load_many`](Self::load_many)'s versions alone.
-    pub(super) load_versions: String,
-    pub(super) version: String,
-    pub(super) insert: String,
-    pub(super) update: String,
-    pub(super) touch: String,
-    pub(super) insert_many: String,
-    pub(super) update_many: String,
-    pub(super) finish_many: String,
+    pub(super) load_versions: SqlStr,
+    pub(super) version: SqlStr,
+    pub(super) insert: SqlStr,
+    pub(super) update: SqlStr,
+    pub(super) touch: SqlStr,
+    pub(super) insert_many: SqlStr,
+    pub(super) update_many: SqlStr,
+    pub(super) finish_many: SqlStr,
     /// `$1`–`$4`: types, ids, names and due times of alarms to schedule.
-    pub(super) set_many: String,
+    pub(super) set_many: SqlStr,
     /// `$1`–`$3`: types, ids and names of alarms to cancel.
-    pub(super) cancel_many: String,
+    pub(super) cancel_many: SqlStr,
     /// `$1`, `$2`: types and ids of objects whose alarms are all cancelled.
-    pub(super) cancel_all_many: String,
-    pub(super) alarm_set: String,
-    pub(super) alarm_cancel: String,
-    pub(super) alarm_cancel_all: String,
-    pub(super) delete_object: String,
-    pub(super) list_first: String,
-    pub(super) list_after: String,
-    pub(super) list_alarms: String,
-    pub(super) next_due: String,
-    pub(super) claim: String,
-    pub(super) finish: String,
-    pub(super) fail_retry: String,
-    pub(super) fail_dead: String,
-    pub(super) release: String,
+    pub(super) cancel_all_many: SqlStr,
+    pub(super) alarm_set: SqlStr,
+    pub(super) alarm_cancel: SqlStr,
+    pub(super) alarm_cancel_all: SqlStr,
+    pub(super) delete_object: SqlStr,
+    pub(super) list_first: SqlStr,
+    pub(super) list_after: SqlStr,
+    pub(super) list_alarms: SqlStr,
+    pub(super) next_due: SqlStr,
+    pub(super) claim: SqlStr,
+    pub(super) finish: SqlStr,
+    pub(super) fail_retry: SqlStr,
+    pub(super) fail_dead: SqlStr,
+    pub(super) release: SqlStr,
 }
 
 impl Sql {
@@ -59,64 +59,64 @@ impl Sql {
                          a.last_error, a.dead";
         Self {
             states: states::Statements::new(objects, &names.qualifier),
-            load: format!(
+            load: statement(format!(
                 "SELECT state, version FROM {objects} WHERE object_type = $1 AND object_id = $2"
-            ),
-            load_many: format!(
+            )),
+            load_many: statement(format!(
                 "SELECT o.state, o.version
                  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n)
                  LEFT JOIN {objects} o ON o.object_type = k.t AND o.object_id = k.i
                  ORDER BY k.n"
-            ),
-            load_version: format!(
+            )),
+            load_version: statement(format!(
                 "SELECT version FROM {objects} WHERE object_type = $1 AND object_id = $2"
-            ),
-            load_versions: format!(
+            )),
+            load_versions: statement(format!(
                 "SELECT o.version
                  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(t, i, n)
                  LEFT JOIN {objects} o ON o.object_type = k.t AND o.object_id = k.i
                  ORDER BY k.n"
-            ),
-            version: format!(
+            )),
+            version: statement(format!(
                 "SELECT version FROM {objects} WHERE object_type = $1 AND object_id = $2"
-            ),
-            insert: format!(
+            )),
+            insert: statement(format!(
                 "INSERT INTO {objects} (object_type, object_id, state, version)
                  VALUES ($1, $2, $3, 1)
                  ON CONFLICT (object_type, object_id) DO NOTHING"
-            ),
-            update: format!(
+            )),
+            update: statement(format!(
                 "UPDATE {objects} SET state = $3, version = version + 1, updated_at = now()
                  WHERE object_type = $1 AND object_id = $2 AND version = $4"
-            ),
+            )),
             // A tombstone has no state to keep: only a write with a state recreates it.
-            touch: format!(
+            touch: statement(format!(
                 "UPDATE {objects} SET version = version + 1, updated_at = now()
                  WHERE object_type = $1 AND object_id = $2 AND version = $3
                      AND state IS NOT NULL"
-            ),
+            )),
             // The multi-row forms take one array per column, so each is one prepared statement
             // whatever the batch size.
-            insert_many: format!(
+            insert_many: statement(format!(
                 "INSERT INTO {objects} (object_type, object_id, state, version)
                  SELECT t, i, s, 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(t, i, s)
                  ON CONFLICT (object_type, object_id) DO NOTHING
                  RETURNING object_type, object_id"
-            ),
-            update_many: format!(
+            )),
+            update_many: statement(format!(
                 "UPDATE {objects} o SET state = v.s, version = o.version + 1, updated_at = now()
                  FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS v(t, i, s, e)
                  WHERE o.object_type = v.t AND o.object_id = v.i AND o.version = v.e
                  RETURNING o.object_type, o.object_id"
-            ),
-            finish_many: format!(
+            )),
+            finish_many: statement(format!(
                 "DELETE FROM {alarms} a
                  USING unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
                      AS v(t, i, n, c)
                  WHERE a.object_type = v.t AND a.object_id = v.i AND a.name = v.n
                      AND a.claimed_at = v.c"
-            ),
-            set_many: format!(
+            )),
+            set_many: statement(format!(
                 "INSERT INTO {alarms}
                      (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
                  SELECT t, i, n, d, NULL, 0, NULL, false
@@ -124,56 +124,56 @@ impl Sql {
                  ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                      due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
                      last_error = NULL, dead = false"
-            ),
-            cancel_many: format!(
+            )),
+            cancel_many: statement(format!(
                 "DELETE FROM {alarms} a
                  USING unnest($1::text[], $2::text[], $3::text[]) AS v(t, i, n)
                  WHERE a.object_type = v.t AND a.object_id = v.i AND a.name = v.n"
-            ),
-            cancel_all_many: format!(
+            )),
+            cancel_all_many: statement(format!(
                 "DELETE FROM {alarms} a
                  USING unnest($1::text[], $2::text[]) AS v(t, i)
                  WHERE a.object_type = v.t AND a.object_id = v.i"
-            ),
-            alarm_set: format!(
+            )),
+            alarm_set: statement(format!(
                 "INSERT INTO {alarms}
                      (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
                  VALUES ($1, $2, $3, $4, NULL, 0, NULL, false)
                  ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                      due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
                      last_error = NULL, dead = false"
-            ),
-            alarm_cancel: format!(
+            )),
+            alarm_cancel: statement(format!(
                 "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2 AND name = $3"
-            ),
-            alarm_cancel_all: format!(
+            )),
+            alarm_cancel_all: statement(format!(
                 "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2"
-            ),
+            )),
             // The row stays as a tombstone, one version up (see migration 4).
-            delete_object: format!(
+            delete_object: statement(format!(
                 "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = now()
                  WHERE object_type = $1 AND object_id = $2 AND state IS NOT NULL"
-            ),
-            list_first: format!(
+            )),
+            list_first: statement(format!(
                 "SELECT object_id FROM {objects} WHERE object_type = $1 AND state IS NOT NULL
                  ORDER BY object_id LIMIT $2"
-            ),
-            list_after: format!(
+            )),
+            list_after: statement(format!(
                 "SELECT object_id FROM {objects}
                  WHERE object_type = $1 AND object_id > $3 AND state IS NOT NULL
                  ORDER BY object_id LIMIT $2"
-            ),
-            list_alarms: format!(
+            )),
+            list_alarms: statement(format!(
                 "SELECT {columns} FROM {alarms} WHERE object_type = $1 AND object_id = $2
                  ORDER BY due_at, name"
-            ),
-            next_due: format!(
+            )),
+            next_due: statement(format!(
                 "SELECT min(due_at) FROM {alarms} WHERE NOT dead AND claimed_at IS NULL"
-            ),
+            )),
             // Rows another scheduler is claiming right now are skipped, and a row claimed and
             // committed meanwhile is re-checked against the WHERE clause before it is locked,
             // so two schedulers never claim one alarm.
-            claim: format!(
+            claim: statement(format!(
                 "WITH due AS (
                      SELECT object_type, object_id, name FROM {alarms}
                      WHERE NOT dead AND due_at <= $1 AND (claimed_at IS NULL OR claimed_at < $2)
@@ -186,24 +186,24 @@ impl Sql {
                  WHERE a.object_type = due.object_type AND a.object_id = due.object_id
                      AND a.name = due.name
                  RETURNING {a_columns}"
-            ),
-            finish: format!(
+            )),
+            finish: statement(format!(
                 "DELETE FROM {alarms}
                  WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
-            ),
-            fail_retry: format!(
+            )),
+            fail_retry: statement(format!(
                 "UPDATE {alarms} SET attempts = $5, last_error = $6, claimed_at = NULL,
                      due_at = $7, dead = false
                  WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
-            ),
-            fail_dead: format!(
+            )),
+            fail_dead: statement(format!(
                 "UPDATE {alarms} SET attempts = $5, last_error = $6, claimed_at = NULL, dead = true
                  WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
-            ),
-            release: format!(
+            )),
+            release: statement(format!(
                 "UPDATE {alarms} SET claimed_at = NULL
                  WHERE object_type = $1 AND object_id = $2 AND name = $3 AND claimed_at = $4"
-            ),
+            )),
         }
     }
 }

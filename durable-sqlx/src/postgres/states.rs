@@ -9,11 +9,12 @@
 //! name the write that did not match.
 
 use durable_runtime::storage::{CommitError, StorageError};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, SqlStr};
 
 use super::db_err;
 use super::writes::Prepared;
 use crate::conflict::{StoredVersion, UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
+use crate::schema::statement;
 
 /// The name in the error of `durable_version_mismatch()`.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
@@ -26,16 +27,16 @@ const RAISE_EXCEPTION: &str = "P0001";
 pub(super) struct Statements {
     /// Inserts (`$1`–`$3`: types, ids, states) and updates (`$4`–`$7`: types, ids, states,
     /// expected versions) in one statement.
-    write: String,
+    write: SqlStr,
     /// The stored versions of the objects named by `$1` (types) and `$2` (ids), and whether
     /// each holds a state.
-    versions: String,
+    versions: SqlStr,
 }
 
 impl Statements {
     pub(super) fn new(objects: &str, qualifier: &str) -> Self {
         Self {
-            write: format!(
+            write: statement(format!(
                 "WITH inserted AS (
                      INSERT INTO {objects} (object_type, object_id, state, version)
                      SELECT t, i, s, 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(t, i, s)
@@ -52,13 +53,13 @@ impl Statements {
                       AND (SELECT count(*) FROM updated) = cardinality($4::text[]) THEN 0
                      ELSE {qualifier}durable_version_mismatch()
                  END"
-            ),
-            versions: format!(
+            )),
+            versions: statement(format!(
                 "SELECT o.object_type, o.object_id, o.version, o.state IS NOT NULL
                  FROM {objects} o
                  JOIN unnest($1::text[], $2::text[]) AS k(t, i)
                      ON o.object_type = k.t AND o.object_id = k.i"
-            ),
+            )),
         }
     }
 }
@@ -83,7 +84,7 @@ pub(super) async fn commit(
     let (update_types, update_ids, update_states) = columns(&updates);
     let expected: Vec<i64> = updates.iter().map(|p| p.expected).collect();
     for _ in 0..UNLOCATED_RETRIES {
-        let written = sqlx::query(&statements.write)
+        let written = sqlx::query(statements.write.clone())
             .bind(&insert_types)
             .bind(&insert_ids)
             .bind(&insert_states)
@@ -136,7 +137,7 @@ async fn locate_conflict(
         .iter()
         .map(|p| p.write.key.object_id.as_str())
         .collect();
-    let stored: Vec<StoredVersion> = sqlx::query_as(&statements.versions)
+    let stored: Vec<StoredVersion> = sqlx::query_as(statements.versions.clone())
         .bind(types)
         .bind(ids)
         .fetch_all(&mut *pool)

@@ -77,16 +77,16 @@ async fn apply_object_row(
 ) -> Result<bool, StorageError> {
     let key = &p.write.key;
     let query = match (p.state, p.expected) {
-        (Some(state), 0) => sqlx::query(&sql.insert)
+        (Some(state), 0) => sqlx::query(sql.insert.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(state),
-        (Some(state), expected) => sqlx::query(&sql.update)
+        (Some(state), expected) => sqlx::query(sql.update.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(state)
             .bind(expected),
-        (None, expected) => sqlx::query(&sql.touch)
+        (None, expected) => sqlx::query(sql.touch.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(expected),
@@ -108,20 +108,20 @@ async fn apply_alarm_changes(
     let key = &p.write.key;
     for (change, time) in &p.alarms {
         let query = match change {
-            AlarmChange::Set { name, .. } => sqlx::query(&sql.alarm_set)
+            AlarmChange::Set { name, .. } => sqlx::query(sql.alarm_set.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id)
                 .bind(name)
                 .bind(*time),
-            AlarmChange::Cancel { name } => sqlx::query(&sql.alarm_cancel)
+            AlarmChange::Cancel { name } => sqlx::query(sql.alarm_cancel.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id)
                 .bind(name),
-            AlarmChange::CancelAll => sqlx::query(&sql.alarm_cancel_all)
+            AlarmChange::CancelAll => sqlx::query(sql.alarm_cancel_all.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id),
             // The time bound here is the claim time.
-            AlarmChange::Finish { name, .. } => sqlx::query(&sql.finish)
+            AlarmChange::Finish { name, .. } => sqlx::query(sql.finish.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id)
                 .bind(name)
@@ -166,7 +166,7 @@ async fn apply_bulk(
     let inserts = positions(&|p| p.state.is_some() && p.expected == 0);
     if !inserts.is_empty() {
         let (types, ids, states) = columns(&inserts);
-        let written: Vec<(String, String)> = sqlx::query_as(&sql.insert_many)
+        let written: Vec<(String, String)> = sqlx::query_as(sql.insert_many.clone())
             .bind(types)
             .bind(ids)
             .bind(states)
@@ -181,7 +181,7 @@ async fn apply_bulk(
     if !updates.is_empty() {
         let (types, ids, states) = columns(&updates);
         let expected: Vec<i64> = updates.iter().map(|&i| prepared[i].expected).collect();
-        let written: Vec<(String, String)> = sqlx::query_as(&sql.update_many)
+        let written: Vec<(String, String)> = sqlx::query_as(sql.update_many.clone())
             .bind(types)
             .bind(ids)
             .bind(states)
@@ -244,7 +244,7 @@ async fn apply_alarms_bulk(
         }
     }
     if !cancel_alls.0.is_empty() {
-        sqlx::query(&sql.cancel_all_many)
+        sqlx::query(sql.cancel_all_many.clone())
             .bind(cancel_alls.0)
             .bind(cancel_alls.1)
             .execute(&mut *conn)
@@ -252,7 +252,7 @@ async fn apply_alarms_bulk(
             .map_err(db_err)?;
     }
     if !cancels.0.is_empty() {
-        sqlx::query(&sql.cancel_many)
+        sqlx::query(sql.cancel_many.clone())
             .bind(cancels.0)
             .bind(cancels.1)
             .bind(cancels.2)
@@ -264,7 +264,7 @@ async fn apply_alarms_bulk(
         [(&sql.finish_many, finishes), (&sql.set_many, sets)]
     {
         if !types.is_empty() {
-            sqlx::query(statement)
+            sqlx::query(statement.clone())
                 .bind(types)
                 .bind(ids)
                 .bind(names)
@@ -296,20 +296,20 @@ pub(super) async fn commit_on(
     sql: &Sql,
     prepared: &[Prepared<'_>],
 ) -> Result<(), CommitError> {
-    if let [single] = prepared {
-        if single.alarms.is_empty() {
-            // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
-            if apply_object_row(conn, sql, single).await? {
-                return Ok(());
-            }
-            let found = PostgresStore::found_version(conn, sql, &single.write.key).await?;
-            return Err(CommitError::Conflict {
-                index: single.index,
-                key: single.write.key.clone(),
-                expected: single.write.expected_version,
-                found,
-            });
+    if let [single] = prepared
+        && single.alarms.is_empty()
+    {
+        // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
+        if apply_object_row(conn, sql, single).await? {
+            return Ok(());
         }
+        let found = PostgresStore::found_version(conn, sql, &single.write.key).await?;
+        return Err(CommitError::Conflict {
+            index: single.index,
+            key: single.write.key.clone(),
+            expected: single.write.expected_version,
+            found,
+        });
     }
     if states::applies(prepared) {
         return states::commit(conn, &sql.states, prepared).await;

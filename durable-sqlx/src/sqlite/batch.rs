@@ -13,14 +13,14 @@
 //! name the write that did not match.
 
 use durable_runtime::storage::{CommitError, ObjectWrite, StorageError};
-use sqlx::SqliteConnection;
+use sqlx::{SqlStr, SqliteConnection};
 
 use super::db_err;
 use super::sql::Sql;
 use super::writer::WriterGuard;
 use crate::conflict::{StoredVersion, UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
 use crate::net_alarms::NetAlarms;
-use crate::schema::{now_micros, state_text, to_db_version, to_micros};
+use crate::schema::{now_micros, state_text, statement, to_db_version, to_micros};
 
 /// The name of the guard's CHECK constraint, as SQLite reports it when a version did not match.
 const VERSION_MISMATCH: &str = "durable_version_mismatch";
@@ -38,10 +38,10 @@ const KINDS: usize = 7;
 /// by position, which goes wrong in a statement that skips numbers.
 #[derive(Debug)]
 pub(super) struct Statements {
-    by_kinds: Vec<String>,
+    by_kinds: Vec<SqlStr>,
     /// The stored versions of the objects named by a JSON array of `[type, id]`, and whether
     /// each holds a state, to name a write that did not match.
-    versions: String,
+    versions: SqlStr,
 }
 
 impl Statements {
@@ -106,20 +106,20 @@ impl Statements {
                     }
                 }
                 sql.push_str("COMMIT;");
-                sql
+                statement(sql)
             })
             .collect();
-        let versions = format!(
+        let versions = statement(format!(
             "SELECT o.object_type, o.object_id, o.version, o.state IS NOT NULL
              FROM json_each($1) AS k
              JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
-        );
+        ));
         Self { by_kinds, versions }
     }
 
     /// The statement for `params`.
-    fn for_batch(&self, params: &Params) -> &str {
-        &self.by_kinds[params.kinds]
+    fn for_batch(&self, params: &Params) -> SqlStr {
+        self.by_kinds[params.kinds].clone()
     }
 }
 
@@ -291,7 +291,7 @@ async fn locate_conflict(
         .iter()
         .map(|write| (write.key.object_type.as_str(), write.key.object_id.as_str()))
         .collect();
-    let stored: Vec<StoredVersion> = sqlx::query_as(&sql.commit_batch.versions)
+    let stored: Vec<StoredVersion> = sqlx::query_as(sql.commit_batch.versions.clone())
         .bind(json(&keys)?)
         .fetch_all(conn)
         .await

@@ -3,10 +3,11 @@
 //! apply one twice.
 
 use durable_runtime::storage::StorageError;
+use sqlx::SqlStr;
 
 use super::{SqliteStore, db_err};
 use crate::error::Error;
-use crate::schema::{Migration, SQLITE_MIGRATIONS, now_micros};
+use crate::schema::{Migration, SQLITE_MIGRATIONS, now_micros, statement};
 
 impl SqliteStore {
     /// Applies the store's pending schema migrations; applying them again is a no-op.
@@ -45,21 +46,21 @@ impl SqliteStore {
     /// ```
     #[doc(hidden)]
     pub async fn migrate_to(&self, version: i64) -> Result<(), Error> {
-        let create_table = format!(
+        let create_table = statement(format!(
             "CREATE TABLE IF NOT EXISTS {} (
                 version INTEGER PRIMARY KEY,
                 description TEXT NOT NULL,
                 applied_at INTEGER NOT NULL
             )",
             self.names.migrations
-        );
-        let applied_sql = format!(
+        ));
+        let applied_sql = statement(format!(
             "SELECT version FROM {} ORDER BY version",
             self.names.migrations
-        );
+        ));
         // Cheap path: read what is applied without taking the write lock.
         // An error here means that the table does not exist yet: everything is pending.
-        let applied: Vec<i64> = sqlx::query_scalar(&applied_sql)
+        let applied: Vec<i64> = sqlx::query_scalar(applied_sql)
             .fetch_all(&self.pool)
             .await
             .unwrap_or_default();
@@ -78,20 +79,24 @@ impl SqliteStore {
         Ok(())
     }
 
-    async fn apply(&self, migration: &Migration, create_table: &str) -> Result<(), StorageError> {
+    async fn apply(
+        &self,
+        migration: &Migration,
+        create_table: &SqlStr,
+    ) -> Result<(), StorageError> {
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
-        sqlx::raw_sql(create_table)
+        sqlx::raw_sql(create_table.clone())
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        let done: Option<i64> = sqlx::query_scalar(&format!(
+        let done: Option<i64> = sqlx::query_scalar(statement(format!(
             "SELECT version FROM {} WHERE version = ?1",
             self.names.migrations
-        ))
+        )))
         .bind(migration.version)
         .fetch_optional(&mut *tx)
         .await
@@ -101,14 +106,14 @@ impl SqliteStore {
             return tx.commit().await.map_err(db_err);
         }
         let sql = self.names.render(migration.sql);
-        sqlx::raw_sql(&sql)
+        sqlx::raw_sql(statement(sql))
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        sqlx::query(&format!(
+        sqlx::query(statement(format!(
             "INSERT INTO {} (version, description, applied_at) VALUES (?1, ?2, ?3)",
             self.names.migrations
-        ))
+        )))
         .bind(migration.version)
         .bind(migration.description)
         .bind(now_micros())

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use durable_runtime::storage::{
     AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
-use sqlx::Connection;
 use sqlx::sqlite::SqlitePool;
+use sqlx::{Connection, SqlStr};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
@@ -188,14 +188,14 @@ impl SqliteStore {
     /// (parameters: type, id, name, claim time). Returns whether a row changed.
     async fn under_claim(
         &self,
-        sql: &str,
+        sql: &SqlStr,
         key: &ObjectKey,
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
         let claimed_at = to_micros(claimed_at)?;
         let mut writer = self.writer.lock().await?;
-        let changed = sqlx::query(sql)
+        let changed = sqlx::query(sql.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(name)
@@ -211,7 +211,7 @@ impl SqliteStore {
 #[async_trait]
 impl Storage for SqliteStore {
     async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
-        let row: Option<(Option<String>, i64)> = sqlx::query_as(&self.sql.load)
+        let row: Option<(Option<String>, i64)> = sqlx::query_as(self.sql.load.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(&self.pool)
@@ -227,7 +227,7 @@ impl Storage for SqliteStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(&self.sql.load_many)
+        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(self.sql.load_many.clone())
             .bind(key_pairs(keys)?)
             .fetch_all(&self.pool)
             .await
@@ -241,14 +241,14 @@ impl Storage for SqliteStore {
         let versions: Vec<Option<i64>> = match keys {
             [] => return Ok(Vec::new()),
             [key] => vec![
-                sqlx::query_scalar(&self.sql.load_version)
+                sqlx::query_scalar(self.sql.load_version.clone())
                     .bind(&key.object_type)
                     .bind(&key.object_id)
                     .fetch_optional(&self.pool)
                     .await
                     .map_err(db_err)?,
             ],
-            keys => sqlx::query_scalar(&self.sql.load_versions)
+            keys => sqlx::query_scalar(self.sql.load_versions.clone())
                 .bind(key_pairs(keys)?)
                 .fetch_all(&self.pool)
                 .await
@@ -273,13 +273,13 @@ impl Storage for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
-        sqlx::query(&self.sql.alarm_cancel_all)
+        sqlx::query(self.sql.alarm_cancel_all.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
-        let deleted = sqlx::query(&self.sql.delete_object)
+        let deleted = sqlx::query(self.sql.delete_object.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(now_micros())
@@ -298,11 +298,11 @@ impl Storage for SqliteStore {
         limit: usize,
     ) -> Result<IdPage, StorageError> {
         let query = match after {
-            Some(after) => sqlx::query_scalar(&self.sql.list_after)
+            Some(after) => sqlx::query_scalar(self.sql.list_after.clone())
                 .bind(object_type)
                 .bind(fetch_limit(limit))
                 .bind(after),
-            None => sqlx::query_scalar(&self.sql.list_first)
+            None => sqlx::query_scalar(self.sql.list_first.clone())
                 .bind(object_type)
                 .bind(fetch_limit(limit)),
         };
@@ -311,7 +311,7 @@ impl Storage for SqliteStore {
     }
 
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
-        let rows = sqlx::query(&self.sql.list_alarms)
+        let rows = sqlx::query(self.sql.list_alarms.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_all(&self.pool)
@@ -321,7 +321,7 @@ impl Storage for SqliteStore {
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
-        let due: Option<i64> = sqlx::query_scalar(&self.sql.next_due)
+        let due: Option<i64> = sqlx::query_scalar(self.sql.next_due.clone())
             .fetch_one(&self.pool)
             .await
             .map_err(db_err)?;
@@ -347,7 +347,7 @@ impl Storage for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db_err)?;
-        let rows = sqlx::query(&self.sql.claim)
+        let rows = sqlx::query(self.sql.claim.clone())
             .bind(now)
             .bind(expired)
             .bind(claim_limit(limit))
@@ -382,7 +382,7 @@ impl Storage for SqliteStore {
         } else {
             &self.sql.fail_dead
         };
-        let mut query = sqlx::query(sql)
+        let mut query = sqlx::query(sql.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .bind(name)

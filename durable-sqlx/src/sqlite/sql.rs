@@ -3,35 +3,35 @@
 //! in [`batch`].
 
 use durable_runtime::storage::{AlarmRecord, ObjectKey, StorageError};
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlStr};
 
 use super::{batch, db_err};
-use crate::schema::{Names, from_db_attempts, from_micros};
+use crate::schema::{Names, from_db_attempts, from_micros, statement};
 
 /// The store's statements, with its table names filled in.
 #[derive(Debug)]
 pub(super) struct Sql {
     /// A whole batch, in one round trip (see [`batch`]).
     pub(super) commit_batch: batch::Statements,
-    pub(super) load: String,
+    pub(super) load: SqlStr,
     /// `$1`: a JSON array of `[type, id]`; one row per element, in order.
-    pub(super) load_many: String,
+    pub(super) load_many: SqlStr,
     /// [`load`](Self::load)'s version alone.
-    pub(super) load_version: String,
+    pub(super) load_version: SqlStr,
     /// [`load_many`](Self::load_many)'s versions alone.
-    pub(super) load_versions: String,
-    pub(super) alarm_cancel_all: String,
-    pub(super) delete_object: String,
-    pub(super) list_first: String,
-    pub(super) list_after: String,
-    pub(super) list_alarms: String,
-    pub(super) next_due: String,
-    pub(super) claim: String,
-    pub(super) finish: String,
-    pub(super) fail_retry: String,
-    pub(super) fail_dead: String,
-    pub(super) release: String,
+    pub(super) load_versions: SqlStr,
+    pub(super) alarm_cancel_all: SqlStr,
+    pub(super) delete_object: SqlStr,
+    pub(super) list_first: SqlStr,
+    pub(super) list_after: SqlStr,
+    pub(super) list_alarms: SqlStr,
+    pub(super) next_due: SqlStr,
+    pub(super) claim: SqlStr,
+    pub(super) finish: SqlStr,
+    pub(super) fail_retry: SqlStr,
+    pub(super) fail_dead: SqlStr,
+    pub(super) release: SqlStr,
 }
 
 const ALARM_COLUMNS: &str =
@@ -44,49 +44,49 @@ impl Sql {
         let guard = &names.commit_guard;
         Self {
             commit_batch: batch::Statements::new(objects, alarms, guard),
-            load: format!(
+            load: statement(format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
-            ),
-            load_many: format!(
+            )),
+            load_many: statement(format!(
                 "SELECT o.state, o.version FROM json_each($1) AS k
                  LEFT JOIN {objects} AS o
                      ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
                  ORDER BY k.key"
-            ),
-            load_version: format!(
+            )),
+            load_version: statement(format!(
                 "SELECT version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
-            ),
-            load_versions: format!(
+            )),
+            load_versions: statement(format!(
                 "SELECT o.version FROM json_each($1) AS k
                  LEFT JOIN {objects} AS o
                      ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
                  ORDER BY k.key"
-            ),
-            alarm_cancel_all: format!(
+            )),
+            alarm_cancel_all: statement(format!(
                 "DELETE FROM {alarms} WHERE object_type = ?1 AND object_id = ?2"
-            ),
+            )),
             // The row stays as a tombstone, one version up (see migration 4).
-            delete_object: format!(
+            delete_object: statement(format!(
                 "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = ?3
                  WHERE object_type = ?1 AND object_id = ?2 AND state IS NOT NULL"
-            ),
-            list_first: format!(
+            )),
+            list_first: statement(format!(
                 "SELECT object_id FROM {objects} WHERE object_type = ?1 AND state IS NOT NULL
                  ORDER BY object_id LIMIT ?2"
-            ),
-            list_after: format!(
+            )),
+            list_after: statement(format!(
                 "SELECT object_id FROM {objects}
                  WHERE object_type = ?1 AND object_id > ?3 AND state IS NOT NULL
                  ORDER BY object_id LIMIT ?2"
-            ),
-            list_alarms: format!(
+            )),
+            list_alarms: statement(format!(
                 "SELECT {ALARM_COLUMNS} FROM {alarms} WHERE object_type = ?1 AND object_id = ?2
                  ORDER BY due_at, name"
-            ),
-            next_due: format!(
+            )),
+            next_due: statement(format!(
                 "SELECT min(due_at) FROM {alarms} WHERE dead = 0 AND claimed_at IS NULL"
-            ),
-            claim: format!(
+            )),
+            claim: statement(format!(
                 "UPDATE {alarms} SET claimed_at = ?1
                  WHERE rowid IN (
                      SELECT rowid FROM {alarms}
@@ -95,24 +95,24 @@ impl Sql {
                      LIMIT ?3
                  )
                  RETURNING {ALARM_COLUMNS}"
-            ),
-            finish: format!(
+            )),
+            finish: statement(format!(
                 "DELETE FROM {alarms}
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
-            ),
-            fail_retry: format!(
+            )),
+            fail_retry: statement(format!(
                 "UPDATE {alarms} SET attempts = ?5, last_error = ?6, claimed_at = NULL,
                      due_at = ?7, dead = 0
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
-            ),
-            fail_dead: format!(
+            )),
+            fail_dead: statement(format!(
                 "UPDATE {alarms} SET attempts = ?5, last_error = ?6, claimed_at = NULL, dead = 1
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
-            ),
-            release: format!(
+            )),
+            release: statement(format!(
                 "UPDATE {alarms} SET claimed_at = NULL
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
-            ),
+            )),
         }
     }
 }
