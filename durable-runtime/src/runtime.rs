@@ -13,20 +13,20 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::activation::call::{Access, SyncBody, call};
+use crate::activation::instance::Settings;
+use crate::activation::registry::{Envelope, Objects, Residency, TypeEntry};
+use crate::activation::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
 use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
-use crate::call::{Access, SyncBody, call};
 use crate::clock::Clock;
-use crate::committer::Committer;
-use crate::context::Context;
+use crate::commit::committer::Committer;
+use crate::commit::loader::Loader;
 use crate::error::Error;
-use crate::events::Event;
-use crate::instance::Settings;
-use crate::loader::Loader;
+use crate::object::context::Context;
+use crate::object::type_map::TypeMap;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Objects, Residency, TypeEntry};
-use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
+use crate::observe::events::Event;
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
-use crate::type_map::TypeMap;
 
 /// How many lifecycle events a subscriber may fall behind before it loses the oldest.
 const EVENT_CAPACITY: usize = 1024;
@@ -615,7 +615,7 @@ impl Runtime {
 
     /// The uptime at `at` in milliseconds, rounded up.
     pub(crate) fn uptime_millis_at(&self, at: tokio::time::Instant) -> u64 {
-        crate::registry::ceil_millis(at.saturating_duration_since(self.inner.started))
+        crate::activation::registry::ceil_millis(at.saturating_duration_since(self.inner.started))
     }
 
     /// The instant at `millis` of uptime.
@@ -789,7 +789,7 @@ impl Runtime {
             })?;
         stored
             .map(|stored| {
-                crate::codec::decode(&stored.state).map_err(|failure| Error::Decode {
+                crate::commit::codec::decode(&stored.state).map_err(|failure| Error::Decode {
                     key,
                     path: failure.path,
                     message: failure.message,
@@ -861,7 +861,7 @@ impl Runtime {
         crate::id::validate_id(id)?;
         // From inside the object's own handler (or a call it is waiting on), the deletion
         // would wait for that handler: refuse at once, as calls do.
-        if let Some(chain) = crate::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
+        if let Some(chain) = crate::object::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
             return Err(Error::CallCycle {
                 key: ObjectKey::new(O::TYPE_NAME, id),
                 chain,

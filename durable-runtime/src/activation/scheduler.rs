@@ -25,13 +25,13 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::activation::call::{Access, AsyncBody, SyncBody, call};
 use crate::alarms::AlarmSettings;
-use crate::call::{Access, AsyncBody, SyncBody, call};
-use crate::claims::{Claims, Hold};
-use crate::context::Context;
+use crate::alarms::claims::{Claims, Hold};
 use crate::error::Error;
-use crate::metrics;
+use crate::object::context::Context;
 use crate::object::{BoxError, BoxFuture, DurableObject};
+use crate::observe::metrics;
 use crate::runtime::{Runtime, Shared};
 use crate::storage::{AlarmRecord, StoredObject, load_all};
 

@@ -23,13 +23,13 @@ use dashmap::mapref::entry::Entry as MapEntry;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::call::Invocation;
-use crate::chain::Root;
+use crate::activation::call::Invocation;
+use crate::activation::instance::{Instance, Origin, Settings};
 use crate::error::Error;
-use crate::events::Event;
-use crate::instance::{Instance, Origin, Settings};
-use crate::metrics;
 use crate::object::DurableObject;
+use crate::object::chain::Root;
+use crate::observe::events::Event;
+use crate::observe::metrics;
 use crate::runtime::{Runtime, Shared};
 use crate::storage::{ObjectKey, StoredObject};
 
@@ -81,7 +81,7 @@ pub(crate) struct Inbox<O> {
     queue: Mutex<Queue<O>>,
     /// The decoded state while the object is active, `None` otherwise. Under a lock of its own
     /// so that a read-only call can run on it from the caller's task while the object is idle
-    /// ([`crate::direct`]); whoever runs a call holds the lock (or has taken the state out).
+    /// ([`crate::activation::direct`]); whoever runs a call holds the lock (or has taken the state out).
     state: Mutex<Option<O>>,
     /// The object's key, as the root of the call chains its handlers run in.
     root: Root,
@@ -365,7 +365,7 @@ pub(crate) struct TypeEntry<O> {
     /// still the latest: an object's state only changes in storage while it is registered.
     removals: AtomicU64,
     pub(crate) settings: Settings,
-    pub(crate) call_metrics: crate::metrics::CallMetrics,
+    pub(crate) call_metrics: crate::observe::metrics::CallMetrics,
 }
 
 impl<O: DurableObject> TypeEntry<O> {
@@ -377,7 +377,7 @@ impl<O: DurableObject> TypeEntry<O> {
             sweeper_started: AtomicBool::new(false),
             removals: AtomicU64::new(0),
             settings,
-            call_metrics: crate::metrics::CallMetrics::new(O::TYPE_NAME),
+            call_metrics: crate::observe::metrics::CallMetrics::new(O::TYPE_NAME),
         }
     }
 

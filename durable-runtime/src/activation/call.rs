@@ -8,11 +8,11 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use crate::chain::Chain;
-use crate::context::Context;
+use crate::activation::registry::Envelope;
 use crate::error::Error;
+use crate::object::chain::Chain;
+use crate::object::context::Context;
 use crate::object::{BoxFuture, DurableObject};
-use crate::registry::Envelope;
 use crate::runtime::Runtime;
 
 /// Whether a handler may change the object's state.
@@ -313,7 +313,7 @@ where
         });
     }
     let body = if access == Access::Read {
-        match crate::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
+        match crate::activation::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
             Ok(result) => return result,
             Err(body) => body,
         }

@@ -5,8 +5,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::alarms::{Alarm, AlarmTime};
-use crate::chain::{Chain, Root};
 use crate::object::DurableObject;
+use crate::object::chain::{Chain, Root};
 use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};
 

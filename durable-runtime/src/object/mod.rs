@@ -1,5 +1,9 @@
 //! The traits `#[durable_object]` implements, and per-type options.
 
+pub(crate) mod chain;
+pub(crate) mod context;
+pub(crate) mod type_map;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -7,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::context::Context;
+use crate::object::context::Context;
 
 /// A boxed, sendable future, as handlers and hooks return it.
 ///

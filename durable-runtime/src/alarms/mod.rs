@@ -1,5 +1,7 @@
 //! Alarm names, times and retry settings.
 
+pub(crate) mod claims;
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::call::panic_message;
+use crate::activation::call::panic_message;
 
 /// Encodes a state (or any serializable value) as JSON bytes. A panic in a hand-written
 /// `Serialize` is an encoding failure: it must not end the object's task with its callers.

@@ -15,11 +15,11 @@
 
 use tokio::time::Instant;
 
-use crate::call::{Body, Started, panic_message};
-use crate::chain::Chain;
-use crate::context::Context;
+use crate::activation::call::{Body, Started, panic_message};
 use crate::error::Error;
 use crate::object::DurableObject;
+use crate::object::chain::Chain;
+use crate::object::context::Context;
 use crate::runtime::Runtime;
 use crate::storage::ObjectKey;
 
@@ -50,7 +50,7 @@ where
             unreachable!("an idle state is present");
         };
         let started = Instant::now();
-        let _entered = crate::instance::call_span::<O>(handler).entered();
+        let _entered = crate::activation::instance::call_span::<O>(handler).entered();
         let ctx = Context::with_root(inbox.root().clone(), runtime.clone());
         ctx.set_writable(false);
         let chain = if chain.is_empty() {
