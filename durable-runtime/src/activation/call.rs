@@ -1,7 +1,6 @@
 //! A call in flight: the handler to run, where its reply goes, and the typed client entry point
 //! generated code uses.
 
-use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
@@ -9,6 +8,7 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
 use crate::activation::registry::Envelope;
+use crate::commit::codec::panic_message;
 use crate::error::Error;
 use crate::object::chain::Chain;
 use crate::object::context::Context;
@@ -270,17 +270,6 @@ impl<B, R, E> Call<B, R, E> {
             }
             Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
         }
-    }
-}
-
-/// The text of a panic payload, when it is a string.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }
 

@@ -15,7 +15,8 @@
 
 use tokio::time::Instant;
 
-use crate::activation::call::{Body, Started, panic_message};
+use crate::activation::call::{Body, Started};
+use crate::commit::codec::panic_message;
 use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::chain::Chain;

@@ -2,11 +2,8 @@
 
 pub(crate) mod claims;
 
-use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
-
-use crate::object::DurableObject;
 
 /// The name of an alarm of object type `O`, as declared by an `#[alarm]` method.
 ///
@@ -93,12 +90,6 @@ impl<O> PartialEq for Alarm<O> {
 }
 
 impl<O> Eq for Alarm<O> {}
-
-impl<O: DurableObject> fmt::Debug for Alarm<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Alarm({}::{})", O::TYPE_NAME, self.name)
-    }
-}
 
 /// When an alarm is due: after a delay, or at a wall-clock time (stored in UTC).
 ///
