@@ -70,10 +70,11 @@ pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use error::Error;
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
 pub use object::context::Context;
+pub use object::handle::Runtime;
 pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
 pub use observe::events::Event;
 pub use observe::metrics;
-pub use runtime::{ObjectStatus, Runtime, RuntimeBuilder};
+pub use runtime::{ObjectStatus, RuntimeBuilder};
 pub use storage::MemoryStorage;
 
 /// Declares a durable object: on a struct, its state; on an impl block, its handlers.

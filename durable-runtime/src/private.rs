@@ -9,8 +9,8 @@ pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
 pub use crate::error::Error;
 pub use crate::object::context::Context;
+pub use crate::object::handle::Runtime;
 pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
-pub use crate::runtime::Runtime;
 
 use crate::object;
 

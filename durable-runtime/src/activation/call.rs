@@ -12,8 +12,8 @@ use crate::commit::codec::panic_message;
 use crate::error::Error;
 use crate::object::chain::Chain;
 use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject};
-use crate::runtime::Runtime;
 
 /// Whether a handler may change the object's state.
 ///

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::chain::Chain;
 use crate::object::context::Context;
-use crate::runtime::Runtime;
+use crate::object::handle::Runtime;
 use crate::storage::ObjectKey;
 
 /// Runs the read-only synchronous call `body` on `(O, id)` in this task if the object is

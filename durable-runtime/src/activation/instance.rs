@@ -20,10 +20,10 @@ use crate::activation::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry
 use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::observe::metrics;
-use crate::runtime::Runtime;
 use crate::storage::{CommitError, ObjectKey, ObjectWrite, StoredObject};
 
 /// How many times activation retries after losing a creation race to another runtime.

@@ -10,13 +10,13 @@
 //! call starts (or wakes) a fresh one: there is never a moment with two instances of one
 //! object, and no call is lost to an instance that is stopping.
 
+use std::any::TypeId;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
@@ -25,12 +25,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::activation::call::Invocation;
 use crate::activation::instance::{Instance, Origin, Settings};
+use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::chain::Root;
+use crate::object::handle::{Objects, Runtime, Shared, ceil_millis};
 use crate::observe::events::Event;
 use crate::observe::metrics;
-use crate::runtime::{Runtime, Shared};
 use crate::storage::{ObjectKey, StoredObject};
 
 /// What travels through an object's mailbox.
@@ -268,20 +269,6 @@ impl<O> Inbox<O> {
     fn is_idle(&self) -> bool {
         self.outstanding.load(Ordering::Acquire) == 0 && !self.gate_busy.load(Ordering::Acquire)
     }
-}
-
-/// The registry's side of the objects of one type, erased over the type.
-pub(crate) trait Objects: Send + Sync {
-    /// The least recently used idle object among a sample: its last use and id.
-    fn idle_candidate(&self) -> Option<(u64, Box<str>)>;
-
-    /// Removes `id` if it is still idle. A live object's task then ends (its inbox has
-    /// closed); a dormant object leaves at once.
-    fn evict(&self, runtime: &Runtime, id: &str) -> bool;
-
-    /// Runtime shutdown: closes every inbox, so that each task handles what it queued and
-    /// ends, and forgets every dormant object.
-    fn close_all(&self, runtime: &Runtime);
 }
 
 /// How many live objects of a type are looked at to find an eviction candidate.
@@ -718,11 +705,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A duration in whole milliseconds, rounded up (an expiry is never early).
-pub(crate) fn ceil_millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
 /// Shuts down the dormant objects of one type as their `shutdown_after` passes: one task per
 /// type, sleeping until the earliest expiry.
 async fn sweep<O: DurableObject>(
@@ -814,6 +796,58 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                 false
             }
         });
+    }
+}
+
+impl Runtime {
+    /// Starts the alarm scheduler once, when a tokio runtime is available.
+    pub(crate) fn ensure_scheduler(&self) {
+        if self.inner.scheduler_started.load(Ordering::Relaxed) || self.inner.manual_alarms {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        if !self.inner.scheduler_started.swap(true, Ordering::AcqRel) {
+            self.spawn_task(scheduler::run(
+                Arc::downgrade(&self.inner),
+                Arc::clone(&self.inner.scheduler),
+                self.shutdown_token(),
+            ));
+        }
+    }
+
+    pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
+        if self.is_closing() {
+            envelope.fail(Error::ShuttingDown);
+            return;
+        }
+        self.ensure_scheduler();
+        self.with_type_entry::<O, _>(|entry| entry.dispatch(self, id, envelope));
+    }
+
+    /// Calls `with` on the entry of type `O`, registering the type on first use.
+    pub(crate) fn with_type_entry<O: DurableObject, R>(
+        &self,
+        with: impl FnOnce(&Arc<TypeEntry<O>>) -> R,
+    ) -> R {
+        self.inner.types.with(
+            || {
+                self.inner
+                    .alarm_targets
+                    .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
+                let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
+                self.inner
+                    .objects
+                    .insert(TypeId::of::<O>(), Arc::clone(&entry) as Arc<dyn Objects>);
+                entry
+            },
+            with,
+        )
+    }
+
+    fn settings_of<O: DurableObject>(&self) -> Settings {
+        Settings::from_options(self.options_of::<O>())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Alarm names, times and retry settings.
 
 pub(crate) mod claims;
+pub(crate) mod handle;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};

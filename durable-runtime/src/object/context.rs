@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use crate::alarms::{Alarm, AlarmTime};
 use crate::object::DurableObject;
 use crate::object::chain::{Chain, Root};
-use crate::runtime::Runtime;
+use crate::object::handle::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};
 
 /// Passed to handlers and hooks that ask for it (an argument of type `&Context`): the object's

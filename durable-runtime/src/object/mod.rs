@@ -2,6 +2,7 @@
 
 pub(crate) mod chain;
 pub(crate) mod context;
+pub(crate) mod handle;
 pub(crate) mod type_map;
 
 use std::fmt;

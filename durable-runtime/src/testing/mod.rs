@@ -20,8 +20,8 @@ pub use faulty::FaultyStorage;
 use crate::alarms::Alarm;
 use crate::error::Error;
 use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{BoxError, DurableObject};
-use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, MemoryStorage, ObjectKey, Storage};
 
 /// An in-memory runtime for tests, on tokio's (pausable) clock, with manual alarms.
@@ -301,13 +301,13 @@ impl TestRuntime {
             return Err(Error::Handler(message.into()));
         }
         let target = crate::activation::scheduler::TypedTarget::<O>::new();
-        crate::activation::scheduler::AlarmTarget::fire(
+        crate::object::handle::AlarmTarget::fire(
             &target,
             &self.runtime,
             id,
             alarm.name(),
             1,
-            crate::activation::scheduler::Removal::Unconditional,
+            crate::object::handle::Removal::Unconditional,
         )
         .await
         .map(drop)
