@@ -4,12 +4,9 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use dashmap::DashMap;
 use tokio::sync::{broadcast, oneshot};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::activation::call::{Access, SyncBody, call};
 use crate::activation::registry::{Envelope, Residency};
@@ -18,13 +15,9 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::object::context::Context;
 use crate::object::handle::{Objects, Runtime, Shared};
-use crate::object::type_map::TypeMap;
 use crate::object::{DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::storage::{AlarmRecord, IdPage, ObjectKey, Storage};
-
-/// How many lifecycle events a subscriber may fall behind before it loses the oldest.
-const EVENT_CAPACITY: usize = 1024;
 
 /// Where an object is, as seen by [`Runtime::status`].
 ///
@@ -794,28 +787,15 @@ impl RuntimeBuilder {
     /// ```
     pub fn build(self) -> Runtime {
         let runtime = Runtime {
-            inner: Arc::new(Shared {
-                storage: self.storage,
-                defaults: self.defaults,
-                overrides: self.overrides,
-                types: TypeMap::default(),
-                alarm_targets: DashMap::new(),
-                alarm_settings: self.alarm_settings,
-                scheduler: Arc::default(),
-                scheduler_started: AtomicBool::new(false),
-                committer: std::sync::OnceLock::new(),
-                loader: std::sync::OnceLock::new(),
-                clock: self.clock,
-                events: broadcast::channel(EVENT_CAPACITY).0,
-                closing: AtomicBool::new(false),
-                shutdown: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-                live: AtomicUsize::new(0),
-                max_live: self.max_live,
-                manual_alarms: self.manual_alarms,
-                objects: DashMap::new(),
-                started: tokio::time::Instant::now(),
-            }),
+            inner: Arc::new(Shared::new(
+                self.storage,
+                self.defaults,
+                self.overrides,
+                self.alarm_settings,
+                self.clock,
+                self.max_live,
+                self.manual_alarms,
+            )),
         };
         for register in &self.registrations {
             register(&runtime);

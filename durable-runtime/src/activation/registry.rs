@@ -799,6 +799,8 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
     }
 }
 
+// How the runtime handle reaches each type's objects: here, with the registry, because the handle
+// itself (in `object`) sits below every object type's registry and reaches it type-erased only.
 impl Runtime {
     /// Starts the alarm scheduler once, when a tokio runtime is available.
     pub(crate) fn ensure_scheduler(&self) {

@@ -1,6 +1,8 @@
-//! The runtime handle: what every layer reaches the runtime's shared parts through. The
-//! public API built on it is in `crate::runtime`; the registry behind it is reached through
-//! the type-erased [`Objects`] and [`AlarmTarget`].
+//! The runtime handle: the `Runtime` type and the shared parts every layer reaches through it
+//! (storage, clock, events, the commit and load loops, the scheduler's claims, live-object
+//! slots). It sits below the registry, which it holds type-erased ([`Objects`], and a
+//! [`TypeMap`] of each type's entry) along with the way to fire each type's alarms
+//! ([`AlarmTarget`]); the public API built on it is in `crate::runtime`.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -24,6 +26,9 @@ use crate::object::type_map::TypeMap;
 use crate::object::{BoxError, BoxFuture, DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::storage::{AlarmRecord, Storage, StoredObject};
+
+/// How many lifecycle events a subscriber may fall behind before it loses the oldest.
+const EVENT_CAPACITY: usize = 1024;
 
 /// Runtime-wide defaults, used where neither the type nor its registration sets a value.
 const DEFAULT_OPTIONS: ObjectOptions = ObjectOptions::new()
@@ -68,30 +73,67 @@ pub struct Runtime {
 }
 
 pub(crate) struct Shared {
-    pub(crate) storage: Arc<dyn Storage>,
-    pub(crate) defaults: ObjectOptions,
-    pub(crate) overrides: HashMap<TypeId, ObjectOptions>,
+    storage: Arc<dyn Storage>,
+    defaults: ObjectOptions,
+    overrides: HashMap<TypeId, ObjectOptions>,
     /// Each type's `Arc<TypeEntry<O>>`.
     pub(crate) types: TypeMap,
     /// Type name → how to fire its alarms.
     pub(crate) alarm_targets: DashMap<&'static str, Arc<dyn AlarmTarget>>,
-    pub(crate) alarm_settings: AlarmSettings,
+    alarm_settings: AlarmSettings,
     pub(crate) scheduler: Arc<SchedulerHandle>,
     pub(crate) scheduler_started: AtomicBool,
-    pub(crate) committer: std::sync::OnceLock<Committer>,
-    pub(crate) loader: std::sync::OnceLock<Loader>,
-    pub(crate) clock: Clock,
+    committer: std::sync::OnceLock<Committer>,
+    loader: std::sync::OnceLock<Loader>,
+    clock: Clock,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) closing: AtomicBool,
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
     /// Objects of every type live now, and the cap on them.
-    pub(crate) live: AtomicUsize,
-    pub(crate) max_live: Option<usize>,
+    live: AtomicUsize,
+    max_live: Option<usize>,
     pub(crate) manual_alarms: bool,
     /// Every type's live objects, erased over the type.
     pub(crate) objects: DashMap<TypeId, Arc<dyn Objects>>,
-    pub(crate) started: tokio::time::Instant,
+    started: tokio::time::Instant,
+}
+
+impl Shared {
+    /// The shared parts of a runtime that has just been built: no type registered, nothing
+    /// live, its loops not started yet.
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        defaults: ObjectOptions,
+        overrides: HashMap<TypeId, ObjectOptions>,
+        alarm_settings: AlarmSettings,
+        clock: Clock,
+        max_live: Option<usize>,
+        manual_alarms: bool,
+    ) -> Self {
+        Self {
+            storage,
+            defaults,
+            overrides,
+            types: TypeMap::default(),
+            alarm_targets: DashMap::new(),
+            alarm_settings,
+            scheduler: Arc::default(),
+            scheduler_started: AtomicBool::new(false),
+            committer: std::sync::OnceLock::new(),
+            loader: std::sync::OnceLock::new(),
+            clock,
+            events: broadcast::channel(EVENT_CAPACITY).0,
+            closing: AtomicBool::new(false),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            live: AtomicUsize::new(0),
+            max_live,
+            manual_alarms,
+            objects: DashMap::new(),
+            started: tokio::time::Instant::now(),
+        }
+    }
 }
 
 /// The registry's side of the objects of one type, erased over the type.
@@ -159,7 +201,8 @@ impl Runtime {
     }
 
     /// The current UTC time as this runtime's clock gives it (the system clock, or tokio's
-    /// clock when built with [`RuntimeBuilder::clock_follows_tokio`]).
+    /// clock when built with
+    /// [`RuntimeBuilder::clock_follows_tokio`](crate::RuntimeBuilder::clock_follows_tokio)).
     ///
     /// # Examples
     ///
