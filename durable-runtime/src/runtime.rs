@@ -1,4 +1,4 @@
-//! The runtime: owns the storage and the registry of live objects.
+//! The runtime's public API and its builder, on the handle defined in `object::handle`.
 
 use std::any::TypeId;
 use std::collections::HashMap;
