@@ -41,30 +41,16 @@
 //! Postgres from the `durable-sqlx` crate in production.
 #![deny(missing_docs)]
 
+mod activation;
 mod alarms;
-mod batches;
-mod call;
-mod chain;
-mod claims;
 mod clock;
-mod codec;
-mod committer;
-mod context;
-mod direct;
+mod commit;
 mod error;
-mod events;
-mod freshness;
-mod gate;
 mod id;
-mod instance;
-mod loader;
-pub mod metrics;
 mod object;
-mod registry;
+mod observe;
 mod runtime;
-mod scheduler;
 pub mod storage;
-mod type_map;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -79,14 +65,16 @@ pub mod __private;
 #[cfg(test)]
 extern crate self as durable_runtime;
 
+pub use activation::call::Access;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
-pub use call::Access;
-pub use context::Context;
 pub use error::Error;
-pub use events::Event;
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
+pub use object::context::Context;
+pub use object::handle::Runtime;
 pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
-pub use runtime::{ObjectStatus, Runtime, RuntimeBuilder};
+pub use observe::events::Event;
+pub use observe::metrics;
+pub use runtime::{ObjectStatus, RuntimeBuilder};
 pub use storage::MemoryStorage;
 
 /// Declares a durable object: on a struct, its state; on an impl block, its handlers.

@@ -5,12 +5,12 @@ use serde::de::DeserializeOwned;
 
 pub use serde;
 
+pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
-pub use crate::call::Access;
-pub use crate::context::Context;
 pub use crate::error::Error;
+pub use crate::object::context::Context;
+pub use crate::object::handle::Runtime;
 pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
-pub use crate::runtime::Runtime;
 
 use crate::object;
 
@@ -29,8 +29,8 @@ where
     R: Send + 'static,
     E: Send + 'static,
 {
-    let body = crate::call::AsyncBody(run);
-    crate::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
+    let body = crate::activation::call::AsyncBody(run);
+    crate::activation::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
 }
 
 /// Sends one call of a synchronous handler to `(O, id)` and waits for its reply: the handler
@@ -48,8 +48,8 @@ where
     R: Send + 'static,
     E: Send + 'static,
 {
-    let body = crate::call::SyncBody(run);
-    crate::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
+    let body = crate::activation::call::SyncBody(run);
+    crate::activation::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
 }
 
 /// A state field's type must have a default unless `#[field(default = ..)]` gives one.

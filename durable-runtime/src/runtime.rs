@@ -1,109 +1,23 @@
-//! The runtime: owns the storage and the registry of live objects.
+//! The runtime's public API and its builder, on the handle defined in `object::handle`.
 
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use dashmap::DashMap;
 use tokio::sync::{broadcast, oneshot};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
+use crate::activation::call::{Access, SyncBody, call};
+use crate::activation::registry::{Envelope, Residency};
 use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
-use crate::call::{Access, SyncBody, call};
 use crate::clock::Clock;
-use crate::committer::Committer;
-use crate::context::Context;
 use crate::error::Error;
-use crate::events::Event;
-use crate::freshness::{SecondWriterWarning, VersionChecks};
-use crate::instance::Settings;
-use crate::loader::Loader;
+use crate::object::context::Context;
+use crate::object::handle::{Config, Objects, Runtime, Shared};
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Envelope, Objects, Residency, TypeEntry};
-use crate::scheduler::{self, AlarmTarget, SchedulerHandle, TypedTarget};
+use crate::observe::events::Event;
 use crate::storage::{AlarmRecord, IdPage, Loaded, ObjectKey, Storage};
-use crate::type_map::TypeMap;
-
-/// How many lifecycle events a subscriber may fall behind before it loses the oldest.
-const EVENT_CAPACITY: usize = 1024;
-
-/// Runtime-wide defaults, used where neither the type nor its registration sets a value.
-const DEFAULT_OPTIONS: ObjectOptions = ObjectOptions::new()
-    .with_hibernate_after(Duration::from_secs(5 * 60))
-    .with_call_timeout(Duration::from_secs(30))
-    .with_queue_capacity(1024);
-
-/// A durable objects runtime: a storage backend plus the objects live in this process.
-///
-/// Cloning is cheap and every clone is the same runtime. Two runtimes built separately are
-/// fully independent (each has its own registry), even in one process. Objects run on the
-/// ambient tokio runtime, so calls must be made from within one.
-///
-/// # Examples
-///
-/// ```
-/// use durable_runtime::{durable_object, MemoryStorage, Runtime};
-///
-/// #[durable_object]
-/// pub struct Counter {
-///     count: i64,
-/// }
-///
-/// #[durable_object]
-/// impl Counter {
-///     #[handler]
-///     fn handle_increment(&mut self, by: i64) -> i64 {
-///         self.count += by;
-///         self.count
-///     }
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let rt = Runtime::new(MemoryStorage::new());
-/// assert_eq!(Counter::increment(&rt, "user:123", 2).await.unwrap(), 2);
-/// assert_eq!(Counter::increment(&rt, "user:123", 3).await.unwrap(), 5);
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct Runtime {
-    inner: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    storage: Arc<dyn Storage>,
-    defaults: ObjectOptions,
-    overrides: HashMap<TypeId, ObjectOptions>,
-    /// Each type's `Arc<TypeEntry<O>>`.
-    types: TypeMap,
-    /// Type name → how to fire its alarms.
-    alarm_targets: DashMap<&'static str, Arc<dyn AlarmTarget>>,
-    alarm_settings: AlarmSettings,
-    scheduler: Arc<SchedulerHandle>,
-    scheduler_started: AtomicBool,
-    committer: std::sync::OnceLock<Committer>,
-    loader: std::sync::OnceLock<Loader>,
-    /// Read calls check the stored version first.
-    validate_reads: bool,
-    versions: std::sync::OnceLock<VersionChecks>,
-    second_writer: SecondWriterWarning,
-    clock: Clock,
-    events: broadcast::Sender<Event>,
-    closing: AtomicBool,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-    /// Objects of every type live now, and the cap on them.
-    live: AtomicUsize,
-    max_live: Option<usize>,
-    manual_alarms: bool,
-    /// Every type's live objects, erased over the type.
-    objects: DashMap<TypeId, Arc<dyn Objects>>,
-    started: tokio::time::Instant,
-}
 
 /// Where an object is, as seen by [`Runtime::status`].
 ///
@@ -194,23 +108,6 @@ impl Runtime {
         }
     }
 
-    pub(crate) fn upgrade(shared: &Weak<Shared>) -> Option<Self> {
-        shared.upgrade().map(|inner| Self { inner })
-    }
-
-    /// The current UTC time as this runtime's clock gives it (the system clock, or tokio's
-    /// clock when built with [`RuntimeBuilder::clock_follows_tokio`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let rt = durable_runtime::Runtime::new(durable_runtime::MemoryStorage::new());
-    /// assert!(rt.now() <= std::time::SystemTime::now());
-    /// ```
-    pub fn now(&self) -> SystemTime {
-        self.inner.clock.now()
-    }
-
     /// Subscribes to lifecycle events of every object of this runtime.
     ///
     /// The receiver sees the events sent after it subscribed; see [`Event`] for the channel's
@@ -238,124 +135,6 @@ impl Runtime {
     /// ```
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.inner.events.subscribe()
-    }
-
-    pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
-        if self.inner.events.receiver_count() > 0 {
-            let _ = self.inner.events.send(event());
-        }
-    }
-
-    pub(crate) fn emit_unknown_alarm(&self, alarm: &AlarmRecord) {
-        self.emit(|| Event::UnknownAlarmType {
-            key: alarm.key.clone(),
-            alarm: alarm.name.clone(),
-        });
-    }
-
-    pub(crate) fn emit_alarm_failed(
-        &self,
-        alarm: &AlarmRecord,
-        attempt: u32,
-        error: &str,
-        dead: bool,
-    ) {
-        self.emit(|| Event::AlarmFailed {
-            key: alarm.key.clone(),
-            alarm: alarm.name.clone(),
-            attempt,
-            error: error.to_owned(),
-            dead,
-        });
-    }
-
-    pub(crate) fn alarm_settings(&self) -> &AlarmSettings {
-        &self.inner.alarm_settings
-    }
-
-    /// The alarm target of an object type known to this runtime.
-    pub(crate) fn alarm_target(&self, object_type: &str) -> Option<Arc<dyn AlarmTarget>> {
-        self.inner
-            .alarm_targets
-            .get(object_type)
-            .map(|target| Arc::clone(target.value()))
-    }
-
-    /// The group-commit loop, started on first use (objects only commit inside tokio).
-    pub(crate) fn committer(&self) -> &Committer {
-        self.inner
-            .committer
-            .get_or_init(|| Committer::start(Arc::clone(&self.inner.storage)))
-    }
-
-    /// The group-load loop, started on first use (objects only load inside tokio).
-    pub(crate) fn loader(&self) -> &Loader {
-        self.inner
-            .loader
-            .get_or_init(|| Loader::start(Arc::clone(&self.inner.storage)))
-    }
-
-    /// Whether read calls check the stored version first (see
-    /// [`RuntimeBuilder::validate_reads`]).
-    pub(crate) fn validates_reads(&self) -> bool {
-        self.inner.validate_reads
-    }
-
-    /// The version-check loop of validated reads, started on first use.
-    pub(crate) fn versions(&self) -> &VersionChecks {
-        self.inner
-            .versions
-            .get_or_init(|| VersionChecks::start(Arc::clone(&self.inner.storage)))
-    }
-
-    /// A write of this runtime failed: a version conflict shows another writer of the
-    /// database, which is worth a warning (once).
-    pub(crate) fn commit_failed(&self, error: &crate::storage::CommitError) {
-        self.inner
-            .second_writer
-            .conflict(error, self.inner.validate_reads);
-    }
-
-    /// A write with these alarm changes committed: wakes the scheduler if it scheduled one
-    /// due before the scheduler looks at storage again anyway.
-    pub(crate) fn alarms_committed(&self, changes: &[crate::storage::AlarmChange]) {
-        let earliest = changes
-            .iter()
-            .filter_map(|change| match change {
-                crate::storage::AlarmChange::Set { due_at, .. } => Some(*due_at),
-                _ => None,
-            })
-            .min();
-        if let Some(due_at) = earliest {
-            self.inner.scheduler.alarm_scheduled(Some(due_at));
-        }
-    }
-
-    /// Wakes the scheduler: an alarm changed in storage and may be due earlier than it thought.
-    pub(crate) fn signal_alarm_scheduled(&self) {
-        self.inner.scheduler.alarm_scheduled(None);
-    }
-
-    /// The scheduler's claims held in memory.
-    pub(crate) fn scheduler(&self) -> &SchedulerHandle {
-        &self.inner.scheduler
-    }
-
-    /// Starts the alarm scheduler once, when a tokio runtime is available.
-    fn ensure_scheduler(&self) {
-        if self.inner.scheduler_started.load(Ordering::Relaxed) || self.inner.manual_alarms {
-            return;
-        }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        if !self.inner.scheduler_started.swap(true, Ordering::AcqRel) {
-            self.spawn_task(scheduler::run(
-                Arc::downgrade(&self.inner),
-                Arc::clone(&self.inner.scheduler),
-                self.shutdown_token(),
-            ));
-        }
     }
 
     /// Schedules `alarm` for the object `(O, id)`, replacing an alarm of the same name (and
@@ -532,64 +311,6 @@ impl Runtime {
             .map_err(|source| Error::Storage { key, source })
     }
 
-    /// The storage backend.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use durable_runtime::storage::{ObjectKey, Storage};
-    /// # use durable_runtime::{durable_object, MemoryStorage, Runtime};
-    /// # #[durable_object] pub struct Counter { count: i64 }
-    /// # #[durable_object] impl Counter {
-    /// #     #[handler] fn handle_increment(&mut self) -> i64 { self.count += 1; self.count }
-    /// # }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// let rt = Runtime::new(MemoryStorage::new());
-    /// Counter::increment(&rt, "a").await.unwrap();
-    /// let key = ObjectKey::new("Counter", "a");
-    /// let stored = rt.storage().load(&key).await.unwrap().object().unwrap();
-    /// assert_eq!(stored.state, br#"{"count":1}"#);
-    /// # }
-    /// ```
-    pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.inner.storage
-    }
-
-    /// The options objects of type `O` run with, after applying the precedence runtime default
-    /// < declared on the type < registration override.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use durable_runtime::{durable_object, MemoryStorage, ObjectOptions, Runtime};
-    ///
-    /// #[durable_object(hibernate_after = "1m", shutdown_after = "1h")]
-    /// pub struct Session {}
-    ///
-    /// #[durable_object]
-    /// impl Session {}
-    ///
-    /// let rt = Runtime::builder(MemoryStorage::new())
-    ///     .register_with::<Session>(ObjectOptions::new().with_shutdown_after(Duration::from_secs(60)))
-    ///     .build();
-    /// let options = rt.options_of::<Session>();
-    /// assert_eq!(options.hibernate_after, Some(Duration::from_secs(60)));
-    /// assert_eq!(options.shutdown_after, Some(Duration::from_secs(60)));
-    /// assert_eq!(options.call_timeout, Some(Duration::from_secs(30)));
-    /// ```
-    pub fn options_of<O: DurableObject>(&self) -> ObjectOptions {
-        self.inner
-            .overrides
-            .get(&TypeId::of::<O>())
-            .copied()
-            .unwrap_or_default()
-            .or(O::options())
-            .or(self.inner.defaults)
-            .or(DEFAULT_OPTIONS)
-    }
-
     /// How many objects of type `O` are live (active or hibernated) in this runtime.
     ///
     /// # Examples
@@ -609,102 +330,6 @@ impl Runtime {
     /// ```
     pub fn live_objects<O: DurableObject>(&self) -> usize {
         self.with_type_entry::<O, _>(|entry| entry.live_count())
-    }
-
-    pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
-        if self.is_closing() {
-            envelope.fail(Error::ShuttingDown);
-            return;
-        }
-        self.ensure_scheduler();
-        self.with_type_entry::<O, _>(|entry| entry.dispatch(self, id, envelope));
-    }
-
-    /// Spawns a task that graceful shutdown waits for.
-    pub(crate) fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.inner.tasks.spawn(task);
-    }
-
-    /// The runtime's wall clock.
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    pub(crate) fn clock(&self) -> &Clock {
-        &self.inner.clock
-    }
-
-    /// Milliseconds since the runtime was built (tokio's clock), for least-recently-used order.
-    pub(crate) fn uptime_millis(&self) -> u64 {
-        self.uptime_millis_of(tokio::time::Instant::now())
-    }
-
-    /// [`uptime_millis`](Self::uptime_millis) at `at`, for a caller that already read the clock.
-    pub(crate) fn uptime_millis_of(&self, at: tokio::time::Instant) -> u64 {
-        at.saturating_duration_since(self.inner.started).as_millis() as u64
-    }
-
-    /// The uptime at `at` in milliseconds, rounded up.
-    pub(crate) fn uptime_millis_at(&self, at: tokio::time::Instant) -> u64 {
-        crate::registry::ceil_millis(at.saturating_duration_since(self.inner.started))
-    }
-
-    /// The instant at `millis` of uptime.
-    pub(crate) fn instant_at_uptime(&self, millis: u64) -> tokio::time::Instant {
-        self.inner.started + Duration::from_millis(millis)
-    }
-
-    /// A handle that does not keep the runtime alive.
-    pub(crate) fn downgrade(&self) -> Weak<Shared> {
-        Arc::downgrade(&self.inner)
-    }
-
-    /// Counts a new live object, first evicting an idle one if the cap is reached. Returns
-    /// false if there is no room.
-    pub(crate) fn reserve_live_slot(&self) -> bool {
-        let live = self.inner.live.fetch_add(1, Ordering::AcqRel) + 1;
-        let Some(max) = self.inner.max_live else {
-            return true;
-        };
-        if live <= max || self.evict_least_recently_used() {
-            return true;
-        }
-        self.inner.live.fetch_sub(1, Ordering::AcqRel);
-        false
-    }
-
-    /// A live object left (or a reserved slot was not used).
-    pub(crate) fn release_live_slot(&self) {
-        self.inner.live.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Shuts down the least recently used idle object among a sample of each type's. Its
-    /// slot is released when its task ends.
-    fn evict_least_recently_used(&self) -> bool {
-        let evictors: Vec<Arc<dyn Objects>> = self
-            .inner
-            .objects
-            .iter()
-            .map(|entry| Arc::clone(entry.value()))
-            .collect();
-        for _ in 0..3 {
-            let candidate = evictors
-                .iter()
-                .filter_map(|evictor| evictor.idle_candidate().map(|c| (c, evictor)))
-                .min_by_key(|((last_used, _), _)| *last_used);
-            let Some(((_, id), evictor)) = candidate else {
-                return false;
-            };
-            if evictor.evict(self, &id) {
-                return true;
-            }
-        }
-        false
-    }
-
-    pub(crate) fn shutdown_token(&self) -> CancellationToken {
-        self.inner.shutdown.clone()
-    }
-
-    pub(crate) fn is_closing(&self) -> bool {
-        self.inner.closing.load(Ordering::Acquire)
     }
 
     /// Shuts the runtime down gracefully: new calls fail with [`Error::ShuttingDown`], calls
@@ -818,7 +443,7 @@ impl Runtime {
         stored
             .object()
             .map(|stored| {
-                crate::codec::decode(&stored.state).map_err(|failure| Error::Decode {
+                crate::commit::codec::decode(&stored.state).map_err(|failure| Error::Decode {
                     key,
                     path: failure.path,
                     message: failure.message,
@@ -892,7 +517,7 @@ impl Runtime {
         crate::id::validate_id(id)?;
         // From inside the object's own handler (or a call it is waiting on), the deletion
         // would wait for that handler: refuse at once, as calls do.
-        if let Some(chain) = crate::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
+        if let Some(chain) = crate::object::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
             return Err(Error::CallCycle {
                 key: ObjectKey::new(O::TYPE_NAME, id),
                 chain,
@@ -901,30 +526,6 @@ impl Runtime {
         let (reply, receive) = oneshot::channel();
         self.dispatch::<O>(id, Envelope::Delete(reply));
         receive.await.unwrap_or(Err(Error::ShuttingDown))
-    }
-
-    /// Calls `with` on the entry of type `O`, registering the type on first use.
-    pub(crate) fn with_type_entry<O: DurableObject, R>(
-        &self,
-        with: impl FnOnce(&Arc<TypeEntry<O>>) -> R,
-    ) -> R {
-        self.inner.types.with(
-            || {
-                self.inner
-                    .alarm_targets
-                    .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
-                let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
-                self.inner
-                    .objects
-                    .insert(TypeId::of::<O>(), Arc::clone(&entry) as Arc<dyn Objects>);
-                entry
-            },
-            with,
-        )
-    }
-
-    fn settings_of<O: DurableObject>(&self) -> Settings {
-        Settings::from_options(self.options_of::<O>())
     }
 }
 
@@ -1241,31 +842,16 @@ impl RuntimeBuilder {
     /// ```
     pub fn build(self) -> Runtime {
         let runtime = Runtime {
-            inner: Arc::new(Shared {
+            inner: Arc::new(Shared::new(Config {
                 storage: self.storage,
                 defaults: self.defaults,
                 overrides: self.overrides,
-                types: TypeMap::default(),
-                alarm_targets: DashMap::new(),
                 alarm_settings: self.alarm_settings,
-                scheduler: Arc::default(),
-                scheduler_started: AtomicBool::new(false),
-                committer: std::sync::OnceLock::new(),
-                loader: std::sync::OnceLock::new(),
-                validate_reads: self.validate_reads,
-                versions: std::sync::OnceLock::new(),
-                second_writer: SecondWriterWarning::default(),
                 clock: self.clock,
-                events: broadcast::channel(EVENT_CAPACITY).0,
-                closing: AtomicBool::new(false),
-                shutdown: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-                live: AtomicUsize::new(0),
                 max_live: self.max_live,
                 manual_alarms: self.manual_alarms,
-                objects: DashMap::new(),
-                started: tokio::time::Instant::now(),
-            }),
+                validate_reads: self.validate_reads,
+            })),
         };
         for register in &self.registrations {
             register(&runtime);

@@ -18,10 +18,10 @@ use std::time::Duration;
 pub use faulty::FaultyStorage;
 
 use crate::alarms::Alarm;
-use crate::context::Context;
 use crate::error::Error;
+use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{BoxError, DurableObject};
-use crate::runtime::Runtime;
 use crate::storage::{AlarmChange, MemoryStorage, ObjectKey, Storage};
 
 /// An in-memory runtime for tests, on tokio's (pausable) clock, with manual alarms.
@@ -300,14 +300,14 @@ impl TestRuntime {
             let message = format!("alarm `{}` of {key} is not scheduled", alarm.name());
             return Err(Error::Handler(message.into()));
         }
-        let target = crate::scheduler::TypedTarget::<O>::new();
-        crate::scheduler::AlarmTarget::fire(
+        let target = crate::activation::scheduler::TypedTarget::<O>::new();
+        crate::object::handle::AlarmTarget::fire(
             &target,
             &self.runtime,
             id,
             alarm.name(),
             1,
-            crate::scheduler::Removal::Unconditional,
+            crate::object::handle::Removal::Unconditional,
         )
         .await
         .map(drop)
@@ -365,7 +365,7 @@ impl TestRuntime {
             let Some(alarm) = claimed.into_iter().next() else {
                 return Ok(fired);
             };
-            crate::scheduler::fire(self.runtime.clone(), alarm).await;
+            crate::activation::scheduler::fire(self.runtime.clone(), alarm).await;
             fired += 1;
         }
     }

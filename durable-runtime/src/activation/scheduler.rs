@@ -18,112 +18,21 @@
 //! claim based, so several schedulers on one database fire each alarm once per claim.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::activation::call::{Access, AsyncBody, SyncBody, call};
 use crate::alarms::AlarmSettings;
-use crate::call::{Access, AsyncBody, SyncBody, call};
-use crate::claims::{Claims, Hold};
-use crate::context::Context;
+use crate::alarms::claims::Hold;
+use crate::alarms::handle::SchedulerHandle;
 use crate::error::Error;
-use crate::metrics;
+use crate::object::context::Context;
+use crate::object::handle::{AlarmTarget, Fired, Removal, Runtime, Shared};
 use crate::object::{BoxError, BoxFuture, DurableObject};
-use crate::runtime::{Runtime, Shared};
+use crate::observe::metrics;
 use crate::storage::{AlarmRecord, Loaded, load_all};
-
-/// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
-/// took that have not fired yet.
-#[derive(Debug, Default)]
-pub(crate) struct SchedulerHandle {
-    notify: Notify,
-    claims: Claims,
-    /// While the scheduler sleeps: the due time (microseconds since the Unix epoch) from which
-    /// on it claims an alarm on time without being woken, since it looks at storage again
-    /// early enough before it (`claim_ahead`, or longer when storage is slow). Zero while it
-    /// is awake: every scheduled alarm wakes it then.
-    horizon: AtomicU64,
-}
-
-impl SchedulerHandle {
-    /// An alarm due at `due_at` (at an unknown time if `None`) was committed: wakes the
-    /// scheduler unless its next look at storage is early enough for that alarm anyway, so
-    /// that calls scheduling alarms far ahead (timeouts, expiries) do not each cost a claim.
-    pub(crate) fn alarm_scheduled(&self, due_at: Option<SystemTime>) {
-        let horizon = self.horizon.load(Ordering::SeqCst);
-        let later =
-            due_at.is_some_and(|due_at| horizon != 0 && micros_since_epoch(due_at) >= horizon);
-        if !later {
-            self.notify.notify_one();
-        }
-    }
-
-    /// The scheduler is about to look at storage: every alarm committed from now on wakes it.
-    /// (A wake-up while it looks is kept and ends its next sleep at once.)
-    fn awake(&self) {
-        self.horizon.store(0, Ordering::SeqCst);
-    }
-
-    /// The scheduler sleeps, and will claim the alarms due before `horizon` when it wakes.
-    /// `None`: a horizon too far to represent, so every new alarm is due before it.
-    fn sleeping(&self, horizon: Option<SystemTime>) {
-        let horizon = horizon.map_or(u64::MAX, micros_since_epoch);
-        self.horizon.store(horizon.max(1), Ordering::SeqCst);
-    }
-
-    /// The claims held until they fire.
-    pub(crate) fn claims(&self) -> &Claims {
-        &self.claims
-    }
-}
-
-/// How a fired alarm ended in its object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fired {
-    /// The handler ran (and its outcome is the call's result).
-    Ran,
-    /// The claim was revoked before the handler could run: the alarm was cancelled or moved.
-    Revoked,
-}
-
-/// Fires an alarm at an object of a type known only by name.
-pub(crate) trait AlarmTarget: Send + Sync {
-    /// The registry's count to read the object's state under, or `None` if the object is
-    /// registered (see `TypeEntry::fetch_epoch`).
-    fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64>;
-
-    /// Starts the object from its state as read (see `TypeEntry::start_fetched`).
-    fn start_fetched(&self, runtime: &Runtime, id: &str, stored: Loaded, epoch: u64);
-
-    /// Starts the object (loading its state) ahead of an alarm, without changing anything.
-    fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
-
-    /// Runs the alarm's handler through the object; the alarm's removal (see [`Removal`]) is
-    /// committed with the handler's state.
-    fn fire<'a>(
-        &'a self,
-        runtime: &'a Runtime,
-        id: &'a str,
-        name: &'a str,
-        attempt: u32,
-        removal: Removal,
-    ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>>;
-}
-
-/// How a fired alarm is removed, in the same commit as its handler's state.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Removal {
-    /// If the handler succeeds and the alarm is still claimed with this claim time (a handler
-    /// that schedules it again clears the claim).
-    Claimed(SystemTime),
-    /// Before the handler runs, so that only a schedule made by the handler survives (alarms
-    /// fired by hand in tests, which hold no claim).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    Unconditional,
-}
 
 /// The [`AlarmTarget`] of object type `O`.
 pub(crate) struct TypedTarget<O>(std::marker::PhantomData<fn() -> O>);
@@ -201,14 +110,6 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
             }),
         ))
     }
-}
-
-/// Microseconds since the Unix epoch (zero before it).
-fn micros_since_epoch(time: SystemTime) -> u64 {
-    time.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
-        })
 }
 
 /// How many alarms one look claims at most: a batch of none would read as a full batch every

@@ -1,10 +1,10 @@
 //! Alarm names, times and retry settings.
 
-use std::fmt;
+pub(crate) mod claims;
+pub(crate) mod handle;
+
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
-
-use crate::object::DurableObject;
 
 /// The name of an alarm of object type `O`, as declared by an `#[alarm]` method.
 ///
@@ -91,12 +91,6 @@ impl<O> PartialEq for Alarm<O> {
 }
 
 impl<O> Eq for Alarm<O> {}
-
-impl<O: DurableObject> fmt::Debug for Alarm<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Alarm({}::{})", O::TYPE_NAME, self.name)
-    }
-}
 
 /// When an alarm is due: after a delay, or at a wall-clock time (stored in UTC).
 ///

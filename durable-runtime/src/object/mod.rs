@@ -1,5 +1,11 @@
 //! The traits `#[durable_object]` implements, and per-type options.
 
+pub(crate) mod chain;
+pub(crate) mod context;
+pub(crate) mod handle;
+pub(crate) mod type_map;
+
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -7,7 +13,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::context::Context;
+use crate::alarms::Alarm;
+use crate::object::context::Context;
 
 /// A boxed, sendable future, as handlers and hooks return it.
 ///
@@ -387,5 +394,12 @@ impl ObjectOptions {
                 None => fallback.queue_capacity,
             },
         }
+    }
+}
+
+// Here rather than beside `Alarm`: an alarm names its object type, and alarms sit below objects.
+impl<O: DurableObject> fmt::Debug for Alarm<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Alarm({}::{})", O::TYPE_NAME, self.name())
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::batches::Queue;
+use crate::commit::batches::Queue;
 use crate::storage::{Loaded, ObjectKey, Storage, StorageError, load_all};
 
 /// The most objects read in one round trip.

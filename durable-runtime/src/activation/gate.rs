@@ -12,9 +12,9 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::call::Invocation;
+use crate::activation::call::Invocation;
 use crate::error::Error;
-use crate::metrics::CallMetrics;
+use crate::observe::metrics::CallMetrics;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
 /// The call outcome recorded when the write a call depends on fails.

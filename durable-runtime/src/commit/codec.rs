@@ -3,12 +3,11 @@
 //! Decoding goes through `serde_path_to_error`, so a state that no longer fits its struct is
 //! reported with the path of the failing field.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-use crate::call::panic_message;
 
 /// Encodes a state (or any serializable value) as JSON bytes. A panic in a hand-written
 /// `Serialize` is an encoding failure: it must not end the object's task with its callers.
@@ -72,5 +71,16 @@ pub(crate) fn check_round_trip<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), 
              which serde_json writes as null",
             failure.path, failure.message
         )),
+    }
+}
+
+/// The text of a panic payload, when it is a string.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
     }
 }

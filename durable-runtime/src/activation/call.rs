@@ -1,19 +1,19 @@
 //! A call in flight: the handler to run, where its reply goes, and the typed client entry point
 //! generated code uses.
 
-use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
-use crate::chain::Chain;
-use crate::context::Context;
+use crate::activation::registry::Envelope;
+use crate::commit::codec::panic_message;
 use crate::error::Error;
+use crate::object::chain::Chain;
+use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject};
-use crate::registry::Envelope;
-use crate::runtime::Runtime;
 
 /// Whether a handler may change the object's state.
 ///
@@ -273,17 +273,6 @@ impl<B, R, E> Call<B, R, E> {
     }
 }
 
-/// The text of a panic payload, when it is a string.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
-
 /// Sends one call to the object `(O, id)`, starting the object if needed, and waits for its
 /// reply. This is what generated clients call.
 ///
@@ -313,7 +302,7 @@ where
         });
     }
     let body = if access == Access::Read {
-        match crate::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
+        match crate::activation::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
             Ok(result) => return result,
             Err(body) => body,
         }

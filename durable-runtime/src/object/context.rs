@@ -5,9 +5,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::alarms::{Alarm, AlarmTime};
-use crate::chain::{Chain, Root};
 use crate::object::DurableObject;
-use crate::runtime::Runtime;
+use crate::object::chain::{Chain, Root};
+use crate::object::handle::Runtime;
 use crate::storage::{AlarmChange, ObjectKey};
 
 /// Passed to handlers and hooks that ask for it (an argument of type `&Context`): the object's

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::batches::Queue;
+use crate::commit::batches::Queue;
 
 use crate::storage::{CommitError, ObjectWrite, Storage};
 
@@ -79,7 +79,7 @@ async fn commit_batch(
     mut writes: Vec<ObjectWrite>,
     mut replies: Vec<Reply>,
 ) {
-    crate::metrics::commit_batch(writes.len());
+    crate::observe::metrics::commit_batch(writes.len());
     loop {
         match timed_commit(storage, &writes).await {
             Ok(()) => {
@@ -131,6 +131,6 @@ async fn timed_commit(storage: &dyn Storage, writes: &[ObjectWrite]) -> Result<(
         Err(CommitError::Conflict { .. }) => "conflict",
         Err(_) => "error",
     };
-    crate::metrics::committed(outcome, started.elapsed());
+    crate::observe::metrics::committed(outcome, started.elapsed());
     committed
 }

@@ -10,27 +10,28 @@
 //! call starts (or wakes) a fresh one: there is never a moment with two instances of one
 //! object, and no call is lost to an instance that is stopping.
 
+use std::any::TypeId;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::call::Invocation;
-use crate::chain::Root;
+use crate::activation::call::Invocation;
+use crate::activation::instance::{Instance, Origin, Settings};
+use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
-use crate::events::Event;
-use crate::instance::{Instance, Origin, Settings};
-use crate::metrics;
 use crate::object::DurableObject;
-use crate::runtime::{Runtime, Shared};
+use crate::object::chain::Root;
+use crate::object::handle::{Objects, Runtime, Shared, ceil_millis};
+use crate::observe::events::Event;
+use crate::observe::metrics;
 use crate::storage::{Loaded, ObjectKey};
 
 /// What travels through an object's mailbox.
@@ -81,7 +82,7 @@ pub(crate) struct Inbox<O> {
     queue: Mutex<Queue<O>>,
     /// The decoded state while the object is active, `None` otherwise. Under a lock of its own
     /// so that a read-only call can run on it from the caller's task while the object is idle
-    /// ([`crate::direct`]); whoever runs a call holds the lock (or has taken the state out).
+    /// ([`crate::activation::direct`]); whoever runs a call holds the lock (or has taken the state out).
     state: Mutex<Option<O>>,
     /// The object's key, as the root of the call chains its handlers run in.
     root: Root,
@@ -270,20 +271,6 @@ impl<O> Inbox<O> {
     }
 }
 
-/// The registry's side of the objects of one type, erased over the type.
-pub(crate) trait Objects: Send + Sync {
-    /// The least recently used idle object among a sample: its last use and id.
-    fn idle_candidate(&self) -> Option<(u64, Box<str>)>;
-
-    /// Removes `id` if it is still idle. A live object's task then ends (its inbox has
-    /// closed); a dormant object leaves at once.
-    fn evict(&self, runtime: &Runtime, id: &str) -> bool;
-
-    /// Runtime shutdown: closes every inbox, so that each task handles what it queued and
-    /// ends, and forgets every dormant object.
-    fn close_all(&self, runtime: &Runtime);
-}
-
 /// How many live objects of a type are looked at to find an eviction candidate.
 const EVICTION_SAMPLE: usize = 64;
 
@@ -365,7 +352,7 @@ pub(crate) struct TypeEntry<O> {
     /// still the latest: an object's state only changes in storage while it is registered.
     removals: AtomicU64,
     pub(crate) settings: Settings,
-    pub(crate) call_metrics: crate::metrics::CallMetrics,
+    pub(crate) call_metrics: crate::observe::metrics::CallMetrics,
 }
 
 impl<O: DurableObject> TypeEntry<O> {
@@ -377,7 +364,7 @@ impl<O: DurableObject> TypeEntry<O> {
             sweeper_started: AtomicBool::new(false),
             removals: AtomicU64::new(0),
             settings,
-            call_metrics: crate::metrics::CallMetrics::new(O::TYPE_NAME),
+            call_metrics: crate::observe::metrics::CallMetrics::new(O::TYPE_NAME),
         }
     }
 
@@ -718,11 +705,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A duration in whole milliseconds, rounded up (an expiry is never early).
-pub(crate) fn ceil_millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
 /// Shuts down the dormant objects of one type as their `shutdown_after` passes: one task per
 /// type, sleeping until the earliest expiry.
 async fn sweep<O: DurableObject>(
@@ -814,6 +796,60 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                 false
             }
         });
+    }
+}
+
+// How the runtime handle reaches each type's objects: here, with the registry, because the handle
+// itself (in `object`) sits below every object type's registry and reaches it type-erased only.
+impl Runtime {
+    /// Starts the alarm scheduler once, when a tokio runtime is available.
+    pub(crate) fn ensure_scheduler(&self) {
+        if self.inner.scheduler_started.load(Ordering::Relaxed) || self.inner.manual_alarms {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        if !self.inner.scheduler_started.swap(true, Ordering::AcqRel) {
+            self.spawn_task(scheduler::run(
+                Arc::downgrade(&self.inner),
+                Arc::clone(&self.inner.scheduler),
+                self.shutdown_token(),
+            ));
+        }
+    }
+
+    pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
+        if self.is_closing() {
+            envelope.fail(Error::ShuttingDown);
+            return;
+        }
+        self.ensure_scheduler();
+        self.with_type_entry::<O, _>(|entry| entry.dispatch(self, id, envelope));
+    }
+
+    /// Calls `with` on the entry of type `O`, registering the type on first use.
+    pub(crate) fn with_type_entry<O: DurableObject, R>(
+        &self,
+        with: impl FnOnce(&Arc<TypeEntry<O>>) -> R,
+    ) -> R {
+        self.inner.types.with(
+            || {
+                self.inner
+                    .alarm_targets
+                    .insert(O::TYPE_NAME, Arc::new(TypedTarget::<O>::new()));
+                let entry = Arc::new(TypeEntry::<O>::new(self.settings_of::<O>()));
+                self.inner
+                    .objects
+                    .insert(TypeId::of::<O>(), Arc::clone(&entry) as Arc<dyn Objects>);
+                entry
+            },
+            with,
+        )
+    }
+
+    fn settings_of<O: DurableObject>(&self) -> Settings {
+        Settings::from_options(self.options_of::<O>())
     }
 }
 

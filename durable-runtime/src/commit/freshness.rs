@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::oneshot;
 
-use crate::batches::Queue;
+use crate::commit::batches::Queue;
 use crate::storage::{CommitError, ObjectKey, Storage, StorageError, load_all_versions};
 
 /// The most objects checked in one round trip.

@@ -17,12 +17,13 @@
 
 use tokio::time::Instant;
 
-use crate::call::{Body, Started, panic_message};
-use crate::chain::Chain;
-use crate::context::Context;
+use crate::activation::call::{Body, Started};
+use crate::commit::codec::panic_message;
 use crate::error::Error;
 use crate::object::DurableObject;
-use crate::runtime::Runtime;
+use crate::object::chain::Chain;
+use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::storage::ObjectKey;
 
 /// Runs the read-only synchronous call `body` on `(O, id)` in this task if the object is
@@ -53,7 +54,7 @@ where
             unreachable!("an idle state is present");
         };
         let started = Instant::now();
-        let _entered = crate::instance::call_span::<O>(handler).entered();
+        let _entered = crate::activation::instance::call_span::<O>(handler).entered();
         let ctx = Context::with_root(inbox.root().clone(), runtime.clone());
         ctx.set_writable(false);
         let chain = if chain.is_empty() {

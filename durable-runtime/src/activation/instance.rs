@@ -14,16 +14,16 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
 use tracing::Instrument;
 
-use crate::call::{Access, Outcome, Run};
-use crate::codec;
-use crate::context::Context;
+use crate::activation::call::{Access, Outcome, Run};
+use crate::activation::gate::{Gate, Held};
+use crate::activation::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
+use crate::commit::codec;
 use crate::error::Error;
-use crate::events::Event;
-use crate::gate::{Gate, Held};
-use crate::metrics;
+use crate::object::context::Context;
+use crate::object::handle::Runtime;
 use crate::object::{DurableObject, ObjectOptions};
-use crate::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
-use crate::runtime::Runtime;
+use crate::observe::events::Event;
+use crate::observe::metrics;
 use crate::storage::{CommitError, Loaded, ObjectKey, ObjectWrite};
 
 /// How many times activation retries after losing a creation race to another runtime.
@@ -457,7 +457,7 @@ impl<O: DurableObject> Instance<O> {
     /// Runs one call, taken at `started`.
     async fn handle_call(
         &mut self,
-        mut call: Box<dyn crate::call::Invocation<O>>,
+        mut call: Box<dyn crate::activation::call::Invocation<O>>,
         started: Instant,
     ) {
         let handler = call.handler();
@@ -539,7 +539,7 @@ impl<O: DurableObject> Instance<O> {
     /// Starts the handler of `call` on the active state.
     fn run_call<'a>(
         &'a self,
-        call: &'a mut Box<dyn crate::call::Invocation<O>>,
+        call: &'a mut Box<dyn crate::activation::call::Invocation<O>>,
         state: &'a mut O,
     ) -> Run<'a> {
         self.ctx.set_writable(call.access() == Access::Write);
@@ -555,7 +555,7 @@ impl<O: DurableObject> Instance<O> {
     /// which records the call's metrics when the reply goes out.
     fn settle_call(
         &mut self,
-        call: Box<dyn crate::call::Invocation<O>>,
+        call: Box<dyn crate::activation::call::Invocation<O>>,
         outcome: Outcome,
         started: Instant,
     ) {
@@ -813,7 +813,7 @@ impl<O: DurableObject> Instance<O> {
     /// after it): claim queries from now on see storage as it left it.
     fn settle_alarm_changes(&self, committed: Option<&ObjectWrite>) {
         let count = match committed {
-            Some(write) => match crate::claims::revoking(&write.alarms) {
+            Some(write) => match crate::alarms::claims::revoking(&write.alarms) {
                 0 => return,
                 count => Some(count),
             },
@@ -889,7 +889,7 @@ fn in_flight<O: 'static>(
     std::future::poll_fn(move |cx| match &mut gate.in_flight {
         Some(in_flight) => std::pin::Pin::new(&mut in_flight.outcome)
             .poll(cx)
-            .map(|outcome| outcome.unwrap_or_else(|_| Err(crate::committer::stopped()))),
+            .map(|outcome| outcome.unwrap_or_else(|_| Err(crate::commit::committer::stopped()))),
         None => std::task::Poll::Pending,
     })
 }
