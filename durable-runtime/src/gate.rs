@@ -12,7 +12,7 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::call::Invocation;
+use crate::call::{Access, Invocation};
 use crate::error::Error;
 use crate::metrics::CallMetrics;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
@@ -73,9 +73,17 @@ impl<O: 'static> Held<O> {
     }
 
     /// The commit it waited for failed.
-    fn commit_failed(self, error: Error, metrics: &CallMetrics, now: Instant) {
+    fn commit_failed(
+        self,
+        key: &ObjectKey,
+        error: &CommitError,
+        metrics: &CallMetrics,
+        now: Instant,
+    ) {
         metrics.finished(self.call.handler(), PERSISTENCE_FAILED, now - self.started);
-        self.call.fail(error);
+        // Only a call whose own changes the write carried may have been applied.
+        let wrote = self.error.is_none() && self.call.access() == Access::Write;
+        self.call.fail(commit_error(key, error, wrote));
     }
 }
 
@@ -188,17 +196,25 @@ impl<O: 'static> Gate<O> {
         let in_flight = self.in_flight.take().map(|f| f.held).unwrap_or_default();
         let next = std::mem::take(&mut self.next).held;
         for held in in_flight.into_iter().chain(next) {
-            held.commit_failed(commit_error(key, error), metrics, now);
+            held.commit_failed(key, error, metrics, now);
         }
     }
 }
 
-/// The error a call gets when the write it depends on failed.
-pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError) -> Error {
+/// The error a call gets when the write it depends on failed; `wrote` if the write carried
+/// the call's own changes. A storage failure leaves unknown whether the write was applied
+/// (see [`CommitError::Storage`]): for such a call that is
+/// [`OutcomeUnknown`](Error::OutcomeUnknown), never a retryable error; a call that only saw
+/// the write's state (a read, a handler error) was not applied either way.
+pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) -> Error {
     match error {
         CommitError::Conflict { found, .. } => Error::Conflict {
             key: key.clone(),
             found: *found,
+        },
+        CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
+            key: key.clone(),
+            source: source.duplicate(),
         },
         CommitError::Storage(source) => Error::Storage {
             key: key.clone(),
