@@ -64,6 +64,24 @@ impl Context {
         }
     }
 
+    /// A context for one run of an `async` handler: the same object and runtime, with alarm
+    /// changes of its own that [`absorb`](Self::absorb) takes back. The object's task keeps
+    /// committing its earlier writes while the handler runs, which it could not do while the
+    /// handler borrowed the task's own context.
+    pub(crate) fn fork(&self) -> Self {
+        let fork = Self::with_root(self.root.clone(), self.runtime.clone());
+        fork.set_writable(self.writable.load(Ordering::Relaxed));
+        fork
+    }
+
+    /// Takes back the alarm changes recorded in `fork`.
+    pub(crate) fn absorb(&self, fork: Self) {
+        let changes = fork.take_alarm_changes();
+        if !changes.is_empty() {
+            self.changes().extend(changes);
+        }
+    }
+
     /// The id of the object handling the call.
     ///
     /// # Examples

@@ -18,7 +18,7 @@ use crate::metrics::CallMetrics;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
 /// The call outcome recorded when the write a call depends on fails.
-const PERSISTENCE_FAILED: &str = "persistence_failed";
+pub(crate) const PERSISTENCE_FAILED: &str = "persistence_failed";
 
 /// A finished call whose reply may wait for a commit. Its metrics are recorded when the reply
 /// goes out, so that they count the outcome the caller sees and the time until it sees it.

@@ -51,6 +51,7 @@ mod codec;
 mod committer;
 mod context;
 mod direct;
+mod durability;
 mod error;
 mod events;
 mod gate;
