@@ -48,6 +48,19 @@ impl Account {
         ctx.runtime().delete::<Ledger>("ledger").await
     }
 
+    /// Tells the outside world the balance, once it is committed.
+    #[handler]
+    async fn handle_announce(&self, ctx: &Context) -> Result<u64, String> {
+        ctx.wait_committed().await.map_err(|err| err.to_string())?;
+        let stored = ctx.runtime().read_state::<Account>(ctx.id()).await;
+        let stored = stored.map_err(|err| err.to_string())?;
+        ANNOUNCED
+            .lock()
+            .unwrap()
+            .push((self.balance, stored.map_or(0, |account| account.balance)));
+        Ok(self.balance)
+    }
+
     /// Reads the ledger's total (a synchronous read), then what storage holds of this account.
     #[handler]
     async fn handle_peek(&self, ctx: &Context) -> Result<(u64, u64), String> {
@@ -88,6 +101,9 @@ impl Ledger {
 }
 
 const COMMIT_DELAY: Duration = Duration::from_millis(20);
+
+/// What `announce` told the outside world: the balance it saw, and the one storage held.
+static ANNOUNCED: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
 
 /// A runtime whose account and ledger exist, on a storage that delays every commit.
 async fn slow_runtime() -> (Runtime, FaultyStorage<MemoryStorage>) {
@@ -190,4 +206,23 @@ async fn a_synchronous_read_of_another_object_does_not_wait_for_the_commit() {
     assert_eq!((total, stored), (0, 0));
     assert_eq!(deposit.await.unwrap().unwrap(), 100);
     assert_eq!(stored_balance(store.inner()).await, 100);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_effect_a_handler_waits_to_commit_is_made_after_it_and_never_for_a_failed_write() {
+    let (rt, store) = slow_runtime().await;
+    store.fail_commits(1);
+    let deposit = deposit_in_flight(&rt, 100).await;
+    let failed = Account::announce(&rt, "acc").await;
+    assert!(deposit.await.unwrap().is_err());
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(
+        ANNOUNCED.lock().unwrap().is_empty(),
+        "announced a failed deposit"
+    );
+
+    let deposit = deposit_in_flight(&rt, 100).await;
+    assert_eq!(Account::announce(&rt, "acc").await.unwrap(), 100);
+    assert_eq!(deposit.await.unwrap().unwrap(), 100);
+    assert_eq!(*ANNOUNCED.lock().unwrap(), [(100, 100)]);
 }
