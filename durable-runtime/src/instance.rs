@@ -21,8 +21,7 @@ use crate::error::Error;
 use crate::events::Event;
 use crate::gate::{Gate, Held};
 use crate::metrics;
-use crate::object::BoxFuture;
-use crate::object::{DurableObject, ObjectOptions};
+use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
 use crate::runtime::Runtime;
 use crate::storage::{CommitError, ObjectKey, ObjectWrite, StoredObject};
@@ -456,6 +455,7 @@ impl<O: DurableObject> Instance<O> {
         let Some(mut state) = self.inbox.state().take() else {
             unreachable!("an activated object's state is in its inbox");
         };
+        // A context of the handler's own, so that the task may commit while the handler runs.
         let ctx = self.ctx.fork();
         let outcome = match self.run_call(&ctx, &mut call, &mut state) {
             Run::Finished(outcome) => Some(outcome),
