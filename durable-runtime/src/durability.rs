@@ -9,8 +9,8 @@
 //! fails. Each object keeps one of these, shared by its task (which reports its writes) and
 //! the calls its handlers make (which find it through the call chain).
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering, fence};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::Notify;
 
@@ -29,10 +29,18 @@ const FAILED: u8 = 2;
 #[derive(Debug, Default)]
 pub(crate) struct Durability {
     status: AtomicU8,
+    /// Made the first time a call waits or a write fails: most objects never need it, and
+    /// every live object holds a `Durability`.
+    waits: OnceLock<Box<Waits>>,
+}
+
+/// What waiting on a [`Durability`] needs.
+#[derive(Debug, Default)]
+struct Waits {
     /// Woken when the status leaves `PENDING`.
     settled: Notify,
     /// Why the status is `FAILED`.
-    failure: Mutex<Option<Box<CommitError>>>,
+    failure: Mutex<Option<CommitError>>,
 }
 
 impl Durability {
@@ -45,23 +53,23 @@ impl Durability {
 
     /// Every staged write has committed.
     pub(crate) fn committed(&self) {
-        if self.status.swap(COMMITTED, Ordering::AcqRel) != COMMITTED {
-            self.settled.notify_waiters();
+        if self.status.swap(COMMITTED, Ordering::SeqCst) != COMMITTED {
+            self.wake();
         }
     }
 
     /// A write failed: the state staged so far will never be committed.
     pub(crate) fn failed(&self, error: &CommitError) {
-        *self.lock_failure() = Some(Box::new(duplicate(error)));
-        self.status.store(FAILED, Ordering::Release);
-        self.settled.notify_waiters();
+        *self.waits().lock_failure() = Some(duplicate(error));
+        self.status.store(FAILED, Ordering::SeqCst);
+        self.wake();
     }
 
     /// The object loads its state again from storage: what it runs on from now on is
     /// committed.
     pub(crate) fn reloaded(&self) {
         if self.status.load(Ordering::Acquire) == FAILED {
-            *self.lock_failure() = None;
+            *self.waits().lock_failure() = None;
             self.status.store(COMMITTED, Ordering::Release);
         }
     }
@@ -69,33 +77,53 @@ impl Durability {
     /// The error of the write that failed, as a call that saw its state but did not write
     /// gets it, if one failed since the object last loaded.
     pub(crate) fn failure(&self, key: &ObjectKey) -> Option<Error> {
-        let failure = self.lock_failure();
+        let failure = self.waits.get()?.lock_failure();
         failure
-            .as_deref()
+            .as_ref()
             .map(|error| crate::gate::commit_error(key, error, false))
     }
 
     /// Waits until every write of the object `key` staged so far has committed; fails with
     /// the error of the first that did not.
     pub(crate) async fn wait(&self, key: &ObjectKey) -> Result<(), Error> {
+        if self.status.load(Ordering::Acquire) == COMMITTED {
+            return Ok(());
+        }
+        let settled = &self.waits().settled;
         loop {
-            let settled = self.settled.notified();
-            let mut settled = std::pin::pin!(settled);
-            // Registered before the status is read, so a change in between is not missed.
-            settled.as_mut().enable();
-            match self.status.load(Ordering::Acquire) {
+            let notified = settled.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the status is read, so a change in between is not missed
+            // (the fence pairs with `wake`'s: one of the two sees what the other wrote).
+            notified.as_mut().enable();
+            fence(Ordering::SeqCst);
+            match self.status.load(Ordering::SeqCst) {
                 COMMITTED => return Ok(()),
                 FAILED => {
                     if let Some(error) = self.failure(key) {
                         return Err(error);
                     }
                 }
-                _ => settled.await,
+                _ => notified.await,
             }
         }
     }
 
-    fn lock_failure(&self) -> std::sync::MutexGuard<'_, Option<Box<CommitError>>> {
+    fn waits(&self) -> &Waits {
+        self.waits.get_or_init(Box::default)
+    }
+
+    /// Wakes the calls waiting, if any ever waited.
+    fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if let Some(waits) = self.waits.get() {
+            waits.settled.notify_waiters();
+        }
+    }
+}
+
+impl Waits {
+    fn lock_failure(&self) -> MutexGuard<'_, Option<CommitError>> {
         self.failure
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
