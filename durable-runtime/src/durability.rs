@@ -158,3 +158,52 @@ fn duplicate(error: &CommitError) -> CommitError {
         CommitError::Storage(source) => CommitError::Storage(source.duplicate()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageError;
+
+    fn key() -> ObjectKey {
+        ObjectKey::new("Account", "a")
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_the_staged_writes_commit() {
+        let durability = Durability::default();
+        durability.wait(&key()).await.unwrap();
+        durability.staged();
+        let key = key();
+        let mut wait = std::pin::pin!(durability.wait(&key));
+        assert!(futures_util::poll!(wait.as_mut()).is_pending());
+        durability.committed();
+        assert!(matches!(
+            futures_util::poll!(wait),
+            std::task::Poll::Ready(Ok(()))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_fails_every_wait_until_the_object_reloads() {
+        let durability = Durability::default();
+        durability.staged();
+        let key = key();
+        let mut wait = std::pin::pin!(durability.wait(&key));
+        assert!(futures_util::poll!(wait.as_mut()).is_pending());
+        let cause = StorageError::unavailable(std::io::Error::other("connection reset"));
+        durability.failed(&CommitError::Storage(cause));
+        let std::task::Poll::Ready(Err(Error::Storage { key: failed, .. })) =
+            futures_util::poll!(wait)
+        else {
+            panic!("the wait did not fail with the write");
+        };
+        assert_eq!(failed, key);
+        assert!(
+            durability.wait(&key).await.is_err(),
+            "failed until reloaded"
+        );
+        durability.reloaded();
+        assert!(durability.failure(&key).is_none());
+        durability.wait(&key).await.unwrap();
+    }
+}
