@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 
 use crate::id::InvalidId;
-use crate::storage::{ObjectKey, StorageError};
+use crate::storage::{CommitError, ObjectKey, StorageError};
 
 /// Why a call did not return a value.
 ///
@@ -11,9 +11,10 @@ use crate::storage::{ObjectKey, StorageError};
 /// returning `Result<T, Error<MyError>>`, and its error arrives as [`Error::Handler`], typed.
 /// Infallible handlers use the default, `Error<Infallible>`.
 ///
-/// Whatever the variant, a failed call leaves the object's committed state as it was before
-/// the call (a handler error or a panic rolls the in-memory state back; a failed commit throws
-/// the activation away so the next call reloads the last committed state).
+/// Whatever the variant but [`OutcomeUnknown`](Error::OutcomeUnknown), a failed call leaves the
+/// object's committed state as it was before the call (a handler error or a panic rolls the
+/// in-memory state back; a failed commit throws the activation away so the next call reloads
+/// the last committed state).
 /// [`is_retryable`](Error::is_retryable) says whether sending the same call again is safe.
 ///
 /// # Examples
@@ -55,8 +56,11 @@ pub enum Error<E = Infallible> {
         message: String,
     },
 
-    /// Loading or committing the object's state failed. The in-memory state was discarded;
-    /// the next call reloads the last committed state.
+    /// Loading the object's state failed (or deleting it, or committing the state that
+    /// loading created), or a write this call's reply waited for failed. The call was not
+    /// applied; the in-memory state was discarded and the next call reloads the last committed
+    /// state. A failed commit of the call's own write is
+    /// [`OutcomeUnknown`](Error::OutcomeUnknown) instead.
     #[error("storage failed for {key}: {source}")]
     Storage {
         /// The object.
@@ -74,6 +78,21 @@ pub enum Error<E = Infallible> {
         key: ObjectKey,
         /// The version found in storage, if any.
         found: Option<u64>,
+    },
+
+    /// The call's write reached storage, but whether it was applied is unknown: the storage
+    /// failed during the commit (a connection lost before the database answered, say), or the
+    /// batch holding the write failed and the write, committed again alone, found a version
+    /// that may be its own. The in-memory state was discarded; the next call loads whatever
+    /// storage holds. Sending the same call again may apply it twice: check what storage holds
+    /// first, or make the call idempotent.
+    #[error("the write of {key} may or may not have been applied: {source}")]
+    OutcomeUnknown {
+        /// The object.
+        key: ObjectKey,
+        /// The storage failure that left the outcome unknown.
+        #[source]
+        source: StorageError,
     },
 
     /// The stored state no longer decodes into the object's struct. The stored bytes are
@@ -221,6 +240,7 @@ impl Error<Infallible> {
             },
             Self::Storage { key, source } => Error::Storage { key, source },
             Self::Conflict { key, found } => Error::Conflict { key, found },
+            Self::OutcomeUnknown { key, source } => Error::OutcomeUnknown { key, source },
             Self::Decode { key, path, message } => Error::Decode { key, path, message },
             Self::Encode { key, message } => Error::Encode { key, message },
             Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
@@ -230,5 +250,27 @@ impl Error<Infallible> {
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::ShuttingDown => Error::ShuttingDown,
         }
+    }
+}
+
+/// The error a call gets when the write it depends on failed; `wrote` if the write carried
+/// the call's own changes. A storage failure leaves unknown whether the write was applied
+/// (see [`CommitError::Storage`]): for such a call that is
+/// [`OutcomeUnknown`](Error::OutcomeUnknown), never a retryable error; a call that only saw
+/// the write's state (a read, a handler error) was not applied either way.
+pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) -> Error {
+    match error {
+        CommitError::Conflict { found, .. } => Error::Conflict {
+            key: key.clone(),
+            found: *found,
+        },
+        CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
+            key: key.clone(),
+            source: source.duplicate(),
+        },
+        CommitError::Storage(source) => Error::Storage {
+            key: key.clone(),
+            source: source.duplicate(),
+        },
     }
 }

@@ -517,12 +517,15 @@ impl Runtime {
         crate::id::validate_id(id)?;
         // From inside the object's own handler (or a call it is waiting on), the deletion
         // would wait for that handler: refuse at once, as calls do.
-        if let Some(chain) = crate::object::chain::Chain::current().cycle_to(O::TYPE_NAME, id) {
+        let chain = crate::object::chain::Chain::current();
+        if let Some(chain) = chain.cycle_to(O::TYPE_NAME, id) {
             return Err(Error::CallCycle {
                 key: ObjectKey::new(O::TYPE_NAME, id),
                 chain,
             });
         }
+        // Asked from a handler, as a call: not before the state it ran on is committed.
+        crate::object::durability::leaving(&chain).await?;
         let (reply, receive) = oneshot::channel();
         self.dispatch::<O>(id, Envelope::Delete(reply));
         receive.await.unwrap_or(Err(Error::ShuttingDown))

@@ -301,6 +301,13 @@ where
             chain,
         });
     }
+    // What a handler passes on leaves its object: not before the state it ran on is committed.
+    // A synchronous `&self` handler can pass nothing on, so a read of one goes at once.
+    if !(B::IN_PLACE && access == Access::Read) {
+        crate::object::durability::leaving(&chain)
+            .await
+            .map_err(Error::widen)?;
+    }
     let body = if access == Access::Read {
         match crate::activation::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
             Ok(result) => return result,

@@ -12,13 +12,13 @@
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::activation::call::Invocation;
-use crate::error::Error;
+use crate::activation::call::{Access, Invocation};
+use crate::error::{Error, commit_error};
 use crate::observe::metrics::CallMetrics;
 use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
 
 /// The call outcome recorded when the write a call depends on fails.
-const PERSISTENCE_FAILED: &str = "persistence_failed";
+pub(crate) const PERSISTENCE_FAILED: &str = "persistence_failed";
 
 /// A finished call whose reply may wait for a commit. Its metrics are recorded when the reply
 /// goes out, so that they count the outcome the caller sees and the time until it sees it.
@@ -73,9 +73,17 @@ impl<O: 'static> Held<O> {
     }
 
     /// The commit it waited for failed.
-    fn commit_failed(self, error: Error, metrics: &CallMetrics, now: Instant) {
+    fn commit_failed(
+        self,
+        key: &ObjectKey,
+        error: &CommitError,
+        metrics: &CallMetrics,
+        now: Instant,
+    ) {
         metrics.finished(self.call.handler(), PERSISTENCE_FAILED, now - self.started);
-        self.call.fail(error);
+        // Only a call whose own changes the write carried may have been applied.
+        let wrote = self.error.is_none() && self.call.access() == Access::Write;
+        self.call.fail(commit_error(key, error, wrote));
     }
 }
 
@@ -188,21 +196,7 @@ impl<O: 'static> Gate<O> {
         let in_flight = self.in_flight.take().map(|f| f.held).unwrap_or_default();
         let next = std::mem::take(&mut self.next).held;
         for held in in_flight.into_iter().chain(next) {
-            held.commit_failed(commit_error(key, error), metrics, now);
+            held.commit_failed(key, error, metrics, now);
         }
-    }
-}
-
-/// The error a call gets when the write it depends on failed.
-pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError) -> Error {
-    match error {
-        CommitError::Conflict { found, .. } => Error::Conflict {
-            key: key.clone(),
-            found: *found,
-        },
-        CommitError::Storage(source) => Error::Storage {
-            key: key.clone(),
-            source: source.duplicate(),
-        },
     }
 }

@@ -21,7 +21,7 @@ use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
 use crate::object::handle::Runtime;
-use crate::object::{DurableObject, ObjectOptions};
+use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::observe::metrics;
 use crate::storage::{CommitError, Loaded, ObjectKey, ObjectWrite};
@@ -297,6 +297,8 @@ impl<O: DurableObject> Instance<O> {
                 self.gate.committed(&self.entry.call_metrics);
                 if self.gate.next.needs_write() {
                     self.start_write();
+                } else {
+                    self.inbox.root().durability().committed();
                 }
             }
             Err(error) => {
@@ -305,6 +307,7 @@ impl<O: DurableObject> Instance<O> {
                 metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
                 self.runtime().commit_failed(&error);
                 let key = self.key().clone();
+                self.inbox.root().durability().failed(&error);
                 self.gate.failed(&key, &error, &self.entry.call_metrics);
                 // Neither this write nor the ones queued behind it will be committed.
                 self.settle_alarm_changes(None);
@@ -478,11 +481,16 @@ impl<O: DurableObject> Instance<O> {
         let Some(mut state) = self.inbox.state().take() else {
             unreachable!("an activated object's state is in its inbox");
         };
-        let outcome = match self.run_call(&mut call, &mut state) {
+        // A context of the handler's own, so that the task may commit while the handler runs.
+        let ctx = self.ctx.fork();
+        let outcome = match self.run_call(&ctx, &mut call, &mut state) {
             Run::Finished(outcome) => Some(outcome),
-            Run::Running(future) => future.await,
+            Run::Running(future) => self.run_committing(future).await,
         };
-        if outcome.is_some() {
+        self.ctx.absorb(ctx);
+        // A write the handler's state came from failed while it ran: the slot is unloaded.
+        let failed = !matches!(self.slot, Slot::Active { .. });
+        if outcome.is_some() && !failed {
             *self.inbox.state() = Some(state);
         }
         let Some(outcome) = outcome else {
@@ -500,7 +508,41 @@ impl<O: DurableObject> Instance<O> {
             call.fail(Error::Timeout { key, handler });
             return;
         };
+        if failed {
+            // Whatever the handler did rests on state that will never be committed.
+            self.ctx.take_alarm_changes();
+            let key = self.key().clone();
+            let Some(error) = self.inbox.root().durability().failure(&key) else {
+                unreachable!("the slot is unloaded under a running handler only by a failed write");
+            };
+            let held = Held::fail(
+                call,
+                error,
+                crate::activation::gate::PERSISTENCE_FAILED,
+                started,
+            );
+            self.gate.reply_or_hold(held, &self.entry.call_metrics);
+            return;
+        }
         self.settle_call(call, outcome, started);
+    }
+
+    /// Runs an `async` handler to its end while the object's earlier writes commit: the
+    /// replies they hold go out as each commits, and the handler's calls to other objects,
+    /// which wait for those writes, can go on. If one fails, the slot is unloaded under the
+    /// running handler.
+    async fn run_committing(&mut self, future: BoxFuture<'_, Option<Outcome>>) -> Option<Outcome> {
+        let mut future = future;
+        loop {
+            tokio::select! {
+                biased;
+                outcome = &mut future => return outcome,
+                commit = in_flight(&mut self.gate) => {
+                    self.committed(commit);
+                    self.inbox.set_gate_busy(!self.gate.is_open());
+                }
+            }
+        }
     }
 
     /// Handles a call of a synchronous handler to an active object without a future: nothing
@@ -527,7 +569,7 @@ impl<O: DurableObject> Instance<O> {
             let Some(state) = state.as_mut() else {
                 unreachable!("an active object's state is in its inbox");
             };
-            let Run::Finished(outcome) = self.run_call(&mut call, state) else {
+            let Run::Finished(outcome) = self.run_call(&self.ctx, &mut call, state) else {
                 unreachable!("a call that runs in place finishes at once");
             };
             outcome
@@ -536,19 +578,16 @@ impl<O: DurableObject> Instance<O> {
         Ok(())
     }
 
-    /// Starts the handler of `call` on the active state.
+    /// Starts the handler of `call` on the active state, with `ctx` as its context.
     fn run_call<'a>(
-        &'a self,
+        &self,
+        ctx: &'a Context,
         call: &'a mut Box<dyn crate::activation::call::Invocation<O>>,
         state: &'a mut O,
     ) -> Run<'a> {
-        self.ctx.set_writable(call.access() == Access::Write);
-        let chain = if call.chain().is_empty() {
-            self.ctx.own_chain()
-        } else {
-            call.chain().push(self.key().clone())
-        };
-        call.run(state, &self.ctx, chain, self.entry.settings.call_timeout)
+        ctx.set_writable(call.access() == Access::Write);
+        let chain = call.chain().enter(self.inbox.root());
+        call.run(state, ctx, chain, self.entry.settings.call_timeout)
     }
 
     /// Stages the write of a finished call, or rolls it back, and hands its reply to the gate,
@@ -664,6 +703,8 @@ impl<O: DurableObject> Instance<O> {
     /// creation race is retried with a fresh read.
     async fn activate_from_storage(&mut self, mut fetched: Option<Loaded>) -> Result<(), Error> {
         let span = tracing::debug_span!("durable.load", object_type = O::TYPE_NAME);
+        // What a failed write left uncommitted is gone: the state loaded now is what storage holds.
+        self.inbox.root().durability().reloaded();
         let mut attempt = 1;
         loop {
             match self.load(fetched.take()).instrument(span.clone()).await {
@@ -803,6 +844,7 @@ impl<O: DurableObject> Instance<O> {
         }
         self.gate.next.state_changed |= changed;
         self.gate.next.alarms.extend(alarms);
+        self.inbox.root().durability().staged();
         if self.gate.in_flight.is_none() {
             self.start_write();
         }

@@ -9,7 +9,9 @@
 //! A batch is all-or-nothing in storage, but its calls succeed or fail one by one: a version
 //! conflict fails only the conflicting write and the rest is committed again without it; a
 //! storage error on a batch of several writes commits them one at a time, so that one bad
-//! write cannot fail its neighbours.
+//! write cannot fail its neighbours. That storage error may have come after the batch was
+//! applied, so a write that then conflicts alone is answered with the batch's storage error
+//! (an unknown outcome), not with a conflict, which would say that nothing was written.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -110,10 +112,23 @@ async fn commit_batch(
                 }
                 return;
             }
-            Err(_) => {
+            Err(error) => {
                 // Which write the failure belongs to is unknown: commit them one at a time.
+                // A storage failure may also have applied the batch, so a write that now finds
+                // a newer version may be finding its own: its outcome is the batch's, unknown,
+                // never a conflict that says nothing was written.
+                let ambiguous = match &error {
+                    CommitError::Storage(cause) => Some(cause),
+                    CommitError::Conflict { .. } => None,
+                };
                 for (write, reply) in writes.into_iter().zip(replies) {
-                    let outcome = timed_commit(storage, std::slice::from_ref(&write)).await;
+                    let alone = timed_commit(storage, std::slice::from_ref(&write)).await;
+                    let outcome = match (alone, ambiguous) {
+                        (Err(CommitError::Conflict { .. }), Some(cause)) => {
+                            Err(CommitError::Storage(cause.duplicate()))
+                        }
+                        (outcome, _) => outcome,
+                    };
                     let _ = reply.send(outcome.map(|()| write));
                 }
                 return;

@@ -7,9 +7,13 @@
 //!
 //! The chain follows calls made from the handler's own task; a call made from a task the
 //! handler spawned is not part of the chain.
+//!
+//! The innermost link of a handler's chain also carries its object's
+//! [`Durability`], which calls leaving the object wait on.
 
 use std::sync::Arc;
 
+use crate::object::durability::Durability;
 use crate::storage::ObjectKey;
 
 tokio::task_local! {
@@ -30,12 +34,21 @@ impl Root {
         Self(Arc::new(Link {
             key,
             parent: Chain::default(),
+            durability: Some(Arc::default()),
         }))
     }
 
     /// The object's key.
     pub(crate) fn key(&self) -> &ObjectKey {
         &self.0.key
+    }
+
+    /// Whether the object's state is committed.
+    pub(crate) fn durability(&self) -> &Durability {
+        match &self.0.durability {
+            Some(durability) => durability,
+            None => unreachable!("a root carries its object's durability"),
+        }
     }
 
     /// The chain holding only this object.
@@ -48,6 +61,8 @@ impl Root {
 struct Link {
     key: ObjectKey,
     parent: Chain,
+    /// The object's, if its handlers may call out from this link (they are not synchronous).
+    durability: Option<Arc<Durability>>,
 }
 
 impl Chain {
@@ -60,12 +75,32 @@ impl Chain {
         self.0.is_none()
     }
 
-    /// This chain extended by `key`.
+    /// This chain extended by `key`, for a synchronous handler (which cannot call out).
     pub(crate) fn push(&self, key: ObjectKey) -> Self {
         Self(Some(Arc::new(Link {
             key,
             parent: self.clone(),
+            durability: None,
         })))
+    }
+
+    /// The chain of a handler of the object `root` called through this chain: just the
+    /// object if this one is empty (a call from outside any handler).
+    pub(crate) fn enter(&self, root: &Root) -> Self {
+        if self.is_empty() {
+            return root.chain();
+        }
+        Self(Some(Arc::new(Link {
+            key: root.key().clone(),
+            parent: self.clone(),
+            durability: root.0.durability.clone(),
+        })))
+    }
+
+    /// The innermost object, whose handler runs on this task, and its durability if known.
+    pub(crate) fn innermost(&self) -> Option<(&ObjectKey, Option<&Durability>)> {
+        let link = self.0.as_deref()?;
+        Some((&link.key, link.durability.as_deref()))
     }
 
     /// The chain from the outermost object to the innermost, if `object_type`/`id` is in it.

@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use crate::alarms::{Alarm, AlarmTime};
+use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::chain::{Chain, Root};
 use crate::object::handle::Runtime;
@@ -61,6 +62,24 @@ impl Context {
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
             writable: AtomicBool::new(true),
+        }
+    }
+
+    /// A context for one run of an `async` handler: the same object and runtime, with alarm
+    /// changes of its own that [`absorb`](Self::absorb) takes back. The object's task keeps
+    /// committing its earlier writes while the handler runs, which it could not do while the
+    /// handler borrowed the task's own context.
+    pub(crate) fn fork(&self) -> Self {
+        let fork = Self::with_root(self.root.clone(), self.runtime.clone());
+        fork.set_writable(self.writable.load(Ordering::Relaxed));
+        fork
+    }
+
+    /// Takes back the alarm changes recorded in `fork`.
+    pub(crate) fn absorb(&self, fork: Self) {
+        let changes = fork.take_alarm_changes();
+        if !changes.is_empty() {
+            self.changes().extend(changes);
         }
     }
 
@@ -146,6 +165,9 @@ impl Context {
     }
 
     /// The runtime, for calling other objects. The handler must be `async` to await the call.
+    /// A call made through it from the handler waits until the state the handler started from
+    /// is committed (see [`wait_committed`](Self::wait_committed)); a call to a synchronous
+    /// `&self` handler goes at once.
     ///
     /// # Examples
     ///
@@ -177,6 +199,48 @@ impl Context {
     /// ```
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Waits until the state this handler started from is committed: the writes of the calls
+    /// before it, which may still be in flight while it runs. Fails, with the error of that
+    /// write, if one of them fails (the call then fails with it too).
+    ///
+    /// Calls to other objects made through [`runtime`](Self::runtime) from the handler's own
+    /// task wait for this by themselves (all but calls of synchronous `&self` handlers, which
+    /// can pass nothing on). Wait for it before anything else that leaves the object built on
+    /// its state: a message sent on a channel, an HTTP request, a task spawned with the
+    /// state's data. The handler's own changes are committed only after it returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, Context, Error, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Order { paid: bool }
+    ///
+    /// #[durable_object]
+    /// impl Order {
+    ///     #[handler]
+    ///     fn handle_pay(&mut self) { self.paid = true; }
+    ///
+    ///     /// Tells the outside world (an email, a queue) only what storage holds.
+    ///     #[handler]
+    ///     async fn handle_announce(&self, ctx: &Context) -> Result<String, Error> {
+    ///         ctx.wait_committed().await?;
+    ///         Ok(format!("{} paid: {}", ctx.id(), self.paid))
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// let (paid, announced) = tokio::join!(Order::pay(&rt, "o1"), Order::announce(&rt, "o1"));
+    /// paid.unwrap();
+    /// assert_eq!(announced.unwrap(), "o1 paid: true");
+    /// # }
+    /// ```
+    pub async fn wait_committed(&self) -> Result<(), Error> {
+        self.root.durability().wait(self.key()).await
     }
 
     /// The current time as the runtime's clock gives it (UTC), as

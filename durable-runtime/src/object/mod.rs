@@ -2,6 +2,7 @@
 
 pub(crate) mod chain;
 pub(crate) mod context;
+pub(crate) mod durability;
 pub(crate) mod handle;
 pub(crate) mod type_map;
 
