@@ -131,7 +131,7 @@ fn the_messages_name_the_object_the_version_and_the_cause() {
     };
     assert_eq!(
         gone.to_string(),
-        "version conflict on Counter/a: another writer deleted it first"
+        "version conflict on Counter/a: another writer deleted the object first"
     );
     let unknown: Error = Error::OutcomeUnknown {
         key,
