@@ -89,7 +89,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -98,7 +98,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
     assert_eq!(
         store.load(&key).await.unwrap(),
@@ -124,7 +124,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
 }
 
@@ -158,7 +158,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -181,7 +181,10 @@ async fn upgrade_from_first_migration_keeps_data() {
         ("tick", at(0), 2, false, None)
     );
     // The upgraded store works as a new one.
-    let claimed = store.claim_due_alarms(at(1), at(0), 10).await.unwrap();
+    let claimed = store
+        .claim_due_alarms(at(1), at(1), at(60_000), 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         store
@@ -257,7 +260,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
     assert_eq!(store.load(&key).await.unwrap().unwrap().version, 1);
 }
@@ -299,7 +302,7 @@ async fn table_prefixes_isolate_stores() {
     assert_eq!(app2.next_alarm_due().await.unwrap(), None);
     assert_eq!(app1.next_alarm_due().await.unwrap(), Some(at(0)));
     assert!(
-        app2.claim_due_alarms(at(1), at(0), 10)
+        app2.claim_due_alarms(at(1), at(1), at(60_000), 10)
             .await
             .unwrap()
             .is_empty()
@@ -321,7 +324,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2, 3]
+        [1, 2, 3, 5]
     );
 }
 

@@ -11,7 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmClaim, AlarmRecord, CommitError, IdPage, ObjectKey, ObjectWrite, Storage, StorageError,
+    StoredObject,
 };
 use sqlx::Connection;
 use sqlx::sqlite::SqlitePool;
@@ -321,14 +322,16 @@ impl Storage for SqliteStore {
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let now = to_micros(now)?;
-        let expired = to_micros(claim_expired_before)?;
+        let due_by = to_micros(due_by)?;
+        let lease_until = to_micros(lease_until)?;
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
         let mut writer = self.writer.lock().await?;
@@ -339,13 +342,47 @@ impl Storage for SqliteStore {
             .map_err(db_err)?;
         let rows = sqlx::query(&self.sql.claim)
             .bind(now)
-            .bind(expired)
+            .bind(due_by)
+            .bind(lease_until)
             .bind(claim_limit(limit))
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(claimed_alarms(&rows, alarm_from_row))
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let lease_until = to_micros(lease_until)?;
+        // One transaction: one sync to disk for every renewal.
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer
+            .connection()
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)?;
+        let mut renewed = 0;
+        for claim in claims {
+            renewed += sqlx::query(&self.sql.renew)
+                .bind(&claim.key.object_type)
+                .bind(&claim.key.object_id)
+                .bind(&claim.name)
+                .bind(to_micros(claim.claimed_at)?)
+                .bind(lease_until)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(usize::try_from(renewed).unwrap_or(usize::MAX))
     }
 
     async fn finish_alarm(

@@ -1,7 +1,16 @@
-//! A process that increments a counter in a SQLite file as fast as it can and prints every
-//! acknowledged value, to be killed with SIGKILL by the crash test.
+//! A process to be killed with SIGKILL by the crash tests. Two modes:
+//!
+//! - `crash_child <database file>`: increments a counter in a SQLite file as fast as it can and
+//!   prints every acknowledged value;
+//! - `crash_child <database file> alarm <delay in ms>`: schedules an alarm that long ahead,
+//!   prints `claimed` once its scheduler has claimed it, and never finishes firing it (its
+//!   handler waits forever), so that the kill always falls between the claim and the firing's
+//!   commit.
 
-use durable_runtime::{Runtime, durable_object};
+use std::io::Write;
+use std::time::Duration;
+
+use durable_runtime::{Context, Runtime, durable_object};
 
 #[durable_object]
 pub struct CrashCounter {
@@ -17,17 +26,49 @@ impl CrashCounter {
     }
 }
 
+/// The alarm the crash test's restarted runtime fires (it declares the same type and alarm).
+#[durable_object]
+pub struct CrashAlarm {
+    fired_micros: u64,
+}
+
+#[durable_object]
+impl CrashAlarm {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, delay_ms: u64) {
+        ctx.schedule_alarm(CrashAlarm::RING, Duration::from_millis(delay_ms));
+    }
+
+    #[alarm]
+    async fn ring(&mut self) {
+        std::future::pending::<()>().await;
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    use std::io::Write;
-
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: crash_child <database file>");
+    let mut args = std::env::args().skip(1);
+    let path = args
+        .next()
+        .expect("usage: crash_child <database file> [alarm <delay in ms>]");
     let store = durable_sqlx::SqliteStore::open(&path)
         .await
         .expect("open SQLite");
-    let rt = Runtime::new(store);
+    match args.next().as_deref() {
+        None => increment_forever(Runtime::new(store)).await,
+        Some("alarm") => {
+            let delay_ms = args
+                .next()
+                .and_then(|delay| delay.parse().ok())
+                .expect("alarm <delay in ms>");
+            let rt = Runtime::builder(store).register::<CrashAlarm>().build();
+            arm_and_hang(rt, delay_ms).await;
+        }
+        Some(other) => panic!("unknown mode {other}"),
+    }
+}
+
+async fn increment_forever(rt: Runtime) {
     let mut out = std::io::stdout().lock();
     loop {
         let value = CrashCounter::increment(&rt, "crash")
@@ -36,4 +77,19 @@ async fn main() {
         writeln!(out, "{value}").expect("stdout");
         out.flush().expect("stdout");
     }
+}
+
+async fn arm_and_hang(rt: Runtime, delay_ms: u64) {
+    CrashAlarm::arm(&rt, "crash", delay_ms).await.expect("arm");
+    loop {
+        let alarms = rt.list_alarms::<CrashAlarm>("crash").await.expect("list");
+        if alarms.iter().any(|alarm| alarm.claimed_at.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "claimed").expect("stdout");
+    out.flush().expect("stdout");
+    std::future::pending::<()>().await;
 }
