@@ -157,6 +157,30 @@ impl Contended {
     }
 }
 
+/// An alarm whose handler runs for ten seconds.
+#[durable_object]
+pub struct Slow {
+    started: u32,
+}
+
+#[durable_object]
+impl Slow {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context) {
+        ctx.schedule_alarm(Slow::WORK, Duration::from_secs(1));
+    }
+
+    #[alarm]
+    async fn work(&mut self) {
+        STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        self.started += 1;
+    }
+}
+
+/// How many times `Slow::work` started, in any runtime.
+static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn micros(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -885,4 +909,27 @@ async fn an_alarm_claimed_before_its_object_was_deleted_elsewhere_does_not_recre
         "the deleted object came back"
     );
     drop(rt_b);
+}
+
+/// A handler that runs far longer than a claim's lease: its runtime renews the lease, so a
+/// second runtime on the same database never takes the alarm over and fires it again.
+#[tokio::test(start_paused = true)]
+async fn a_claim_is_renewed_while_its_alarm_fires() {
+    let store = durable_runtime::storage::MemoryStorage::new();
+    let runtime = || {
+        Runtime::builder(store.clone())
+            .alarm_settings(AlarmSettings::default().with_poll_interval(Duration::from_millis(300)))
+            .clock_follows_tokio()
+            .register_with::<Slow>(ObjectOptions::new().with_call_timeout(Duration::from_secs(60)))
+            .build()
+    };
+    let (rt1, rt2) = (runtime(), runtime());
+    let start = rt1.now();
+    Slow::arm(&rt1, "slow").await.unwrap();
+    // Ten seconds of handler: more than six leases of 1.5 s.
+    until(&rt1, start, Duration::from_secs(15)).await;
+    assert_eq!(STARTED.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(rt1.list_alarms::<Slow>("slow").await.unwrap().is_empty());
+    let state = rt2.read_state::<Slow>("slow").await.unwrap().unwrap();
+    assert_eq!(state.started, 1);
 }
