@@ -150,8 +150,18 @@ impl Claims {
         lease: SystemTime,
     ) {
         let names = table.held.entry(alarm.key.clone()).or_default();
+        // A claim of the same alarm held before (its lease lapsed and it was claimed again) is
+        // gone from storage: its lease is no longer this runtime's to renew.
+        let replaced: Vec<SystemTime> = names
+            .iter()
+            .filter(|(name, at)| *name == alarm.name && *at != claimed_at)
+            .map(|(_, at)| *at)
+            .collect();
         names.retain(|(name, _)| *name != alarm.name);
         names.push((alarm.name.clone(), claimed_at));
+        for at in replaced {
+            table.leases.remove(&claim_of(&alarm.key, &alarm.name, at));
+        }
         if table.leases.is_empty() {
             self.first_lease.notify_one();
         }
@@ -332,6 +342,7 @@ impl Claims {
     }
 }
 
+/// The claim of alarm `name` of `key` made at `claimed_at`.
 fn claim_of(key: &ObjectKey, name: &str, claimed_at: SystemTime) -> AlarmClaim {
     AlarmClaim {
         key: key.clone(),

@@ -261,7 +261,13 @@ pub(crate) async fn run(
         let lead = looks.lead(&settings);
         let wait = match claimed {
             Ok(Claimed::Full) => continue,
-            Ok(Claimed::None | Claimed::Some) => time_until_next(&runtime, &settings, lead).await,
+            Ok(Claimed::Some) => time_until_next(&runtime, &settings, lead).await,
+            // Nothing within the lead was claimable: what comes next is due after it, or a
+            // claim whose lease ends (at its end exactly, not a lead before).
+            Ok(Claimed::None) => match time_until_next(&runtime, &settings, lead).await {
+                Duration::ZERO => time_until_next(&runtime, &settings, Duration::ZERO).await,
+                wait => wait,
+            },
             Err(()) => STORAGE_RETRY,
         };
         // The next look claims what is due `lead` after it, and it comes `wait` from now (or
@@ -414,12 +420,7 @@ async fn claim_and_arm(
             Hold::Held => held.push(alarm),
             Hold::Release => {
                 if let Some(claimed_at) = alarm.claimed_at {
-                    let claim = AlarmClaim {
-                        key: alarm.key,
-                        name: alarm.name,
-                        claimed_at,
-                    };
-                    release_claims(runtime, vec![claim]);
+                    release_claims(runtime, vec![claim_of(&alarm, claimed_at)]);
                 }
             }
         }
@@ -521,6 +522,7 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
     fire_held(runtime, alarm).await;
 }
 
+/// The claim `alarm` was claimed under at `claimed_at`.
 fn claim_of(alarm: &AlarmRecord, claimed_at: SystemTime) -> AlarmClaim {
     AlarmClaim {
         key: alarm.key.clone(),

@@ -136,7 +136,7 @@ pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     assert_eq!(listed[2].claimed_at, Some(at(45)));
 }
 
-/// A claim whose lease ended by `due_by` is taken over by a new claim; the old claim can then
+/// A claim whose lease ended by `now` is taken over by a new claim; the old claim can then
 /// no longer finish or renew the alarm. A renewal extends only a lease still held under its
 /// claim time.
 pub async fn claim_expiry<S: Storage + ?Sized>(store: &S) {
@@ -149,6 +149,14 @@ pub async fn claim_expiry<S: Storage + ?Sized>(store: &S) {
     assert!(
         claim(store, at(10) - micro, at(100), 10).await.is_empty(),
         "a lease lasts until its end"
+    );
+    assert!(
+        store
+            .claim_due_alarms(at(2), at(1_000), at(100), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is not taken, however far ahead the claimer looks"
     );
     let claim_x = AlarmClaim {
         key: k.clone(),

@@ -237,7 +237,11 @@ impl Storage for MemoryStorage {
         let mut due: Vec<(ObjectKey, String)> = tables
             .alarms
             .iter()
-            .filter(|(_, a)| !a.dead && tables.claimable_at(a) <= due_by)
+            .filter(|(id, a)| {
+                let lease_ended = a.claimed_at.is_none()
+                    || tables.leases.get(*id).is_none_or(|lease| *lease <= now);
+                !a.dead && a.due_at <= due_by && lease_ended
+            })
             .map(|(id, _)| id.clone())
             .collect();
         due.sort_by(|a, b| {

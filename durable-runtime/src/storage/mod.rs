@@ -792,9 +792,9 @@ pub trait Storage: Send + Sync + 'static {
     /// ```
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError>;
 
-    /// Atomically claims up to `limit` alarms that are claimable by `due_by` — not dead, due
-    /// at or before `due_by`, and either unclaimed or claimed with a lease that ends at or
-    /// before `due_by` — marking each claimed at `now` (the claim's identity: finishing,
+    /// Atomically claims up to `limit` alarms that are not dead, due at or before `due_by`, and
+    /// either unclaimed or claimed with a lease that ended (at or before `now`: a live lease is
+    /// never taken, however far ahead the claimer looks), marking each claimed at `now` (the claim's identity: finishing,
     /// failing, releasing and renewing name it) with a lease until `lease_until`, and returns
     /// them (with `claimed_at` set to `now`), earliest first.
     ///

@@ -169,7 +169,7 @@ impl Sql {
                      SELECT object_type, object_id, name FROM {alarms}
                      WHERE NOT dead AND due_at <= $2
                          AND (claimed_at IS NULL OR claim_expires_at IS NULL
-                             OR claim_expires_at <= $2)
+                             OR claim_expires_at <= $1)
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT $4
                      FOR UPDATE SKIP LOCKED

@@ -86,7 +86,7 @@ impl Sql {
                      SELECT rowid FROM {alarms}
                      WHERE dead = 0 AND due_at <= ?2
                          AND (claimed_at IS NULL OR claim_expires_at IS NULL
-                             OR claim_expires_at <= ?2)
+                             OR claim_expires_at <= ?1)
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT ?4
                  )
