@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use durable_runtime::storage::{
-    AlarmChange, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey, ObjectWrite,
-    Storage, StorageError, truncate_to_micros,
+    AlarmChange, AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey,
+    ObjectWrite, Storage, StorageError, truncate_to_micros,
 };
 use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
 use hdrhistogram::Histogram;
@@ -519,9 +519,17 @@ impl Storage for NullStorage {
         &self,
         _: SystemTime,
         _: SystemTime,
+        _: SystemTime,
         _: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         Ok(Vec::new())
+    }
+    async fn renew_alarm_claims(
+        &self,
+        _: &[AlarmClaim],
+        _: SystemTime,
+    ) -> Result<usize, StorageError> {
+        Ok(0)
     }
     async fn finish_alarm(
         &self,

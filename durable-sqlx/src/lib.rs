@@ -40,7 +40,7 @@
 //! | table | columns |
 //! |---|---|
 //! | `durable_objects` | `object_type`, `object_id` (primary key), `state`, `version`, `created_at`, `updated_at` |
-//! | `durable_alarms` | `object_type`, `object_id`, `name` (primary key), `due_at`, `claimed_at`, `attempts`, `last_error`, `dead`, `created_at` |
+//! | `durable_alarms` | `object_type`, `object_id`, `name` (primary key), `due_at`, `claimed_at`, `attempts`, `last_error`, `dead`, `created_at`, `claim_expires_at` |
 //! | `durable_commit_guard` (SQLite) | `mismatch`: always empty; it stops a batch with a stale write before its commit |
 //!
 //! On Postgres the migrations also create the function `durable_version_mismatch()`, which a

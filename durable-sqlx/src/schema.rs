@@ -115,8 +115,9 @@ pub(crate) struct Migration {
     pub(crate) sql: &'static str,
 }
 
-/// SQLite's migrations, in order. A file added to `migrations/sqlite` must be listed here (a
-/// unit test checks it).
+/// SQLite's migrations, in order of version (numbers may have gaps: each is applied once,
+/// whatever else is applied). A file added to `migrations/sqlite` must be listed here (a unit
+/// test checks it).
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration {
@@ -139,10 +140,15 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "tombstones",
         sql: include_str!("../migrations/sqlite/0004_tombstones.sql"),
     },
+    Migration {
+        version: 5,
+        description: "claim leases",
+        sql: include_str!("../migrations/sqlite/0005_claim_leases.sql"),
+    },
 ];
 
-/// Postgres' migrations, in order. A file added to `migrations/postgres` must be listed here (a
-/// unit test checks it).
+/// Postgres' migrations, in order of version (numbers may have gaps). A file added to
+/// `migrations/postgres` must be listed here (a unit test checks it).
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration {
@@ -164,6 +170,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 4,
         description: "tombstones",
         sql: include_str!("../migrations/postgres/0004_tombstones.sql"),
+    },
+    Migration {
+        version: 5,
+        description: "claim leases",
+        sql: include_str!("../migrations/postgres/0005_claim_leases.sql"),
     },
 ];
 
@@ -421,8 +432,11 @@ mod tests {
     fn check_list(dir: &str, migrations: &[Migration]) {
         let files = listed(dir);
         assert_eq!(files.len(), migrations.len(), "{dir}: {files:?}");
-        for (i, (file, migration)) in files.iter().zip(migrations).enumerate() {
-            assert_eq!(migration.version, i as i64 + 1);
+        assert!(
+            migrations.windows(2).all(|w| w[0].version < w[1].version),
+            "{dir}: versions must increase"
+        );
+        for (file, migration) in files.iter().zip(migrations) {
             assert!(
                 file.starts_with(&format!("{:04}_", migration.version)),
                 "{file} is not migration {}",

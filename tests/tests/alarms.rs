@@ -132,6 +132,55 @@ impl Punctual {
     }
 }
 
+/// An object two runtimes write at once, with one alarm.
+#[durable_object]
+pub struct Contended {
+    touched: u32,
+    rung: u32,
+}
+
+#[durable_object]
+impl Contended {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, after_ms: u64) {
+        ctx.schedule_alarm(Contended::RING, Duration::from_millis(after_ms));
+    }
+
+    #[handler]
+    fn handle_touch(&mut self) {
+        self.touched += 1;
+    }
+
+    #[alarm]
+    fn ring(&mut self) {
+        self.rung += 1;
+    }
+}
+
+/// An alarm whose handler runs for ten seconds.
+#[durable_object]
+pub struct Slow {
+    started: u32,
+}
+
+#[durable_object]
+impl Slow {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context) {
+        ctx.schedule_alarm(Slow::WORK, Duration::from_secs(1));
+    }
+
+    #[alarm]
+    async fn work(&mut self) {
+        STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        self.started += 1;
+    }
+}
+
+/// How many times `Slow::work` started, in any runtime.
+static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn micros(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
@@ -183,6 +232,33 @@ async fn until_claimed(rt: &Runtime, id: &str, name: &str) {
 
 async fn fired(rt: &Runtime, id: &str) -> Vec<String> {
     Reminder::fired(rt, id).await.unwrap()
+}
+
+/// Another runtime wrote the object between the alarm's claim and its firing: the firing's
+/// commit conflicts. That is contention, not a failure of the alarm: it is not counted as an
+/// attempt (here the only one), and the alarm fires once the object has reloaded.
+async fn an_alarm_whose_firing_conflicts_is_not_a_failed_attempt(store: Arc<dyn Storage>) {
+    let rt1 = Runtime::builder(Arc::clone(&store))
+        .alarm_settings(settings().with_retry(RetryPolicy::new(
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+            1,
+        )))
+        .register::<Contended>()
+        .build();
+    // The second runtime only writes: its scheduler would take the alarm.
+    let rt2 = Runtime::builder(store).manual_alarms().build();
+    Contended::arm(&rt1, "c", 300).await.unwrap();
+    Contended::touch(&rt2, "c").await.unwrap();
+    eventually(|| async {
+        let alarms = rt1.list_alarms::<Contended>("c").await.unwrap();
+        alarms.is_empty() || alarms[0].dead
+    })
+    .await;
+    let alarms = rt1.list_alarms::<Contended>("c").await.unwrap();
+    assert!(alarms.is_empty(), "{alarms:?}");
+    let state = rt2.read_state::<Contended>("c").await.unwrap().unwrap();
+    assert_eq!((state.touched, state.rung), (1, 1));
 }
 
 async fn several_names_coexist_and_fire(store: Arc<dyn Storage>) {
@@ -312,7 +388,7 @@ async fn two_runtimes_on_one_database_fire_an_alarm_once(store: Arc<dyn Storage>
     }
 }
 
-async fn a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl(store: Arc<dyn Storage>) {
+async fn a_claim_left_by_a_crashed_process_refires_when_its_lease_ends(store: Arc<dyn Storage>) {
     // A process scheduled an alarm, claimed it when due and died mid-handler: the alarm is
     // left claimed in storage.
     let now = truncate_to_micros(SystemTime::now());
@@ -329,17 +405,18 @@ async fn a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl(store: Ar
         }])
         .await
         .unwrap();
+    let lease_until = now + Duration::from_millis(600);
     let claimed = store
-        .claim_due_alarms(now, now - Duration::from_secs(60), 100)
+        .claim_due_alarms(now, now, lease_until, 100)
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
 
-    // A new runtime does not fire it while the claim is fresh...
+    // A new runtime does not fire it while the lease lasts...
     let rt = runtime(store);
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert!(fired(&rt, "crash").await.is_empty());
-    // ...and fires it once the claim is older than `claim_ttl`.
+    // ...and fires it once the lease, which nobody renews, has ended.
     eventually(|| async { fired(&rt, "crash").await == ["first"] }).await;
     eventually(|| async {
         rt.list_alarms::<Reminder>("crash")
@@ -416,7 +493,9 @@ async fn a_restarted_runtime_fires_pending_alarms_without_any_call(store: Arc<dy
 
 async fn the_objects_of_claimed_alarms_start_from_one_batched_read(store: Arc<dyn Storage>) {
     const OBJECTS: usize = 20;
-    let rt1 = runtime(Arc::clone(&store));
+    // Only writes: its scheduler would fire the first alarms if writing them all took longer
+    // than their delay, and their objects would never load in the second runtime.
+    let rt1 = Runtime::builder(Arc::clone(&store)).manual_alarms().build();
     for i in 0..OBJECTS {
         Reminder::schedule(&rt1, &format!("batch-{i}"), "first".into(), 400)
             .await
@@ -692,6 +771,7 @@ async fn alarms_are_claimed_earlier_when_storage_is_slow(store: Arc<dyn Storage>
 }
 
 backend_tests!(
+    an_alarm_whose_firing_conflicts_is_not_a_failed_attempt,
     alarms_are_claimed_earlier_when_storage_is_slow,
     an_alarm_cancelled_while_claimed_ahead_never_fires,
     an_alarm_moved_while_claimed_ahead_fires_once_at_its_new_time,
@@ -704,7 +784,7 @@ backend_tests!(
     a_chain_fires_both_and_a_rescheduled_alarm_fires_again,
     alarms_commit_atomically_with_their_call,
     two_runtimes_on_one_database_fire_an_alarm_once,
-    a_claim_left_by_a_crashed_process_refires_after_the_claim_ttl,
+    a_claim_left_by_a_crashed_process_refires_when_its_lease_ends,
     a_failing_alarm_backs_off_then_is_kept_dead_and_can_be_requeued,
     a_restarted_runtime_fires_pending_alarms_without_any_call,
     the_objects_of_claimed_alarms_start_from_one_batched_read,
@@ -733,4 +813,125 @@ async fn extreme_scheduler_settings_neither_stop_nor_spin_the_scheduler() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let more = store.claims() - looks;
     assert!(more <= 2, "{more} looks at storage while no alarm was due");
+}
+
+/// A runtime on tokio's paused clock, claiming alarms `ahead` of their due time.
+fn paused_runtime(store: impl Storage, ahead: Duration) -> Runtime {
+    Runtime::builder(store)
+        .alarm_settings(AlarmSettings::default().with_claim_ahead(ahead))
+        .clock_follows_tokio()
+        .register::<Reminder>()
+        .build()
+}
+
+/// Sleeps (paused clock) until `at` after `start` on the runtime's clock.
+async fn until(rt: &Runtime, start: SystemTime, at: Duration) {
+    let now = rt.now().duration_since(start).unwrap();
+    tokio::time::sleep(at.saturating_sub(now)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_write_that_moves_a_claimed_alarm_leaves_it_firing_at_its_time() {
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    let rt = paused_runtime(store.clone(), Duration::from_millis(500));
+    let start = rt.now();
+    Reminder::schedule(&rt, "moved", "first".into(), 1_000)
+        .await
+        .unwrap();
+    until(&rt, start, Duration::from_millis(700)).await;
+    assert!(
+        rt.list_alarms::<Reminder>("moved").await.unwrap()[0]
+            .claimed_at
+            .is_some()
+    );
+    // Moving it an hour ahead revokes the claim held in memory; the write fails.
+    store.fail_commits(1);
+    let moved = Reminder::schedule(&rt, "moved", "first".into(), 3_600_000).await;
+    assert!(moved.is_err());
+    // The alarm is as it was: due at 1 s, and it fires then.
+    until(&rt, start, Duration::from_millis(1_100)).await;
+    assert_eq!(fired(&rt, "moved").await, ["first"]);
+    assert!(
+        rt.list_alarms::<Reminder>("moved")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_delete_leaves_the_claimed_alarms_firing_at_their_time() {
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    let rt = paused_runtime(store.clone(), Duration::from_millis(500));
+    let start = rt.now();
+    Reminder::schedule(&rt, "kept", "first".into(), 1_000)
+        .await
+        .unwrap();
+    until(&rt, start, Duration::from_millis(700)).await;
+    assert!(
+        rt.list_alarms::<Reminder>("kept").await.unwrap()[0]
+            .claimed_at
+            .is_some()
+    );
+    store.fail_deletes(1);
+    assert!(rt.delete::<Reminder>("kept").await.is_err());
+    until(&rt, start, Duration::from_millis(1_100)).await;
+    assert_eq!(fired(&rt, "kept").await, ["first"]);
+}
+
+/// Runtime A deletes an object while runtime B holds a claim on its alarm (taken ahead): B's
+/// firing finds no alarm under its claim and does not run the handler, which would store the
+/// deleted object again.
+#[tokio::test(start_paused = true)]
+async fn an_alarm_claimed_before_its_object_was_deleted_elsewhere_does_not_recreate_it() {
+    let store = durable_runtime::storage::MemoryStorage::new();
+    let rt_a = Runtime::builder(store.clone())
+        .clock_follows_tokio()
+        .manual_alarms()
+        .build();
+    let start = rt_a.now();
+    Contended::arm(&rt_a, "d", 3_000).await.unwrap();
+    // B claims it at once (5 s ahead), starts the object, which then shuts down when idle.
+    let rt_b = Runtime::builder(store)
+        .alarm_settings(AlarmSettings::default().with_claim_ahead(Duration::from_secs(5)))
+        .clock_follows_tokio()
+        .register_with::<Contended>(
+            ObjectOptions::new().with_shutdown_after(Duration::from_millis(100)),
+        )
+        .build();
+    until(&rt_a, start, Duration::from_millis(500)).await;
+    let alarms = rt_a.list_alarms::<Contended>("d").await.unwrap();
+    assert!(alarms[0].claimed_at.is_some(), "claimed by B");
+    assert!(rt_a.delete::<Contended>("d").await.unwrap());
+    // Past the due time.
+    until(&rt_a, start, Duration::from_secs(4)).await;
+    assert!(rt_a.list_alarms::<Contended>("d").await.unwrap().is_empty());
+    assert!(
+        rt_a.read_state::<Contended>("d").await.unwrap().is_none(),
+        "the deleted object came back"
+    );
+    drop(rt_b);
+}
+
+/// A handler that runs far longer than a claim's lease: its runtime renews the lease, so a
+/// second runtime on the same database never takes the alarm over and fires it again.
+#[tokio::test(start_paused = true)]
+async fn a_claim_is_renewed_while_its_alarm_fires() {
+    let store = durable_runtime::storage::MemoryStorage::new();
+    let runtime = || {
+        Runtime::builder(store.clone())
+            .alarm_settings(AlarmSettings::default().with_poll_interval(Duration::from_millis(300)))
+            .clock_follows_tokio()
+            .register_with::<Slow>(ObjectOptions::new().with_call_timeout(Duration::from_secs(60)))
+            .build()
+    };
+    let (rt1, rt2) = (runtime(), runtime());
+    let start = rt1.now();
+    Slow::arm(&rt1, "slow").await.unwrap();
+    // Ten seconds of handler: more than six leases of 1.5 s.
+    until(&rt1, start, Duration::from_secs(15)).await;
+    assert_eq!(STARTED.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(rt1.list_alarms::<Slow>("slow").await.unwrap().is_empty());
+    let state = rt2.read_state::<Slow>("slow").await.unwrap().unwrap();
+    assert_eq!(state.started, 1);
 }

@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage,
-        StorageError,
+        AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey,
+        ObjectWrite, Storage, StorageError,
     };
 
     #[derive(Default)]
@@ -86,12 +86,21 @@ mod broken {
         async fn claim_due_alarms(
             &self,
             now: SystemTime,
-            claim_expired_before: SystemTime,
+            due_by: SystemTime,
+            lease_until: SystemTime,
             limit: usize,
         ) -> Result<Vec<AlarmRecord>, StorageError> {
             self.0
-                .claim_due_alarms(now, claim_expired_before, limit)
+                .claim_due_alarms(now, due_by, lease_until, limit)
                 .await
+        }
+
+        async fn renew_alarm_claims(
+            &self,
+            claims: &[AlarmClaim],
+            lease_until: SystemTime,
+        ) -> Result<usize, StorageError> {
+            self.0.renew_alarm_claims(claims, lease_until).await
         }
 
         async fn finish_alarm(

@@ -118,7 +118,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -129,7 +129,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -171,7 +171,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
 }
 
@@ -230,7 +230,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -253,7 +253,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     );
     assert_eq!(
         store
-            .claim_due_alarms(at(1), at(0), 10)
+            .claim_due_alarms(at(1), at(1), at(60_000), 10)
             .await
             .unwrap()
             .len(),
@@ -353,7 +353,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
@@ -464,7 +464,7 @@ async fn schemas_and_prefixes_isolate_stores() {
     assert_eq!(store_a.next_alarm_due().await.unwrap(), Some(at(0)));
     assert!(
         store_b2
-            .claim_due_alarms(at(1), at(0), 10)
+            .claim_due_alarms(at(1), at(1), at(60_000), 10)
             .await
             .unwrap()
             .is_empty()
@@ -1197,7 +1197,7 @@ async fn a_schema_named_by_a_reserved_word_works() {
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
         store
-            .claim_due_alarms(at(1), at(0), 10)
+            .claim_due_alarms(at(1), at(1), at(60_000), 10)
             .await
             .unwrap()
             .len(),

@@ -92,7 +92,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -101,7 +101,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     assert_eq!(
         store.load(&key).await.unwrap().object(),
@@ -127,7 +127,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
 }
 
@@ -161,7 +161,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -184,7 +184,10 @@ async fn upgrade_from_first_migration_keeps_data() {
         ("tick", at(0), 2, false, None)
     );
     // The upgraded store works as a new one.
-    let claimed = store.claim_due_alarms(at(1), at(0), 10).await.unwrap();
+    let claimed = store
+        .claim_due_alarms(at(1), at(1), at(60_000), 10)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert!(
         store
@@ -274,7 +277,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
 }
@@ -316,7 +319,7 @@ async fn table_prefixes_isolate_stores() {
     assert_eq!(app2.next_alarm_due().await.unwrap(), None);
     assert_eq!(app1.next_alarm_due().await.unwrap(), Some(at(0)));
     assert!(
-        app2.claim_due_alarms(at(1), at(0), 10)
+        app2.claim_due_alarms(at(1), at(1), at(60_000), 10)
             .await
             .unwrap()
             .is_empty()
@@ -338,7 +341,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2, 3, 4]
+        [1, 2, 3, 4, 5]
     );
 }
 

@@ -441,7 +441,9 @@ impl<O: DurableObject> Instance<O> {
         let claims = self.runtime().scheduler().claims();
         claims.revoke_all(&key);
         let result = self.runtime().storage().delete(&key).await;
-        claims.settle(&key, None);
+        // A failed delete left the alarms, and their claims, in storage.
+        let unreleased = claims.settle(&key, None, result.is_ok());
+        crate::activation::scheduler::release_claims(self.runtime(), unreleased);
         // Whatever happened, storage is the truth from now on.
         self.set_slot_unloaded();
         let result = match result {
@@ -852,7 +854,8 @@ impl<O: DurableObject> Instance<O> {
     }
 
     /// The write carrying staged alarm changes is settled (`None`: failed, with every write
-    /// after it): claim queries from now on see storage as it left it.
+    /// after it): claim queries from now on see storage as it left it, and the claims a
+    /// failed write revoked are released, so that the unchanged alarms fire at their time.
     fn settle_alarm_changes(&self, committed: Option<&ObjectWrite>) {
         let count = match committed {
             Some(write) => match crate::alarms::claims::revoking(&write.alarms) {
@@ -861,10 +864,12 @@ impl<O: DurableObject> Instance<O> {
             },
             None => None,
         };
-        self.runtime()
-            .scheduler()
-            .claims()
-            .settle(self.key(), count);
+        let unreleased =
+            self.runtime()
+                .scheduler()
+                .claims()
+                .settle(self.key(), count, committed.is_some());
+        crate::activation::scheduler::release_claims(self.runtime(), unreleased);
     }
 
     /// Commits one write, returning it on success.

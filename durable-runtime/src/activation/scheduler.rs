@@ -13,9 +13,12 @@
 //! change), so an alarm cancelled or moved before its due time never fires under the old claim.
 //! Claims still held at shutdown are released in storage, so a restart fires them at once.
 //!
-//! The storage poll every `poll_interval` is only the recovery path: it picks up claims left
-//! by a crashed process (after `claim_ttl`) and alarms written by another process. Firing is
-//! claim based, so several schedulers on one database fire each alarm once per claim.
+//! Every claim is a lease of `claim_ttl`, renewed while this runtime holds or fires the alarm
+//! (see [`renew_leases`]); the claim of a process that died lapses when its lease ends, and
+//! the scheduler, which sleeps until the earliest time an alarm becomes claimable (due, or its
+//! lease ended), takes it over then. The storage poll every `poll_interval` is only the
+//! recovery path for alarms written by another process. Firing is claim based, so several
+//! schedulers on one database fire each alarm once per claim.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -32,7 +35,7 @@ use crate::object::context::Context;
 use crate::object::handle::{AlarmTarget, Fired, Removal, Runtime, Shared};
 use crate::object::{BoxError, BoxFuture, DurableObject};
 use crate::observe::metrics;
-use crate::storage::{AlarmRecord, Loaded, load_all};
+use crate::storage::{AlarmClaim, AlarmRecord, Loaded, load_all, truncate_to_micros};
 
 /// The [`AlarmTarget`] of object type `O`.
 pub(crate) struct TypedTarget<O>(std::marker::PhantomData<fn() -> O>);
@@ -133,6 +136,13 @@ pub(crate) async fn run(
     handle: Arc<SchedulerHandle>,
     shutdown: CancellationToken,
 ) {
+    if let Some(runtime) = Runtime::upgrade(&shared) {
+        runtime.spawn_task(renew_leases(
+            shared.clone(),
+            Arc::clone(&handle),
+            shutdown.clone(),
+        ));
+    }
     let mut looks = LookTime::default();
     loop {
         if shutdown.is_cancelled() {
@@ -152,7 +162,13 @@ pub(crate) async fn run(
         let lead = looks.lead(&settings);
         let wait = match claimed {
             Ok(Claimed::Full) => continue,
-            Ok(Claimed::None | Claimed::Some) => time_until_next(&runtime, &settings, lead).await,
+            Ok(Claimed::Some) => time_until_next(&runtime, &settings, lead).await,
+            // Nothing within the lead was claimable: what comes next is due after it, or a
+            // claim whose lease ends (at its end exactly, not a lead before).
+            Ok(Claimed::None) => match time_until_next(&runtime, &settings, lead).await {
+                Duration::ZERO => time_until_next(&runtime, &settings, Duration::ZERO).await,
+                wait => wait,
+            },
             Err(()) => STORAGE_RETRY,
         };
         // The next look claims what is due `lead` after it, and it comes `wait` from now (or
@@ -197,6 +213,65 @@ impl LookTime {
     }
 }
 
+/// Keeps the leases of the claims this runtime owns from ending: every quarter of `claim_ttl`
+/// (while it owns any), extends to `claim_ttl` from now, in one storage call, each lease with
+/// less than three quarters of it left. A lease thus always has at least half of `claim_ttl`
+/// to go, so a renewal may come that late before another scheduler takes the alarm over.
+async fn renew_leases(
+    shared: Weak<Shared>,
+    handle: Arc<SchedulerHandle>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        if !handle.claims().owns_any() {
+            tokio::select! {
+                () = handle.claims().claimed() => {}
+                () = shutdown.cancelled() => return,
+            }
+        }
+        let Some(ttl) = Runtime::upgrade(&shared).map(|runtime| runtime.alarm_settings().claim_ttl)
+        else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(renewal_interval(ttl)) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let Some(runtime) = Runtime::upgrade(&shared) else {
+            return;
+        };
+        let now = runtime.now();
+        let due = handle
+            .claims()
+            .due_for_renewal(lease_end(now, ttl.saturating_sub(ttl / 4)));
+        if due.is_empty() {
+            continue;
+        }
+        let lease_until = lease_end(now, ttl);
+        match runtime
+            .storage()
+            .renew_alarm_claims(&due, lease_until)
+            .await
+        {
+            Ok(_) => handle.claims().renewed(&due, lease_until),
+            Err(error) => {
+                tracing::warn!(%error, claims = due.len(), "renewing alarm claims failed; retrying");
+            }
+        }
+    }
+}
+
+/// When a lease of `length` taken at `now` ends (a year at most: settings may say "forever").
+fn lease_end(now: SystemTime, length: Duration) -> SystemTime {
+    const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+    truncate_to_micros(now + length.min(LONGEST))
+}
+
+/// How often leases are renewed: a quarter of their length (at least a millisecond).
+fn renewal_interval(claim_ttl: Duration) -> Duration {
+    (claim_ttl / 4).max(Duration::from_millis(1))
+}
+
 /// The most a slow storage makes alarms claimed ahead of their due time: a claim held ahead
 /// ties its alarm to this runtime until it fires.
 const MAX_LEAD: Duration = Duration::from_secs(1);
@@ -216,15 +291,13 @@ async fn claim_and_arm(
     settings: &AlarmSettings,
     lead: Duration,
 ) -> Result<Claimed, ()> {
-    let now = runtime.now();
-    let horizon = now + lead;
-    let expired_before = now
-        .checked_sub(settings.claim_ttl)
-        .unwrap_or(std::time::UNIX_EPOCH);
+    let now = truncate_to_micros(runtime.now());
+    let due_by = now + lead;
+    let lease_until = lease_end(now, settings.claim_ttl);
     let query = runtime.scheduler().claims().begin_query();
     let claimed = match runtime
         .storage()
-        .claim_due_alarms(horizon, expired_before, claim_batch(settings))
+        .claim_due_alarms(now, due_by, lease_until, claim_batch(settings))
         .await
     {
         Ok(claimed) => claimed,
@@ -244,15 +317,12 @@ async fn claim_and_arm(
     let claims = runtime.scheduler().claims();
     let mut held = Vec::with_capacity(claimed.len());
     for alarm in claimed {
-        match claims.hold(&query, &alarm) {
+        match claims.hold(&query, &alarm, lease_until) {
             Hold::Held => held.push(alarm),
             Hold::Release => {
-                let runtime = runtime.clone();
-                runtime.clone().spawn_task(async move {
-                    if let Some(claimed_at) = alarm.claimed_at {
-                        release(&runtime, &alarm, claimed_at).await;
-                    }
-                });
+                if let Some(claimed_at) = alarm.claimed_at {
+                    release_claims(runtime, vec![claim_of(&alarm, claimed_at)]);
+                }
             }
         }
     }
@@ -294,12 +364,16 @@ async fn start_objects(runtime: &Runtime, alarms: &[AlarmRecord]) {
         }
     };
     for ((key, (target, epoch)), stored) in keys.iter().zip(targets).zip(loaded) {
-        target.start_fetched(runtime, &key.object_id, stored, epoch);
+        // An alarm of an object with no stored state: the object was deleted since the claim.
+        // Not started, so its alarm checks its claim before firing.
+        if let Loaded::Object(_) = stored {
+            target.start_fetched(runtime, &key.object_id, stored, epoch);
+        }
     }
 }
 
-/// How long to sleep: until `lead` before the earliest unclaimed alarm is due, at most the
-/// poll interval.
+/// How long to sleep: until `lead` before the earliest time an alarm becomes claimable (due,
+/// and unclaimed or its lease ended), at most the poll interval.
 async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Duration) -> Duration {
     match runtime.storage().next_alarm_due().await {
         Ok(Some(due)) => due
@@ -336,7 +410,7 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
             () = tokio::time::sleep(wait) => {}
             () = shutdown.cancelled() => {
                 if claims.take(&alarm.key, &alarm.name, claimed_at) {
-                    release(&runtime, &alarm, claimed_at).await;
+                    release(&runtime, claim_of(&alarm, claimed_at)).await;
                 }
                 return;
             }
@@ -349,21 +423,69 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
     fire_held(runtime, alarm).await;
 }
 
-/// Gives a claim this runtime will not fire back to storage, due as before.
-async fn release(runtime: &Runtime, alarm: &AlarmRecord, claimed_at: SystemTime) {
-    if let Err(error) = runtime
+/// The claim `alarm` was claimed under at `claimed_at`.
+fn claim_of(alarm: &AlarmRecord, claimed_at: SystemTime) -> AlarmClaim {
+    AlarmClaim {
+        key: alarm.key.clone(),
+        name: alarm.name.clone(),
+        claimed_at,
+    }
+}
+
+/// Gives a claim this runtime will not fire back to storage, due as before, and lets it go.
+async fn release(runtime: &Runtime, claim: AlarmClaim) {
+    let released = runtime
         .storage()
-        .release_alarm(&alarm.key, &alarm.name, claimed_at)
-        .await
-    {
-        tracing::warn!(%error, object = %alarm.key, alarm = %alarm.name, "releasing an alarm claim failed; it fires again after the claim expires");
+        .release_alarm(&claim.key, &claim.name, claim.claimed_at)
+        .await;
+    runtime
+        .scheduler()
+        .claims()
+        .let_go(&claim.key, &claim.name, claim.claimed_at);
+    match released {
+        Ok(true) => runtime.signal_alarm_scheduled(),
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(%error, object = %claim.key, alarm = %claim.name, "releasing an alarm claim failed; it fires again when its lease ends");
+        }
+    }
+}
+
+/// Releases, in a task of their own, claims this runtime owns but will not fire: revoked by a
+/// change whose write failed, or returned by a claim query that may have missed a change.
+pub(crate) fn release_claims(runtime: &Runtime, claims: Vec<AlarmClaim>) {
+    if claims.is_empty() {
+        return;
+    }
+    let task = runtime.clone();
+    runtime.spawn_task(async move {
+        for claim in claims {
+            release(&task, claim).await;
+        }
+    });
+}
+
+/// Whether the alarm is still claimed in storage under this claim: checked before firing at
+/// an object that is not live, whose deletion by another runtime would otherwise go unseen
+/// (the fire would create the object again).
+async fn still_claimed(runtime: &Runtime, alarm: &AlarmRecord, claimed_at: SystemTime) -> bool {
+    match runtime.storage().list_alarms(&alarm.key).await {
+        Ok(alarms) => alarms
+            .iter()
+            .any(|stored| stored.name == alarm.name && stored.claimed_at == Some(claimed_at)),
+        // Fired all the same: an alarm is never dropped for a failed look.
+        Err(_) => true,
     }
 }
 
 /// Fires one claimed alarm now and records the outcome.
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
-    runtime.scheduler().claims().hold_unchecked(&alarm);
+    let lease_until = lease_end(runtime.now(), runtime.alarm_settings().claim_ttl);
+    runtime
+        .scheduler()
+        .claims()
+        .hold_unchecked(&alarm, lease_until);
     fire_held(runtime, alarm).await;
 }
 
@@ -373,20 +495,41 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
     let Some(claimed_at) = alarm.claimed_at else {
         return;
     };
+    let claims = runtime.scheduler().claims();
     let Some(target) = runtime.alarm_target(&key.object_type) else {
-        runtime
-            .scheduler()
-            .claims()
-            .take(key, &alarm.name, claimed_at);
-        // Kept claimed: it is offered again after `claim_ttl`, and reported each time.
+        claims.take(key, &alarm.name, claimed_at);
+        // Kept claimed for a while: offered again later, and reported each time.
         tracing::warn!(
             object_type = %key.object_type,
             alarm = %alarm.name,
             "alarm for an object type this runtime does not know; kept in storage"
         );
         runtime.emit_unknown_alarm(&alarm);
+        let claim = claim_of(&alarm, claimed_at);
+        // Offered again (to a runtime that may know it) after a poll interval rather than
+        // a lease, so that it is not reported every second.
+        let settings = runtime.alarm_settings();
+        let kept_for = settings.poll_interval.max(settings.claim_ttl);
+        let lease_until = lease_end(runtime.now(), kept_for);
+        let kept = runtime
+            .storage()
+            .renew_alarm_claims(std::slice::from_ref(&claim), lease_until)
+            .await;
+        claims.let_go(key, &alarm.name, claimed_at);
+        if let Err(error) = kept {
+            tracing::warn!(%error, object = %key, alarm = %alarm.name, "extending the claim of an alarm of an unknown type failed");
+        }
         return;
     };
+    if target.fetch_epoch(&runtime, &key.object_id).is_some()
+        && !still_claimed(&runtime, &alarm, claimed_at).await
+    {
+        // Deleted (or changed) by another runtime since the claim: nothing to fire.
+        claims.take(key, &alarm.name, claimed_at);
+        claims.let_go(key, &alarm.name, claimed_at);
+        metrics::alarm_fired(&key.object_type, "revoked");
+        return;
+    }
     let attempt = alarm.attempts + 1;
     let outcome = target
         .fire(
@@ -398,27 +541,31 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         )
         .await;
     // A call that never reached the handler leaves the claim held.
-    runtime
-        .scheduler()
-        .claims()
-        .take(key, &alarm.name, claimed_at);
+    claims.take(key, &alarm.name, claimed_at);
     let storage = runtime.storage();
     let recorded = match outcome {
         Ok(Fired::Ran) => {
             // Removed in the handler's own commit.
+            claims.let_go(key, &alarm.name, claimed_at);
             metrics::alarm_fired(&key.object_type, "ok");
             return;
         }
         Ok(Fired::Revoked) => {
+            // The change that revoked it answers for its claim.
             metrics::alarm_fired(&key.object_type, "revoked");
             return;
         }
         Err(
-            error @ (Error::Overloaded { .. } | Error::ShuttingDown | Error::TooManyObjects { .. }),
+            error @ (Error::Overloaded { .. }
+            | Error::ShuttingDown
+            | Error::TooManyObjects { .. }
+            | Error::Conflict { .. }),
         ) => {
             metrics::alarm_fired(&key.object_type, "deferred");
-            // Not an attempt (the handler did not run): offer it again later without counting
-            // it. A full runtime frees room only as objects go idle, so it waits longer.
+            // Not an attempt (the handler did not run, or ran on a state another runtime had
+            // replaced, and the object reloads): offer it again later without counting it,
+            // so that contention alone never makes an alarm dead. A full runtime frees room
+            // only as objects go idle, so it waits longer.
             let after = match error {
                 Error::TooManyObjects { .. } => FULL_RETRY,
                 _ => OVERLOAD_RETRY,
@@ -464,10 +611,11 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
                 .await
         }
     };
+    claims.let_go(key, &alarm.name, claimed_at);
     match recorded {
         Ok(_) => runtime.signal_alarm_scheduled(),
         Err(error) => {
-            tracing::warn!(%error, object = %key, alarm = %alarm.name, "recording an alarm outcome failed; the claim will expire and the alarm fire again")
+            tracing::warn!(%error, object = %key, alarm = %alarm.name, "recording an alarm outcome failed; the alarm fires again when its lease ends")
         }
     }
 }

@@ -14,12 +14,22 @@
 //! Claim queries run one at a time (one scheduler per runtime) and are numbered; a settled
 //! change records the number of the last query started before it committed, and only queries
 //! up to that number can have missed it.
+//!
+//! A claim revoked by a change stays this runtime's in storage until the change's write
+//! settles: if the write commits, it cleared the claim; if it fails, the claim is handed back
+//! to be released, so that the alarm, unchanged, fires at its time.
+//!
+//! Every claim this runtime owns in storage — held, firing, or revoked by a write in flight —
+//! has a lease, which the scheduler renews (see [`Claims::due_for_renewal`]) until the claim is
+//! let go.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::storage::{AlarmChange, AlarmRecord, ObjectKey};
+use tokio::sync::Notify;
+
+use crate::storage::{AlarmChange, AlarmClaim, AlarmRecord, ObjectKey};
 
 /// Which alarms of an object a change affects.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,6 +61,8 @@ struct Change {
     /// `None` while its write is in flight; then the number of the last claim query that
     /// started before it committed.
     missed_by: Option<u64>,
+    /// The held claims (name, claim time) it revoked, released if its write fails.
+    revoked: Vec<(String, SystemTime)>,
 }
 
 #[derive(Debug, Default)]
@@ -63,12 +75,16 @@ struct Table {
     last_query: u64,
     /// Whether a claim query is running.
     querying: bool,
+    /// Every claim this runtime owns in storage, with the end of its lease.
+    leases: HashMap<AlarmClaim, SystemTime>,
 }
 
 /// The claims held by one runtime's scheduler.
 #[derive(Debug, Default)]
 pub(crate) struct Claims {
     table: Mutex<Table>,
+    /// Signalled when this runtime comes to own a claim while it owned none.
+    first_lease: Notify,
 }
 
 /// A claim query in progress: see [`Claims::begin_query`].
@@ -99,8 +115,8 @@ impl Claims {
         Query(table.last_query)
     }
 
-    /// Offers a claim taken by `query`.
-    pub(crate) fn hold(&self, query: &Query, alarm: &AlarmRecord) -> Hold {
+    /// Offers a claim taken by `query`, leased until `lease_until`.
+    pub(crate) fn hold(&self, query: &Query, alarm: &AlarmRecord, lease_until: SystemTime) -> Hold {
         let Some(claimed_at) = alarm.claimed_at else {
             return Hold::Release;
         };
@@ -114,22 +130,44 @@ impl Claims {
         if missed {
             return Hold::Release;
         }
-        Self::insert(&mut table, alarm, claimed_at);
+        self.insert(&mut table, alarm, claimed_at, lease_until);
         Hold::Held
     }
 
     /// Holds a claim taken outside the scheduler's queries (alarms fired by hand in tests).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    pub(crate) fn hold_unchecked(&self, alarm: &AlarmRecord) {
+    pub(crate) fn hold_unchecked(&self, alarm: &AlarmRecord, lease_until: SystemTime) {
         if let Some(claimed_at) = alarm.claimed_at {
-            Self::insert(&mut self.table(), alarm, claimed_at);
+            self.insert(&mut self.table(), alarm, claimed_at, lease_until);
         }
     }
 
-    fn insert(table: &mut Table, alarm: &AlarmRecord, claimed_at: SystemTime) {
+    fn insert(
+        &self,
+        table: &mut Table,
+        alarm: &AlarmRecord,
+        claimed_at: SystemTime,
+        lease: SystemTime,
+    ) {
         let names = table.held.entry(alarm.key.clone()).or_default();
+        // A claim of the same alarm held before (its lease lapsed and it was claimed again) is
+        // gone from storage: its lease is no longer this runtime's to renew.
+        let replaced: Vec<SystemTime> = names
+            .iter()
+            .filter(|(name, at)| *name == alarm.name && *at != claimed_at)
+            .map(|(_, at)| *at)
+            .collect();
         names.retain(|(name, _)| *name != alarm.name);
         names.push((alarm.name.clone(), claimed_at));
+        for at in replaced {
+            table.leases.remove(&claim_of(&alarm.key, &alarm.name, at));
+        }
+        if table.leases.is_empty() {
+            self.first_lease.notify_one();
+        }
+        table
+            .leases
+            .insert(claim_of(&alarm.key, &alarm.name, claimed_at), lease);
     }
 
     /// The query's claims are all offered: changes that only it could have missed are
@@ -137,10 +175,22 @@ impl Claims {
     pub(crate) fn end_query(&self, query: Query) {
         let mut table = self.table();
         table.querying = false;
-        table.changes.retain(|_, changes| {
-            changes.retain(|change| match change.missed_by {
-                Some(last) => last > query.0,
-                None => change.staged.elapsed() < UNSETTLED_LIMIT,
+        let Table {
+            changes, leases, ..
+        } = &mut *table;
+        changes.retain(|key, changes| {
+            changes.retain(|change| {
+                let keep = match change.missed_by {
+                    Some(last) => last > query.0,
+                    None => change.staged.elapsed() < UNSETTLED_LIMIT,
+                };
+                if !keep {
+                    // Its outcome is lost: what it revoked lapses with its lease.
+                    for (name, claimed_at) in &change.revoked {
+                        leases.remove(&claim_of(key, name, *claimed_at));
+                    }
+                }
+                keep
             });
             !changes.is_empty()
         });
@@ -155,7 +205,8 @@ impl Claims {
         })
     }
 
-    /// Takes this claim to fire it. Returns `false` if it was revoked.
+    /// Takes this claim to fire it. Returns `false` if it was revoked. Its lease is renewed
+    /// until [`let_go`](Self::let_go).
     pub(crate) fn take(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
         let mut table = self.table();
         let Some(names) = table.held.get_mut(key) else {
@@ -170,6 +221,12 @@ impl Claims {
         taken
     }
 
+    /// This runtime is done with this claim (its outcome is recorded, or it was released):
+    /// its lease is no longer renewed.
+    pub(crate) fn let_go(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) {
+        self.table().leases.remove(&claim_of(key, name, claimed_at));
+    }
+
     /// A call of `key` staged these alarm changes: the claims they cancel or replace must not
     /// fire, now or when a claim query returns them. Returns how many changes are tracked
     /// until [`settle`](Self::settle).
@@ -180,39 +237,56 @@ impl Claims {
         }
         let count = affected.len();
         let mut table = self.table();
+        let mut revoked = Vec::new();
         if let Some(names) = table.held.get_mut(key) {
-            names.retain(|(name, _)| !affected.iter().any(|a| a.covers(name)));
+            names.retain(|held| {
+                let covered = affected.iter().any(|a| a.covers(&held.0));
+                if covered {
+                    revoked.push(held.clone());
+                }
+                !covered
+            });
             if names.is_empty() {
                 table.held.remove(key);
             }
         }
-        table
-            .changes
-            .entry(key.clone())
-            .or_default()
-            .extend(affected.into_iter().map(|affected| Change {
-                affected,
-                staged: Instant::now(),
-                missed_by: None,
-            }));
+        let changes = table.changes.entry(key.clone()).or_default();
+        changes.extend(affected.into_iter().map(|affected| Change {
+            affected,
+            staged: Instant::now(),
+            missed_by: None,
+            revoked: Vec::new(),
+        }));
+        // The changes travel in one write: the last one answers for what they revoked.
+        if let Some(last) = changes.last_mut() {
+            last.revoked = revoked;
+        }
         count
     }
 
     /// The write carrying the first `count` unsettled changes of `key` committed or failed
     /// (`None`: every unsettled change of `key`). A claim query started from now on sees its
-    /// outcome in storage.
-    pub(crate) fn settle(&self, key: &ObjectKey, count: Option<usize>) {
+    /// outcome in storage. Returns the claims those changes revoked if the write failed
+    /// (`committed` false): still this runtime's in storage, they are to be released.
+    pub(crate) fn settle(
+        &self,
+        key: &ObjectKey,
+        count: Option<usize>,
+        committed: bool,
+    ) -> Vec<AlarmClaim> {
         let mut table = self.table();
         let (querying, last_query) = (table.querying, table.last_query);
         let Some(changes) = table.changes.get_mut(key) else {
-            return;
+            return Vec::new();
         };
+        let mut revoked = Vec::new();
         let mut left = count.unwrap_or(usize::MAX);
         for change in changes.iter_mut().filter(|c| c.missed_by.is_none()) {
             if left == 0 {
                 break;
             }
             change.missed_by = Some(last_query);
+            revoked.append(&mut change.revoked);
             left -= 1;
         }
         if !querying {
@@ -222,11 +296,58 @@ impl Claims {
                 table.changes.remove(key);
             }
         }
+        let revoked: Vec<AlarmClaim> = revoked
+            .into_iter()
+            .map(|(name, claimed_at)| claim_of(key, &name, claimed_at))
+            .collect();
+        for claim in &revoked {
+            table.leases.remove(claim);
+        }
+        if committed { Vec::new() } else { revoked }
     }
 
-    /// The object was deleted with all its alarms: its claims must not fire.
+    /// The object is being deleted with all its alarms: its claims must not fire.
     pub(crate) fn revoke_all(&self, key: &ObjectKey) {
         self.revoke(key, &[AlarmChange::CancelAll]);
+    }
+
+    /// The claims whose lease ends before `before`, to renew.
+    pub(crate) fn due_for_renewal(&self, before: SystemTime) -> Vec<AlarmClaim> {
+        self.table()
+            .leases
+            .iter()
+            .filter(|(_, lease)| **lease < before)
+            .map(|(claim, _)| claim.clone())
+            .collect()
+    }
+
+    /// These claims' leases were extended to `lease_until` (those still owned).
+    pub(crate) fn renewed(&self, claims: &[AlarmClaim], lease_until: SystemTime) {
+        let mut table = self.table();
+        for claim in claims {
+            if let Some(lease) = table.leases.get_mut(claim) {
+                *lease = lease_until;
+            }
+        }
+    }
+
+    /// Waits until this runtime may own a claim (see [`owns_any`](Self::owns_any)).
+    pub(crate) async fn claimed(&self) {
+        self.first_lease.notified().await;
+    }
+
+    /// Whether this runtime owns any claim in storage.
+    pub(crate) fn owns_any(&self) -> bool {
+        !self.table().leases.is_empty()
+    }
+}
+
+/// The claim of alarm `name` of `key` made at `claimed_at`.
+fn claim_of(key: &ObjectKey, name: &str, claimed_at: SystemTime) -> AlarmClaim {
+    AlarmClaim {
+        key: key.clone(),
+        name: name.to_owned(),
+        claimed_at,
     }
 }
 
@@ -262,6 +383,8 @@ mod tests {
         }
     }
 
+    const LEASE: SystemTime = SystemTime::UNIX_EPOCH;
+
     fn cancel(name: &str) -> AlarmChange {
         AlarmChange::Cancel {
             name: name.to_owned(),
@@ -274,17 +397,17 @@ mod tests {
         let a = alarm("a", "x", 1);
         let query = claims.begin_query();
         assert_eq!(claims.revoke(&a.key, &[cancel("x")]), 1);
-        assert_eq!(claims.hold(&query, &a), Hold::Release, "in flight");
-        claims.settle(&a.key, Some(1));
+        assert_eq!(claims.hold(&query, &a, LEASE), Hold::Release, "in flight");
+        claims.settle(&a.key, Some(1), true);
         assert_eq!(
-            claims.hold(&query, &a),
+            claims.hold(&query, &a, LEASE),
             Hold::Release,
             "committed after the query read"
         );
         claims.end_query(query);
         let next = claims.begin_query();
         assert_eq!(
-            claims.hold(&next, &a),
+            claims.hold(&next, &a, LEASE),
             Hold::Held,
             "a later query saw the commit"
         );
@@ -296,7 +419,7 @@ mod tests {
         let claims = Claims::default();
         let a = alarm("a", "x", 1);
         let query = claims.begin_query();
-        assert_eq!(claims.hold(&query, &a), Hold::Held);
+        assert_eq!(claims.hold(&query, &a, LEASE), Hold::Held);
         claims.end_query(query);
         let at = a.claimed_at.unwrap();
         assert!(claims.is_held(&a.key, "x", at));
@@ -309,8 +432,8 @@ mod tests {
         let claims = Claims::default();
         let query = claims.begin_query();
         claims.revoke(&ObjectKey::new("T", "a"), &[cancel("x")]);
-        assert_eq!(claims.hold(&query, &alarm("a", "y", 1)), Hold::Held);
-        assert_eq!(claims.hold(&query, &alarm("b", "x", 1)), Hold::Held);
+        assert_eq!(claims.hold(&query, &alarm("a", "y", 1), LEASE), Hold::Held);
+        assert_eq!(claims.hold(&query, &alarm("b", "x", 1), LEASE), Hold::Held);
         claims.end_query(query);
     }
 
@@ -320,13 +443,41 @@ mod tests {
         let key = ObjectKey::new("T", "a");
         claims.revoke(&key, &[cancel("x"), cancel("y")]);
         claims.revoke(&key, &[cancel("z")]);
-        claims.settle(&key, Some(2));
+        claims.settle(&key, Some(2), true);
         // The second write is still in flight.
         let query = claims.begin_query();
-        assert_eq!(claims.hold(&query, &alarm("a", "x", 1)), Hold::Held);
-        assert_eq!(claims.hold(&query, &alarm("a", "z", 1)), Hold::Release);
-        claims.settle(&key, None);
+        assert_eq!(claims.hold(&query, &alarm("a", "x", 1), LEASE), Hold::Held);
+        assert_eq!(
+            claims.hold(&query, &alarm("a", "z", 1), LEASE),
+            Hold::Release
+        );
+        claims.settle(&key, None, true);
         claims.end_query(query);
         assert!(claims.table().changes.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_hands_back_the_claims_it_revoked() {
+        let claims = Claims::default();
+        let a = alarm("a", "x", 1);
+        let query = claims.begin_query();
+        assert_eq!(claims.hold(&query, &a, LEASE), Hold::Held);
+        claims.end_query(query);
+        claims.revoke(&a.key, &[cancel("x")]);
+        assert!(!claims.is_held(&a.key, "x", a.claimed_at.unwrap()));
+        assert!(
+            claims.owns_any(),
+            "still claimed in storage while the write is in flight"
+        );
+        let back = claims.settle(&a.key, None, false);
+        assert_eq!(back, [claim_of(&a.key, "x", a.claimed_at.unwrap())]);
+        assert!(!claims.owns_any());
+        // A write that commits cleared the claim in storage: nothing to release.
+        let query = claims.begin_query();
+        claims.hold(&query, &a, LEASE);
+        claims.end_query(query);
+        claims.revoke(&a.key, &[cancel("x")]);
+        assert!(claims.settle(&a.key, Some(1), true).is_empty());
+        assert!(!claims.owns_any());
     }
 }

@@ -245,7 +245,7 @@ impl RetryPolicy {
 ///
 /// let settings = AlarmSettings::default();
 /// assert_eq!(settings.poll_interval, Duration::from_secs(30));
-/// assert_eq!(settings.claim_ttl, Duration::from_secs(60));
+/// assert_eq!(settings.claim_ttl, Duration::from_millis(1_500));
 /// assert_eq!(settings.claim_ahead, Duration::from_millis(50));
 ///
 /// let eager = AlarmSettings::default().with_claim_ahead(Duration::from_millis(200));
@@ -255,9 +255,12 @@ impl RetryPolicy {
 #[non_exhaustive]
 pub struct AlarmSettings {
     /// How often storage is polled even when no alarm is known to be due: the recovery path
-    /// for claims left by a crashed process and for alarms written by another process.
+    /// for alarms written by another process (and for wall-clock jumps).
     pub poll_interval: Duration,
-    /// How long a claimed alarm may run before another scheduler may claim it again.
+    /// The length of a claim's lease. The scheduler renews the leases of the alarms it holds
+    /// or fires every quarter of it, so a claim lapses only when its process died or stalled
+    /// for more than half of it; the alarm of a process that died is then fired by another
+    /// scheduler (or the restarted process) as soon as its lease ends.
     pub claim_ttl: Duration,
     /// How failing alarms are retried.
     pub retry: RetryPolicy,
@@ -275,7 +278,7 @@ impl Default for AlarmSettings {
     fn default() -> Self {
         Self {
             poll_interval: Duration::from_secs(30),
-            claim_ttl: Duration::from_secs(60),
+            claim_ttl: Duration::from_millis(1_500),
             retry: RetryPolicy::default(),
             claim_batch: 512,
             claim_ahead: Duration::from_millis(50),
@@ -300,7 +303,7 @@ impl AlarmSettings {
         self
     }
 
-    /// Sets the claim time-to-live.
+    /// Sets the length of a claim's lease (see [`claim_ttl`](Self::claim_ttl)).
     ///
     /// # Examples
     ///

@@ -47,7 +47,7 @@ pub async fn alarm_set_replaces_and_clears_claim<S: Storage + ?Sized>(store: &S)
     write.alarms = vec![set("x", at(1))];
     commit_ok(store, &[write]).await;
 
-    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed = claim(store, at(1), at(60_000), 10).await;
     assert_eq!(names(&claimed), ["x"]);
     assert!(
         store
@@ -55,7 +55,7 @@ pub async fn alarm_set_replaces_and_clears_claim<S: Storage + ?Sized>(store: &S)
             .await
             .unwrap()
     );
-    let claimed = claim(store, at(3), at(-60_000), 10).await;
+    let claimed = claim(store, at(3), at(60_000), 10).await;
     assert_eq!(claimed[0].attempts, 2);
 
     commit_ok(store, &[alarms_only(&k, 1, vec![set("x", at(50))])]).await;
@@ -150,7 +150,7 @@ pub async fn alarm_changes_of_a_batch_apply_per_object<S: Storage + ?Sized>(stor
     first[1].alarms = vec![set("p", at(1)), set("keep", at(5))];
     first[2].alarms = vec![set("r", at(1))];
     commit_ok(store, &first).await;
-    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed = claim(store, at(1), at(60_000), 10).await;
     let claimed_at = |k: &ObjectKey, name: &str| {
         claimed
             .iter()

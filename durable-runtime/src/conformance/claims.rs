@@ -1,5 +1,6 @@
-//! Checks on claiming due alarms: the next due time, which alarms a claim takes (due time,
-//! order, limit), claim expiry, concurrent claimers, and times at microsecond precision.
+//! Checks on claiming due alarms: the next claimable time, which alarms a claim takes (due
+//! time, order, limit), claim leases and their renewal, concurrent claimers, and times at
+//! microsecond precision.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,26 +9,27 @@ use futures_util::future::join_all;
 use super::support::{
     alarm_times, alarms, at, claim, commit_ok, insert, key, names, next_due, set,
 };
-use crate::storage::{ObjectWrite, Storage, truncate_to_micros};
+use crate::storage::{AlarmClaim, ObjectWrite, Storage, truncate_to_micros};
 
-/// The next due time is the earliest among alarms neither claimed nor dead.
-pub async fn next_alarm_due_ignores_claimed_and_dead<S: Storage + ?Sized>(store: &S) {
+/// The next time an alarm becomes claimable: the due time of an unclaimed alarm, or the later
+/// of due time and lease end of a claimed one; dead alarms never.
+pub async fn next_alarm_due_waits_for_leases_and_skips_dead<S: Storage + ?Sized>(store: &S) {
     assert_eq!(next_due(store).await, None);
-    let k = key("next_alarm_due_ignores_claimed_and_dead", "a");
+    let k = key("next_alarm_due_waits_for_leases_and_skips_dead", "a");
     let mut write = insert(&k, b"{}");
     write.alarms = vec![set("a", at(1)), set("b", at(2)), set("c", at(3))];
     commit_ok(store, &[write]).await;
     assert_eq!(next_due(store).await, Some(at(1)));
 
-    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed = claim(store, at(1), at(60_000), 10).await;
     assert_eq!(names(&claimed), ["a"]);
     assert_eq!(
         next_due(store).await,
         Some(at(2)),
-        "a claimed alarm is not next"
+        "a claimed alarm is next only when its lease ends"
     );
 
-    let claimed = claim(store, at(2), at(-60_000), 10).await;
+    let claimed = claim(store, at(2), at(60_000), 10).await;
     assert_eq!(names(&claimed), ["b"]);
     assert!(
         store
@@ -40,19 +42,43 @@ pub async fn next_alarm_due_ignores_claimed_and_dead<S: Storage + ?Sized>(store:
         Some(at(3)),
         "a dead alarm is not next"
     );
+    let claimed = claim(store, at(3), at(10), 10).await;
+    assert_eq!(names(&claimed), ["c"]);
+    assert_eq!(
+        next_due(store).await,
+        Some(at(10)),
+        "a claim whose lease ends first is next, at its lease's end"
+    );
     assert!(store.finish_alarm(&k, "a", at(1)).await.unwrap());
-    assert_eq!(next_due(store).await, Some(at(3)));
+    assert!(store.finish_alarm(&k, "c", at(3)).await.unwrap());
+    assert_eq!(next_due(store).await, None);
 
-    let other = key("next_alarm_due_ignores_claimed_and_dead", "b");
+    let other = key("next_alarm_due_waits_for_leases_and_skips_dead", "b");
     let mut write = insert(&other, b"{}");
-    write.alarms = vec![set("early", at(-5))];
+    write.alarms = vec![set("early", at(-5)), set("ahead", at(20))];
     commit_ok(store, &[write]).await;
     assert_eq!(next_due(store).await, Some(at(-5)), "all objects count");
+    // Claimed ahead of its due time with a lease that ends before it: due time first.
+    assert_eq!(
+        store
+            .claim_due_alarms(at(15), at(20), at(17), 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        next_due(store).await,
+        Some(at(17)),
+        "`early`: its lease's end"
+    );
+    assert!(store.finish_alarm(&other, "early", at(15)).await.unwrap());
+    assert_eq!(next_due(store).await, Some(at(20)), "`ahead`: its due time");
 }
 
-/// Claims take only due alarms, earliest first (ties by object, then name), at most `limit`,
-/// and mark them claimed at `now`; claimed alarms are not claimed again until their claim
-/// expires.
+/// Claims take only alarms due by `due_by`, earliest first (ties by object, then name), at
+/// most `limit`, and mark them claimed at `now` (the time of the claim, which may be before
+/// `due_by`); claimed alarms are not claimed again while their lease lasts.
 pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     let a = key("claim_respects_due_time_and_limit", "a");
     let b = key("claim_respects_due_time_and_limit", "b");
@@ -61,18 +87,21 @@ pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     let mut write_b = insert(&b, b"{}");
     write_b.alarms = vec![set("b1", at(10)), set("b2", at(20)), set("b4", at(40))];
     commit_ok(store, &[write_a, write_b]).await;
-    let never = at(-3_600_000);
+    let long = at(3_600_000);
 
     assert!(
-        claim(store, at(9), never, 10).await.is_empty(),
+        claim(store, at(9), long, 10).await.is_empty(),
         "nothing is due yet"
     );
     assert!(
-        claim(store, at(20), never, 0).await.is_empty(),
+        claim(store, at(20), long, 0).await.is_empty(),
         "limit 0 claims nothing"
     );
 
-    let claimed = claim(store, at(20), never, 10).await;
+    let claimed = store
+        .claim_due_alarms(at(15), at(20), long, 10)
+        .await
+        .unwrap();
     let summary: Vec<(&str, &str, SystemTime, Option<SystemTime>)> = claimed
         .iter()
         .map(|c| {
@@ -87,51 +116,94 @@ pub async fn claim_respects_due_time_and_limit<S: Storage + ?Sized>(store: &S) {
     assert_eq!(
         summary,
         [
-            ("a", "a1", at(10), Some(at(20))),
-            ("b", "b1", at(10), Some(at(20))),
-            ("b", "b2", at(20), Some(at(20))),
+            ("a", "a1", at(10), Some(at(15))),
+            ("b", "b1", at(10), Some(at(15))),
+            ("b", "b2", at(20), Some(at(15))),
         ],
-        "due alarms, earliest first, claimed at `now` (a due time equal to `now` is due)"
+        "alarms due by `due_by`, earliest first, claimed at `now` (a due time equal to \
+         `due_by` is due)"
     );
 
-    let claimed = claim(store, at(45), at(20), 1).await;
-    assert_eq!(
-        names(&claimed),
-        ["a3"],
-        "limit 1; claims at `expired_before` hold"
-    );
-    let claimed = claim(store, at(45), at(20), 10).await;
+    let claimed = claim(store, at(45), long, 1).await;
+    assert_eq!(names(&claimed), ["a3"], "limit 1; leased claims hold");
+    let claimed = claim(store, at(45), long, 10).await;
     assert_eq!(names(&claimed), ["b4"]);
-    assert!(claim(store, at(46), at(20), 10).await.is_empty());
+    assert!(claim(store, at(46), long, 10).await.is_empty());
 
     let listed = alarms(store, &b).await;
     assert!(listed.iter().all(|alarm| alarm.claimed_at.is_some()));
-    assert_eq!(listed[0].claimed_at, Some(at(20)));
+    assert_eq!(listed[0].claimed_at, Some(at(15)));
     assert_eq!(listed[2].claimed_at, Some(at(45)));
 }
 
-/// A claim older than `claim_expired_before` (strictly) is taken over by a new claim; the old
-/// claim can then no longer finish the alarm.
+/// A claim whose lease ended by `now` is taken over by a new claim; the old claim can then
+/// no longer finish or renew the alarm. A renewal extends only a lease still held under its
+/// claim time.
 pub async fn claim_expiry<S: Storage + ?Sized>(store: &S) {
     let k = key("claim_expiry", "a");
     let mut write = insert(&k, b"{}");
-    write.alarms = vec![set("x", at(1))];
+    write.alarms = vec![set("x", at(1)), set("y", at(1))];
     commit_ok(store, &[write]).await;
-    assert_eq!(names(&claim(store, at(1), at(-60_000), 10).await), ["x"]);
-    assert!(
-        claim(store, at(2), at(1), 10).await.is_empty(),
-        "a claim made exactly at `claim_expired_before` has not expired"
-    );
+    assert_eq!(names(&claim(store, at(1), at(10), 10).await), ["x", "y"]);
     let micro = Duration::from_micros(1);
-    let reclaimed = claim(store, at(3), at(1) + micro, 10).await;
-    assert_eq!(names(&reclaimed), ["x"], "an expired claim is taken over");
-    assert_eq!(reclaimed[0].claimed_at, Some(at(3)));
     assert!(
-        !store.finish_alarm(&k, "x", at(1)).await.unwrap(),
+        claim(store, at(10) - micro, at(100), 10).await.is_empty(),
+        "a lease lasts until its end"
+    );
+    assert!(
+        store
+            .claim_due_alarms(at(2), at(1_000), at(100), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is not taken, however far ahead the claimer looks"
+    );
+    let claim_x = AlarmClaim {
+        key: k.clone(),
+        name: "x".into(),
+        claimed_at: at(1),
+    };
+    let stale = AlarmClaim {
+        claimed_at: at(0),
+        ..claim_x.clone()
+    };
+    assert_eq!(
+        store
+            .renew_alarm_claims(&[claim_x.clone(), stale], at(20))
+            .await
+            .unwrap(),
+        1,
+        "only the claim the alarm holds is renewed"
+    );
+    let reclaimed = claim(store, at(10), at(100), 10).await;
+    assert_eq!(
+        names(&reclaimed),
+        ["y"],
+        "a lease that ended is taken over; a renewed one holds"
+    );
+    assert_eq!(reclaimed[0].claimed_at, Some(at(10)));
+    assert!(
+        !store.finish_alarm(&k, "y", at(1)).await.unwrap(),
         "the old claim is gone"
     );
-    assert!(store.finish_alarm(&k, "x", at(3)).await.unwrap());
+    let old_y = AlarmClaim {
+        name: "y".into(),
+        ..claim_x.clone()
+    };
+    assert_eq!(
+        store.renew_alarm_claims(&[old_y], at(200)).await.unwrap(),
+        0,
+        "a claim taken over is not renewed"
+    );
+    assert!(store.finish_alarm(&k, "y", at(10)).await.unwrap());
+    assert_eq!(names(&claim(store, at(20), at(100), 10).await), ["x"]);
+    assert!(store.finish_alarm(&k, "x", at(20)).await.unwrap());
     assert!(alarms(store, &k).await.is_empty());
+    assert_eq!(
+        store.renew_alarm_claims(&[], at(300)).await.unwrap(),
+        0,
+        "nothing to renew"
+    );
 }
 
 /// Schedulers claiming concurrently never get the same alarm.
@@ -150,9 +222,9 @@ pub async fn concurrent_claimers_disjoint<S: Storage + ?Sized>(store: &S) {
         })
         .collect();
     commit_ok(store, &batch).await;
-    let never = at(-3_600_000);
+    let long = at(3_600_000);
     let rounds = join_all(
-        (0..8).map(|claimer| async move { claim(store, at(100 + claimer), never, 7).await }),
+        (0..8).map(|claimer| async move { claim(store, at(100 + claimer), long, 7).await }),
     )
     .await;
     let mut seen = std::collections::BTreeSet::new();
@@ -164,7 +236,7 @@ pub async fn concurrent_claimers_disjoint<S: Storage + ?Sized>(store: &S) {
             claimed.name
         );
     }
-    let rest = claim(store, at(200), never, ALARMS).await;
+    let rest = claim(store, at(200), long, ALARMS).await;
     for claimed in &rest {
         assert!(
             seen.insert((claimed.key.clone(), claimed.name.clone())),
@@ -204,14 +276,14 @@ pub async fn time_round_trip_micros<S: Storage + ?Sized>(store: &S) {
 
     // Due exactly at `now` is due; one microsecond later is not.
     let now = times[2].1;
-    let claimed = claim(store, now, UNIX_EPOCH, 10).await;
+    let claimed = claim(store, now, times[5].1, 10).await;
     assert_eq!(
         names(&claimed),
         ["t0_epoch_plus_1us", "t1_y2000_minus_1us", "t2_odd"]
     );
     assert!(claimed.iter().all(|c| c.claimed_at == Some(now)));
     let later = times[3].1 - Duration::from_micros(1);
-    assert!(claim(store, later, UNIX_EPOCH, 10).await.is_empty());
+    assert!(claim(store, later, times[5].1, 10).await.is_empty());
 
     // Claim times read back equal the claim time given, so they finish the alarm.
     let listed = alarms(store, &k).await;
@@ -226,7 +298,7 @@ pub async fn time_round_trip_micros<S: Storage + ?Sized>(store: &S) {
             alarm.name
         );
     }
-    let claimed = claim(store, times[5].1, UNIX_EPOCH, 10).await;
+    let claimed = claim(store, times[5].1, times[5].1, 10).await;
     assert_eq!(names(&claimed), ["t3_next", "t4_y2200", "t5_y9999"]);
     assert_eq!(claimed[2].claimed_at, Some(times[5].1));
     assert!(

@@ -56,7 +56,7 @@ pub use alarms::{
 };
 pub use claims::{
     claim_expiry, claim_respects_due_time_and_limit, concurrent_claimers_disjoint,
-    next_alarm_due_ignores_claimed_and_dead, time_round_trip_micros,
+    next_alarm_due_waits_for_leases_and_skips_dead, time_round_trip_micros,
 };
 pub use concurrency::{
     concurrent_increments_lose_nothing, concurrent_inserts_one_winner,
@@ -206,7 +206,7 @@ macro_rules! __conformance_cases {
             alarm_cancel_all
             alarm_changes_apply_in_order
             alarm_changes_of_a_batch_apply_per_object
-            next_alarm_due_ignores_claimed_and_dead
+            next_alarm_due_waits_for_leases_and_skips_dead
             claim_respects_due_time_and_limit
             claim_expiry
             concurrent_claimers_disjoint

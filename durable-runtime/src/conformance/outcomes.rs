@@ -16,7 +16,7 @@ pub async fn finish_alarm_requires_same_claim<S: Storage + ?Sized>(store: &S) {
         !store.finish_alarm(&k, "x", at(1)).await.unwrap(),
         "an unclaimed alarm is not finished"
     );
-    let claimed = claim(store, at(2), at(-60_000), 10).await;
+    let claimed = claim(store, at(2), at(60_000), 10).await;
     assert_eq!(names(&claimed), ["x", "y"]);
     assert!(
         !store.finish_alarm(&k, "x", at(1)).await.unwrap(),
@@ -47,7 +47,7 @@ pub async fn rescheduled_alarm_survives_finish<S: Storage + ?Sized>(store: &S) {
     let mut write = insert(&k, b"{\"runs\":0}");
     write.alarms = vec![set("tick", at(1))];
     commit_ok(store, &[write]).await;
-    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed = claim(store, at(1), at(60_000), 10).await;
     assert_eq!(names(&claimed), ["tick"]);
     let mut write = update(&k, 1, b"{\"runs\":1}");
     write.alarms = vec![set("tick", at(61))];
@@ -78,7 +78,7 @@ pub async fn finish_in_commit_applies_with_state<S: Storage + ?Sized>(store: &S)
     let mut write = insert(&k, b"{\"runs\":0}");
     write.alarms = vec![set("once", at(1)), set("again", at(1)), set("other", at(1))];
     commit_ok(store, &[write]).await;
-    let claimed = claim(store, at(1), at(-60_000), 10).await;
+    let claimed = claim(store, at(1), at(60_000), 10).await;
     assert_eq!(claimed.len(), 3);
     let claimed_at = claimed[0].claimed_at.expect("claimed");
     let finish = |name: &str, claimed_at| AlarmChange::Finish {
@@ -117,7 +117,7 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
             .unwrap(),
         "an unclaimed alarm cannot fail"
     );
-    claim(store, at(1), at(-60_000), 10).await;
+    claim(store, at(1), at(60_000), 10).await;
     assert!(
         !store
             .fail_alarm(&k, "x", at(2), 1, "boom", Some(at(3)))
@@ -152,10 +152,10 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
     );
     assert_eq!(next_due(store).await, Some(at(3)));
     assert!(
-        claim(store, at(2), at(-60_000), 10).await.is_empty(),
+        claim(store, at(2), at(60_000), 10).await.is_empty(),
         "moved to its retry time"
     );
-    let claimed = claim(store, at(3), at(-60_000), 10).await;
+    let claimed = claim(store, at(3), at(60_000), 10).await;
     assert_eq!(
         (claimed[0].attempts, claimed[0].claimed_at),
         (1, Some(at(3)))
@@ -184,7 +184,7 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
     let mut write = insert(&k, b"{}");
     write.alarms = vec![set("x", at(1))];
     commit_ok(store, &[write]).await;
-    claim(store, at(1), at(-60_000), 10).await;
+    claim(store, at(1), at(60_000), 10).await;
     assert!(
         store
             .fail_alarm(&k, "x", at(1), 3, "gave up", None)
@@ -233,7 +233,7 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
         "setting a dead alarm re-queues it"
     );
     assert_eq!(next_due(store).await, Some(at(2)));
-    assert_eq!(names(&claim(store, at(2), at(-60_000), 10).await), ["x"]);
+    assert_eq!(names(&claim(store, at(2), at(60_000), 10).await), ["x"]);
 }
 
 /// Releasing a claim leaves the alarm due as before, with its attempts and last error, and
@@ -247,16 +247,20 @@ pub async fn release_alarm_keeps_it_due<S: Storage + ?Sized>(store: &S) {
         !store.release_alarm(&k, "x", at(5)).await.unwrap(),
         "an unclaimed alarm cannot be released"
     );
-    claim(store, at(5), at(-60_000), 10).await;
+    claim(store, at(5), at(60_000), 10).await;
     assert!(
         store
             .fail_alarm(&k, "x", at(5), 2, "boom", Some(at(8)))
             .await
             .unwrap()
     );
-    let claimed = claim(store, at(9), at(-60_000), 10).await;
+    let claimed = claim(store, at(9), at(60_000), 10).await;
     assert_eq!(claimed[0].claimed_at, Some(at(9)));
-    assert_eq!(next_due(store).await, None, "claimed alarms are not next");
+    assert_eq!(
+        next_due(store).await,
+        Some(at(60_000)),
+        "a claimed alarm is next when its lease ends"
+    );
     assert!(
         !store.release_alarm(&k, "x", at(5)).await.unwrap(),
         "wrong claim time"
@@ -277,7 +281,7 @@ pub async fn release_alarm_keeps_it_due<S: Storage + ?Sized>(store: &S) {
     );
     assert_eq!(next_due(store).await, Some(at(8)));
     assert_eq!(
-        names(&claim(store, at(10), at(-60_000), 10).await),
+        names(&claim(store, at(10), at(60_000), 10).await),
         ["x"],
         "claimable again without waiting for the claim to expire"
     );

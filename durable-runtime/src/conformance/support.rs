@@ -107,14 +107,15 @@ pub(super) async fn alarm_times<S: Storage + ?Sized>(
         .collect()
 }
 
+/// Claims the alarms claimable at `now`, claimed at `now` with a lease until `lease_until`.
 pub(super) async fn claim<S: Storage + ?Sized>(
     store: &S,
     now: SystemTime,
-    expired_before: SystemTime,
+    lease_until: SystemTime,
     limit: usize,
 ) -> Vec<AlarmRecord> {
     store
-        .claim_due_alarms(now, expired_before, limit)
+        .claim_due_alarms(now, now, lease_until, limit)
         .await
         .unwrap_or_else(|err| panic!("claim_due_alarms failed: {err}"))
 }

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
-    StorageError, StoredObject,
+    AlarmChange, AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite,
+    Storage, StorageError, StoredObject,
 };
 
 /// Objects and alarms kept in process memory.
@@ -37,6 +37,8 @@ struct Tables {
     /// Stored objects, and the tombstones of deleted ones.
     objects: BTreeMap<ObjectKey, Row>,
     alarms: BTreeMap<(ObjectKey, String), AlarmRecord>,
+    /// When each claimed alarm's lease ends (read only while the alarm is claimed).
+    leases: BTreeMap<(ObjectKey, String), SystemTime>,
 }
 
 /// What is stored under one key.
@@ -114,6 +116,16 @@ impl Tables {
                 }
             }
         }
+    }
+
+    /// When the alarm becomes claimable: its due time, or the end of its claim's lease if later.
+    fn claimable_at(&self, alarm: &AlarmRecord) -> SystemTime {
+        let lease = alarm.claimed_at.and_then(|_| {
+            self.leases
+                .get(&(alarm.key.clone(), alarm.name.clone()))
+                .copied()
+        });
+        lease.map_or(alarm.due_at, |lease| lease.max(alarm.due_at))
     }
 
     fn claimed_alarm(
@@ -232,40 +244,71 @@ impl Storage for MemoryStorage {
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
-        Ok(self
-            .tables()
+        let tables = self.tables();
+        Ok(tables
             .alarms
             .values()
-            .filter(|a| !a.dead && a.claimed_at.is_none())
-            .map(|a| a.due_at)
+            .filter(|a| !a.dead)
+            .map(|a| tables.claimable_at(a))
             .min())
     }
 
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         let mut tables = self.tables();
-        let mut due: Vec<&mut AlarmRecord> = tables
+        // Leases of alarms no longer claimed are forgotten, so the map stays small.
+        let Tables { alarms, leases, .. } = &mut *tables;
+        leases.retain(|id, _| alarms.get(id).is_some_and(|a| a.claimed_at.is_some()));
+        let mut due: Vec<(ObjectKey, String)> = tables
             .alarms
-            .values_mut()
-            .filter(|a| {
-                !a.dead
-                    && a.due_at <= now
-                    && a.claimed_at.is_none_or(|at| at < claim_expired_before)
+            .iter()
+            .filter(|(id, a)| {
+                let lease_ended = a.claimed_at.is_none()
+                    || tables.leases.get(*id).is_none_or(|lease| *lease <= now);
+                !a.dead && a.due_at <= due_by && lease_ended
             })
+            .map(|(id, _)| id.clone())
             .collect();
-        due.sort_by(|a, b| (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name)));
+        due.sort_by(|a, b| {
+            let (a, b) = (&tables.alarms[a], &tables.alarms[b]);
+            (a.due_at, &a.key, &a.name).cmp(&(b.due_at, &b.key, &b.name))
+        });
+        due.truncate(limit);
         Ok(due
             .into_iter()
-            .take(limit)
-            .map(|alarm| {
+            .filter_map(|id| {
+                tables.leases.insert(id.clone(), lease_until);
+                let alarm = tables.alarms.get_mut(&id)?;
                 alarm.claimed_at = Some(now);
-                alarm.clone()
+                Some(alarm.clone())
             })
             .collect())
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        let mut tables = self.tables();
+        let mut renewed = 0;
+        for claim in claims {
+            if tables
+                .claimed_alarm(&claim.key, &claim.name, claim.claimed_at)
+                .is_some()
+            {
+                tables
+                    .leases
+                    .insert((claim.key.clone(), claim.name.clone()), lease_until);
+                renewed += 1;
+            }
+        }
+        Ok(renewed)
     }
 
     async fn finish_alarm(

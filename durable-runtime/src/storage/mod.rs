@@ -342,12 +342,39 @@ pub struct AlarmRecord {
     pub due_at: SystemTime,
     /// How many times it has been fired without success so far.
     pub attempts: u32,
-    /// When it was claimed by a scheduler, if it is claimed.
+    /// When it was claimed by a scheduler, if it is claimed. The claim lasts as long as its
+    /// lease, which the claiming scheduler renews while it holds or fires the alarm.
     pub claimed_at: Option<SystemTime>,
     /// The error of the last failed attempt, if any.
     pub last_error: Option<String>,
     /// Whether the alarm exhausted its attempts and is kept as a dead alarm.
     pub dead: bool,
+}
+
+/// One claim a scheduler holds on an alarm: which alarm, and the claim time that identifies
+/// the claim (see [`Storage::renew_alarm_claims`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::UNIX_EPOCH;
+/// use durable_runtime::storage::{AlarmClaim, ObjectKey};
+///
+/// let claim = AlarmClaim {
+///     key: ObjectKey::new("Session", "s1"),
+///     name: "expire".into(),
+///     claimed_at: UNIX_EPOCH,
+/// };
+/// assert_eq!(claim.name, "expire");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AlarmClaim {
+    /// The object the alarm belongs to.
+    pub key: ObjectKey,
+    /// The alarm's name.
+    pub name: String,
+    /// The time the alarm was claimed at, as returned by [`Storage::claim_due_alarms`].
+    pub claimed_at: SystemTime,
 }
 
 /// A page of stored object ids of one type, in ascending order.
@@ -890,7 +917,10 @@ pub trait Storage: Send + Sync + 'static {
     /// ```
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError>;
 
-    /// The earliest due time among alarms that are neither claimed nor dead, if any.
+    /// The earliest time at which an alarm becomes claimable, if any: the due time of an
+    /// unclaimed alarm, or, for a claimed one, the later of its due time and the end of its
+    /// claim's lease. Dead alarms are never claimable. The scheduler sleeps until then, so a
+    /// claim left by a process that died is taken over as soon as its lease ends.
     ///
     /// # Examples
     ///
@@ -901,8 +931,8 @@ pub trait Storage: Send + Sync + 'static {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
-    /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
@@ -910,18 +940,23 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     /// };
     /// store.commit(&[write]).await.unwrap();
-    /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(due));
-    /// // Once claimed, the alarm is no longer waiting to be claimed.
-    /// let claimed_at = due + Duration::from_secs(1);
-    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
-    /// assert_eq!(store.next_alarm_due().await.unwrap(), None);
+    /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(at(100)));
+    /// // Claimed with a lease until 105: claimable again when the lease ends.
+    /// store.claim_due_alarms(at(100), at(100), at(105), 10).await.unwrap();
+    /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(at(105)));
     /// # }
     /// ```
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError>;
 
-    /// Atomically claims up to `limit` alarms that are due at `now` and are unclaimed or whose
-    /// claim is older than `claim_expired_before`, marking them claimed at `now`, and returns
-    /// them (with `claimed_at` set), earliest first. Dead alarms are never claimed.
+    /// Atomically claims up to `limit` alarms that are not dead, due at or before `due_by`, and
+    /// either unclaimed or claimed with a lease that ended (at or before `now`: a live lease is
+    /// never taken, however far ahead the claimer looks), marking each claimed at `now` (the claim's identity: finishing,
+    /// failing, releasing and renewing name it) with a lease until `lease_until`, and returns
+    /// them (with `claimed_at` set to `now`), earliest first.
+    ///
+    /// A scheduler claims slightly ahead (`due_by` after `now`) and keeps its claims alive with
+    /// [`renew_alarm_claims`](Storage::renew_alarm_claims); the claim of a process that died
+    /// lapses when its lease ends.
     ///
     /// # Examples
     ///
@@ -932,8 +967,8 @@ pub trait Storage: Send + Sync + 'static {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
-    /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
@@ -941,25 +976,64 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     /// };
     /// store.commit(&[write]).await.unwrap();
-    /// // Not due yet.
-    /// let early = due - Duration::from_secs(1);
-    /// assert!(store.claim_due_alarms(early, UNIX_EPOCH, 10).await.unwrap().is_empty());
-    /// // Due: claimed at `now`.
-    /// let now = due + Duration::from_secs(1);
-    /// let claimed = store.claim_due_alarms(now, UNIX_EPOCH, 10).await.unwrap();
-    /// assert_eq!((claimed[0].name.as_str(), claimed[0].claimed_at), ("expire", Some(now)));
-    /// // A live claim is not taken twice; one older than `claim_expired_before` is.
-    /// let later = now + Duration::from_secs(1);
-    /// assert!(store.claim_due_alarms(later, now, 10).await.unwrap().is_empty());
-    /// assert_eq!(store.claim_due_alarms(later, later, 10).await.unwrap().len(), 1);
+    /// // Not due by 99.
+    /// assert!(store.claim_due_alarms(at(98), at(99), at(103), 10).await.unwrap().is_empty());
+    /// // Due by 100: claimed at 99 (ahead of its due time), leased until 103.
+    /// let claimed = store.claim_due_alarms(at(99), at(100), at(103), 10).await.unwrap();
+    /// assert_eq!((claimed[0].name.as_str(), claimed[0].claimed_at), ("expire", Some(at(99))));
+    /// // A live lease is not taken; one that ended is.
+    /// assert!(store.claim_due_alarms(at(101), at(102), at(106), 10).await.unwrap().is_empty());
+    /// let taken = store.claim_due_alarms(at(103), at(103), at(107), 10).await.unwrap();
+    /// assert_eq!(taken[0].claimed_at, Some(at(103)));
     /// # }
     /// ```
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError>;
+
+    /// Extends to `lease_until` the lease of each of `claims` whose alarm is still claimed
+    /// with that claim time (a claim that lapsed and was taken by another scheduler, or that
+    /// was cleared by a change, is left alone). Returns how many leases were extended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{
+    ///     AlarmChange, AlarmClaim, MemoryStorage, ObjectKey, ObjectWrite, Storage,
+    /// };
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Session", "s1");
+    /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![set],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// store.claim_due_alarms(at(100), at(100), at(102), 10).await.unwrap();
+    /// let claim = AlarmClaim { key, name: "expire".into(), claimed_at: at(100) };
+    /// assert_eq!(store.renew_alarm_claims(&[claim.clone()], at(110)).await.unwrap(), 1);
+    /// // Still leased at 105 thanks to the renewal.
+    /// assert!(store.claim_due_alarms(at(105), at(105), at(107), 10).await.unwrap().is_empty());
+    /// // A claim time the alarm is not claimed with renews nothing.
+    /// let stale = AlarmClaim { claimed_at: at(99), ..claim };
+    /// assert_eq!(store.renew_alarm_claims(&[stale], at(120)).await.unwrap(), 0);
+    /// # }
+    /// ```
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError>;
 
     /// Deletes a fired alarm if it is still claimed with the given claim time (an alarm
     /// rescheduled by its own handler has no claim any more and survives). Returns whether it
@@ -984,7 +1058,7 @@ pub trait Storage: Send + Sync + 'static {
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
-    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// store.claim_due_alarms(claimed_at, claimed_at, claimed_at + Duration::from_secs(60), 10).await.unwrap();
     /// // A stale claim (another scheduler's, say) finishes nothing.
     /// assert!(!store.finish_alarm(&key, "expire", due).await.unwrap());
     /// assert!(store.finish_alarm(&key, "expire", claimed_at).await.unwrap());
@@ -1021,7 +1095,7 @@ pub trait Storage: Send + Sync + 'static {
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
-    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// store.claim_due_alarms(claimed_at, claimed_at, claimed_at + Duration::from_secs(60), 10).await.unwrap();
     /// let retry_at = due + Duration::from_secs(60);
     /// let updated = store.fail_alarm(&key, "expire", claimed_at, 1, "boom", Some(retry_at));
     /// assert!(updated.await.unwrap());
@@ -1030,7 +1104,7 @@ pub trait Storage: Send + Sync + 'static {
     /// assert_eq!(alarm.last_error.as_deref(), Some("boom"));
     ///
     /// // Claimed again and failed for good: kept, dead, never claimed again.
-    /// store.claim_due_alarms(retry_at, UNIX_EPOCH, 10).await.unwrap();
+    /// store.claim_due_alarms(retry_at, retry_at, retry_at + Duration::from_secs(60), 10).await.unwrap();
     /// assert!(store.fail_alarm(&key, "expire", retry_at, 2, "boom", None).await.unwrap());
     /// assert!(store.list_alarms(&key).await.unwrap()[0].dead);
     /// assert_eq!(store.next_alarm_due().await.unwrap(), None);
@@ -1069,7 +1143,7 @@ pub trait Storage: Send + Sync + 'static {
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
-    /// store.claim_due_alarms(claimed_at, UNIX_EPOCH, 10).await.unwrap();
+    /// store.claim_due_alarms(claimed_at, claimed_at, claimed_at + Duration::from_secs(60), 10).await.unwrap();
     /// assert!(store.release_alarm(&key, "expire", claimed_at).await.unwrap());
     /// let alarm = &store.list_alarms(&key).await.unwrap()[0];
     /// assert_eq!((alarm.due_at, alarm.attempts, alarm.claimed_at), (due, 0, None));
@@ -1166,12 +1240,21 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         (**self)
-            .claim_due_alarms(now, claim_expired_before, limit)
+            .claim_due_alarms(now, due_by, lease_until, limit)
             .await
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        (**self).renew_alarm_claims(claims, lease_until).await
     }
 
     async fn finish_alarm(

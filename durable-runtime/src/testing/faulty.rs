@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
+    StorageError,
 };
 
 /// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
@@ -45,6 +46,7 @@ pub struct FaultyStorage<S> {
 struct Switches {
     failing_commits: AtomicUsize,
     failing_loads: AtomicUsize,
+    failing_deletes: AtomicUsize,
     commits_applied_then_failed: AtomicUsize,
     commit_delay_micros: AtomicU64,
     load_delay_micros: AtomicU64,
@@ -215,6 +217,34 @@ impl<S: Storage> FaultyStorage<S> {
         self.switches.failing_loads.store(n, Ordering::SeqCst);
     }
 
+    /// Makes the next `n` deletes ([`Storage::delete`]) fail without deleting anything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// store.fail_deletes(1);
+    /// assert!(store.delete(&key).await.unwrap_err().is_retryable());
+    /// assert!(store.load(&key).await.unwrap().is_some()); // still there
+    /// assert!(store.delete(&key).await.unwrap());
+    /// # }
+    /// ```
+    pub fn fail_deletes(&self, n: usize) {
+        self.switches.failing_deletes.store(n, Ordering::SeqCst);
+    }
+
     /// How many times a scheduler looked for due alarms to claim
     /// ([`Storage::claim_due_alarms`]) through this storage.
     ///
@@ -228,7 +258,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let store = FaultyStorage::new(MemoryStorage::new());
     /// let now = SystemTime::now();
-    /// assert!(store.claim_due_alarms(now, now, 10).await.unwrap().is_empty());
+    /// assert!(store.claim_due_alarms(now, now, now, 10).await.unwrap().is_empty());
     /// assert_eq!(store.claims(), 1);
     /// # }
     /// ```
@@ -436,6 +466,9 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
+        if take_one(&self.switches.failing_deletes) {
+            return Err(injected("delete"));
+        }
         self.inner.delete(key).await
     }
 
@@ -459,13 +492,22 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         self.switches.claims.fetch_add(1, Ordering::SeqCst);
         self.inner
-            .claim_due_alarms(now, claim_expired_before, limit)
+            .claim_due_alarms(now, due_by, lease_until, limit)
             .await
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        self.inner.renew_alarm_claims(claims, lease_until).await
     }
 
     async fn finish_alarm(

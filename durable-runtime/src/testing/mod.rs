@@ -360,7 +360,7 @@ impl TestRuntime {
             }
             let claimed = self
                 .storage
-                .claim_due_alarms(now, std::time::UNIX_EPOCH, 1)
+                .claim_due_alarms(now, now, now + self.runtime.alarm_settings().claim_ttl, 1)
                 .await?;
             let Some(alarm) = claimed.into_iter().next() else {
                 return Ok(fired);

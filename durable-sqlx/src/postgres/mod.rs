@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
+    StorageError,
 };
 use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, SqlStr};
@@ -364,7 +365,8 @@ impl Storage for PostgresStore {
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         if limit == 0 {
@@ -372,12 +374,41 @@ impl Storage for PostgresStore {
         }
         let rows = sqlx::query(self.sql.claim.clone())
             .bind(PgTime::new(now)?)
-            .bind(PgTime::new(claim_expired_before)?)
+            .bind(PgTime::new(due_by)?)
+            .bind(PgTime::new(lease_until)?)
             .bind(claim_limit(limit))
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
         Ok(claimed_alarms(&rows, alarm_from_row))
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let mut columns: (Vec<&str>, Vec<&str>, Vec<&str>, Vec<PgTime>) = Default::default();
+        for claim in claims {
+            columns.0.push(&claim.key.object_type);
+            columns.1.push(&claim.key.object_id);
+            columns.2.push(&claim.name);
+            columns.3.push(PgTime::new(claim.claimed_at)?);
+        }
+        let renewed = sqlx::query(self.sql.renew.clone())
+            .bind(columns.0)
+            .bind(columns.1)
+            .bind(columns.2)
+            .bind(columns.3)
+            .bind(PgTime::new(lease_until)?)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(usize::try_from(renewed).unwrap_or(usize::MAX))
     }
 
     async fn finish_alarm(

@@ -43,6 +43,8 @@ pub(super) struct Sql {
     pub(super) list_alarms: SqlStr,
     pub(super) next_due: SqlStr,
     pub(super) claim: SqlStr,
+    /// `$1`–`$4`: types, ids, names and claim times of claims; `$5`: their new lease end.
+    pub(super) renew: SqlStr,
     pub(super) finish: SqlStr,
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
@@ -167,8 +169,15 @@ impl Sql {
                 "SELECT {columns} FROM {alarms} WHERE object_type = $1 AND object_id = $2
                  ORDER BY due_at, name"
             )),
+            // Unclaimed alarms by due time (the due index), then the few claimed ones (the
+            // claimed index): a claimed alarm is claimable once due and its lease ended
+            // (`greatest` skips a missing lease: a claim written before leases has lapsed).
             next_due: statement(format!(
-                "SELECT min(due_at) FROM {alarms} WHERE NOT dead AND claimed_at IS NULL"
+                "SELECT least(
+                     (SELECT min(due_at) FROM {alarms} WHERE NOT dead AND claimed_at IS NULL),
+                     (SELECT min(greatest(due_at, claim_expires_at)) FROM {alarms}
+                      WHERE claimed_at IS NOT NULL AND NOT dead)
+                 )"
             )),
             // Rows another scheduler is claiming right now are skipped, and a row claimed and
             // committed meanwhile is re-checked against the WHERE clause before it is locked,
@@ -176,16 +185,25 @@ impl Sql {
             claim: statement(format!(
                 "WITH due AS (
                      SELECT object_type, object_id, name FROM {alarms}
-                     WHERE NOT dead AND due_at <= $1 AND (claimed_at IS NULL OR claimed_at < $2)
+                     WHERE NOT dead AND due_at <= $2
+                         AND (claimed_at IS NULL OR claim_expires_at IS NULL
+                             OR claim_expires_at <= $1)
                      ORDER BY due_at, object_type, object_id, name
-                     LIMIT $3
+                     LIMIT $4
                      FOR UPDATE SKIP LOCKED
                  )
-                 UPDATE {alarms} a SET claimed_at = $1
+                 UPDATE {alarms} a SET claimed_at = $1, claim_expires_at = $3
                  FROM due
                  WHERE a.object_type = due.object_type AND a.object_id = due.object_id
                      AND a.name = due.name
                  RETURNING {a_columns}"
+            )),
+            renew: statement(format!(
+                "UPDATE {alarms} a SET claim_expires_at = $5
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                     AS v(t, i, n, c)
+                 WHERE a.object_type = v.t AND a.object_id = v.i AND a.name = v.n
+                     AND a.claimed_at = v.c"
             )),
             finish: statement(format!(
                 "DELETE FROM {alarms}

@@ -11,7 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
+    StorageError,
 };
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, SqlStr};
@@ -331,14 +332,16 @@ impl Storage for SqliteStore {
     async fn claim_due_alarms(
         &self,
         now: SystemTime,
-        claim_expired_before: SystemTime,
+        due_by: SystemTime,
+        lease_until: SystemTime,
         limit: usize,
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let now = to_micros(now)?;
-        let expired = to_micros(claim_expired_before)?;
+        let due_by = to_micros(due_by)?;
+        let lease_until = to_micros(lease_until)?;
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
         let mut writer = self.writer.lock().await?;
@@ -349,13 +352,47 @@ impl Storage for SqliteStore {
             .map_err(db_err)?;
         let rows = sqlx::query(self.sql.claim.clone())
             .bind(now)
-            .bind(expired)
+            .bind(due_by)
+            .bind(lease_until)
             .bind(claim_limit(limit))
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(claimed_alarms(&rows, alarm_from_row))
+    }
+
+    async fn renew_alarm_claims(
+        &self,
+        claims: &[AlarmClaim],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        let lease_until = to_micros(lease_until)?;
+        // One transaction: one sync to disk for every renewal.
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer
+            .connection()
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)?;
+        let mut renewed = 0;
+        for claim in claims {
+            renewed += sqlx::query(self.sql.renew.clone())
+                .bind(&claim.key.object_type)
+                .bind(&claim.key.object_id)
+                .bind(&claim.name)
+                .bind(to_micros(claim.claimed_at)?)
+                .bind(lease_until)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?
+                .rows_affected();
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(usize::try_from(renewed).unwrap_or(usize::MAX))
     }
 
     async fn finish_alarm(

@@ -28,6 +28,8 @@ pub(super) struct Sql {
     pub(super) list_alarms: SqlStr,
     pub(super) next_due: SqlStr,
     pub(super) claim: SqlStr,
+    /// `?1`–`?4`: type, id, name and claim time of a claim; `?5`: its new lease end.
+    pub(super) renew: SqlStr,
     pub(super) finish: SqlStr,
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
@@ -83,18 +85,32 @@ impl Sql {
                 "SELECT {ALARM_COLUMNS} FROM {alarms} WHERE object_type = ?1 AND object_id = ?2
                  ORDER BY due_at, name"
             )),
+            // Unclaimed alarms by due time (the due index), then the few claimed ones (the
+            // claimed index): a claimed alarm is claimable once due and its lease ended. A
+            // claim without a lease (written before leases existed) has lapsed.
             next_due: statement(format!(
-                "SELECT min(due_at) FROM {alarms} WHERE dead = 0 AND claimed_at IS NULL"
+                "SELECT min(t) FROM (
+                     SELECT min(due_at) AS t FROM {alarms} WHERE dead = 0 AND claimed_at IS NULL
+                     UNION ALL
+                     SELECT min(max(due_at, coalesce(claim_expires_at, 0))) FROM {alarms}
+                     WHERE claimed_at IS NOT NULL AND dead = 0
+                 )"
             )),
             claim: statement(format!(
-                "UPDATE {alarms} SET claimed_at = ?1
+                "UPDATE {alarms} SET claimed_at = ?1, claim_expires_at = ?3
                  WHERE rowid IN (
                      SELECT rowid FROM {alarms}
-                     WHERE dead = 0 AND due_at <= ?1 AND (claimed_at IS NULL OR claimed_at < ?2)
+                     WHERE dead = 0 AND due_at <= ?2
+                         AND (claimed_at IS NULL OR claim_expires_at IS NULL
+                             OR claim_expires_at <= ?1)
                      ORDER BY due_at, object_type, object_id, name
-                     LIMIT ?3
+                     LIMIT ?4
                  )
                  RETURNING {ALARM_COLUMNS}"
+            )),
+            renew: statement(format!(
+                "UPDATE {alarms} SET claim_expires_at = ?5
+                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
             )),
             finish: statement(format!(
                 "DELETE FROM {alarms}

@@ -1,11 +1,18 @@
-//! A process that increments a counter in a SQLite file as fast as it can and prints every
-//! acknowledged value, to be killed with SIGKILL by the crash test. Its first line is
-//! `pid <id>`, so that the test can kill it when it runs under a tracer.
+//! A process to be killed with SIGKILL by the crash tests. Two modes:
 //!
-//! Usage: `crash_child <database file> [full|normal]` (the store's `synchronous` level,
-//! `full` by default).
+//! - `crash_child <database file> [full|normal]`: increments a counter in a SQLite file as fast
+//!   as it can and prints every acknowledged value, the store at that `synchronous` level
+//!   (`full` by default). Its first line is `pid <id>`, so that the test can kill it when it
+//!   runs under a tracer;
+//! - `crash_child <database file> alarm <delay in ms>`: schedules an alarm that long ahead,
+//!   prints `claimed` once its scheduler has claimed it, and never finishes firing it (its
+//!   handler waits forever), so that the kill always falls between the claim and the firing's
+//!   commit.
 
-use durable_runtime::{Runtime, durable_object};
+use std::io::Write;
+use std::time::Duration;
+
+use durable_runtime::{Context, Runtime, durable_object};
 use durable_sqlx::{SqliteStore, Synchronous};
 
 #[durable_object]
@@ -22,25 +29,58 @@ impl CrashCounter {
     }
 }
 
+/// The alarm the crash test's restarted runtime fires (it declares the same type and alarm).
+#[durable_object]
+pub struct CrashAlarm {
+    fired_micros: u64,
+}
+
+#[durable_object]
+impl CrashAlarm {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, delay_ms: u64) {
+        ctx.schedule_alarm(CrashAlarm::RING, Duration::from_millis(delay_ms));
+    }
+
+    #[alarm]
+    async fn ring(&mut self) {
+        std::future::pending::<()>().await;
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    use std::io::Write;
-
     let mut args = std::env::args().skip(1);
     let path = args
         .next()
-        .expect("usage: crash_child <database file> [full|normal]");
-    let synchronous = match args.next().as_deref() {
-        None | Some("full") => Synchronous::Full,
-        Some("normal") => Synchronous::Normal,
-        Some(other) => panic!("unknown synchronous level {other}: use full or normal"),
+        .expect("usage: crash_child <database file> [full|normal|alarm <delay in ms>]");
+    let open = |synchronous| {
+        let path = path.clone();
+        async move {
+            SqliteStore::builder(&path)
+                .synchronous(synchronous)
+                .open()
+                .await
+                .expect("open SQLite")
+        }
     };
-    let store = SqliteStore::builder(&path)
-        .synchronous(synchronous)
-        .open()
-        .await
-        .expect("open SQLite");
-    let rt = Runtime::new(store);
+    match args.next().as_deref() {
+        None | Some("full") => increment_forever(Runtime::new(open(Synchronous::Full).await)).await,
+        Some("normal") => increment_forever(Runtime::new(open(Synchronous::Normal).await)).await,
+        Some("alarm") => {
+            let delay_ms = args
+                .next()
+                .and_then(|delay| delay.parse().ok())
+                .expect("alarm <delay in ms>");
+            let store = open(Synchronous::Full).await;
+            let rt = Runtime::builder(store).register::<CrashAlarm>().build();
+            arm_and_hang(rt, delay_ms).await;
+        }
+        Some(other) => panic!("unknown mode {other}: use full, normal or alarm"),
+    }
+}
+
+async fn increment_forever(rt: Runtime) {
     let mut out = std::io::stdout().lock();
     writeln!(out, "pid {}", std::process::id()).expect("stdout");
     loop {
@@ -50,4 +90,19 @@ async fn main() {
         writeln!(out, "{value}").expect("stdout");
         out.flush().expect("stdout");
     }
+}
+
+async fn arm_and_hang(rt: Runtime, delay_ms: u64) {
+    CrashAlarm::arm(&rt, "crash", delay_ms).await.expect("arm");
+    loop {
+        let alarms = rt.list_alarms::<CrashAlarm>("crash").await.expect("list");
+        if alarms.iter().any(|alarm| alarm.claimed_at.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "claimed").expect("stdout");
+    out.flush().expect("stdout");
+    std::future::pending::<()>().await;
 }

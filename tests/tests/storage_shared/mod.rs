@@ -88,7 +88,10 @@ pub async fn claims_across_stores<S: Storage>(stores: &[S]) {
             // Each round claims at least one alarm, or ends the loop.
             assert!(round <= OBJECTS * NAMES, "claims never run out");
             let now = at(1_000 + claimer as u64);
-            let round = store.claim_due_alarms(now, UNIX_EPOCH, 5).await.unwrap();
+            let round = store
+                .claim_due_alarms(now, now, at(1_000_000), 5)
+                .await
+                .unwrap();
             if round.is_empty() {
                 break;
             }
@@ -131,7 +134,10 @@ pub async fn unreadable_claimed_rows_are_skipped<S: Storage, F: Future<Output = 
             .unwrap();
     }
     corrupt().await;
-    let claimed = store.claim_due_alarms(at(1), at(0), 10).await.unwrap();
+    let claimed = store
+        .claim_due_alarms(at(1), at(1), at(60_000), 10)
+        .await
+        .unwrap();
     let claimed: Vec<&str> = claimed.iter().map(|a| a.key.object_id.as_str()).collect();
     assert_eq!(claimed, ["good"]);
 }
