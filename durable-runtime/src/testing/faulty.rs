@@ -237,7 +237,7 @@ impl<S: Storage> FaultyStorage<S> {
     /// store.commit(&[write]).await.unwrap();
     /// store.fail_deletes(1);
     /// assert!(store.delete(&key).await.unwrap_err().is_retryable());
-    /// assert!(store.load(&key).await.unwrap().is_some()); // still there
+    /// assert!(store.load(&key).await.unwrap().object().is_some()); // still there
     /// assert!(store.delete(&key).await.unwrap());
     /// # }
     /// ```
