@@ -9,7 +9,7 @@ use std::time::Duration;
 use durable_runtime::storage::{Loaded, MemoryStorage, ObjectKey, Storage, StoredObject};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{AlarmSettings, Error, ObjectStatus, Runtime, durable_object};
-use durable_tests::backend_tests;
+use durable_tests::{Backend, backend_tests};
 
 #[durable_object]
 pub struct Note {
@@ -51,9 +51,12 @@ async fn stored_ids(store: &dyn Storage) -> Vec<String> {
     store.list_ids("Note", None, 100).await.expect("list").ids
 }
 
-async fn a_stale_runtime_cannot_overwrite_a_recreated_object(store: Arc<dyn Storage>) {
+/// Runtime `b` runs on a second handle on the database (its own connections to the same
+/// SQLite file or Postgres schema), as another process would.
+async fn a_stale_runtime_cannot_overwrite_a_recreated_object(backend: &Backend) {
+    let store = backend.store.clone();
     let a = Runtime::new(store.clone());
-    let b = Runtime::new(store.clone());
+    let b = Runtime::new(backend.open_again().await);
     Note::write(&a, "n", "first".into()).await.unwrap();
     Note::write(&a, "n", "old".into()).await.unwrap();
     // `b` activates the object: it holds the version of "old".
@@ -202,8 +205,28 @@ async fn starting_a_deleted_object_ahead_of_its_alarm_stores_nothing() {
     );
 }
 
+mod second_handle {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn memory() {
+        super::a_stale_runtime_cannot_overwrite_a_recreated_object(&durable_tests::memory().await)
+            .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::a_stale_runtime_cannot_overwrite_a_recreated_object(&durable_tests::sqlite().await)
+            .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        if let Some(backend) = durable_tests::postgres().await {
+            super::a_stale_runtime_cannot_overwrite_a_recreated_object(&backend).await;
+        }
+    }
+}
+
 backend_tests!(
-    a_stale_runtime_cannot_overwrite_a_recreated_object,
     reads_of_absent_and_deleted_objects_store_nothing,
     scheduling_an_alarm_stores_an_object_not_stored,
 );
