@@ -1,12 +1,14 @@
 //! Handlers callable by name, on every storage backend: a call by name has the semantics of
 //! the typed call (same result, state committed before the reply, the read path), the
 //! handler's own error comes back as JSON, arguments that do not fit are refused naming the
-//! field, and only exposed types and handlers are reachable.
+//! field, only exposed types and handlers are reachable, and objects of an exposed type are
+//! inspected and deleted by its name.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use durable_runtime::storage::{ObjectKey, Storage};
-use durable_runtime::{Access, CallByNameError, Error, Runtime, durable_object};
+use durable_runtime::{Access, CallByNameError, Error, ObjectStatus, Runtime, durable_object};
 use durable_tests::backend_tests;
 use serde::Serialize;
 use serde_json::json;
@@ -233,7 +235,67 @@ async fn only_exposed_types_and_handlers_are_reachable(store: Arc<dyn Storage>) 
     rt.shutdown().await;
 }
 
+async fn objects_are_inspected_and_deleted_by_type_name(store: Arc<dyn Storage>) {
+    let rt = runtime(&store);
+    assert_eq!(
+        rt.status_by_name("Account", "d1").await.unwrap(),
+        ObjectStatus::Absent
+    );
+    for id in ["d2", "d1", "d3"] {
+        let args = json!({"amount": 1});
+        rt.call_by_name("Account", id, "deposit", args)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        rt.status_by_name("Account", "d1").await.unwrap(),
+        ObjectStatus::Active
+    );
+    let page = rt.list_ids_by_name("Account", None, 2).await.unwrap();
+    assert_eq!(page.ids, ["d1", "d2"]);
+    let rest = rt.list_ids_by_name("Account", page.next.as_deref(), 2);
+    assert_eq!(rest.await.unwrap().ids, ["d3"]);
+
+    rt.schedule_alarm("d1", Account::AUDIT, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let alarms = rt.list_alarms_by_name("Account", "d1").await.unwrap();
+    let names: Vec<_> = alarms.iter().map(|alarm| alarm.name.as_str()).collect();
+    assert_eq!(names, ["audit"]);
+
+    assert!(rt.delete_by_name("Account", "d1").await.unwrap());
+    assert_eq!(rt.read_state_json("Account", "d1").await.unwrap(), None);
+    assert!(
+        rt.list_alarms_by_name("Account", "d1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        rt.list_ids_by_name("Account", None, 10).await.unwrap().ids,
+        ["d2", "d3"]
+    );
+    // Typed and by-name deletion agree: the next call starts from the default state.
+    assert_eq!(Account::balance(&rt, "d1").await.unwrap(), 0);
+
+    Hidden::bump(&rt, "h").await.unwrap();
+    for err in [
+        rt.status_by_name("Hidden", "h").await.map(drop),
+        rt.delete_by_name("Hidden", "h").await.map(drop),
+        rt.list_ids_by_name("Hidden", None, 10).await.map(drop),
+        rt.list_alarms_by_name("Hidden", "h").await.map(drop),
+    ] {
+        assert!(
+            matches!(err, Err(CallByNameError::UnknownType { .. })),
+            "{err:?}"
+        );
+    }
+    assert_eq!(Hidden::bump(&rt, "h").await.unwrap(), 2, "not deleted");
+    rt.shutdown().await;
+}
+
 backend_tests!(
+    objects_are_inspected_and_deleted_by_type_name,
     same_result_as_typed_call_and_committed_before_reply,
     handler_error_comes_back_as_json_and_rolls_back,
     bad_arguments_name_the_field,

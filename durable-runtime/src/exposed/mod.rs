@@ -16,8 +16,8 @@ use crate::activation::call::Access;
 use crate::error::Error;
 use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject, ObjectOptions};
-use crate::runtime::RuntimeBuilder;
-use crate::storage::ObjectKey;
+use crate::runtime::{ObjectStatus, RuntimeBuilder};
+use crate::storage::{AlarmRecord, IdPage, ObjectKey};
 
 /// How an exposed handler is called: the runtime, the object id and the JSON arguments.
 pub type Invoke =
@@ -205,12 +205,35 @@ pub(crate) struct Registry {
     types: Vec<Entry>,
 }
 
-/// One exposed type: its table and how to read its options.
+/// A runtime operation on one object, as a boxed future.
+type Operation<'a, T> = BoxFuture<'a, Result<T, Error>>;
+
+/// One exposed type: its table, and the runtime's typed operations on it, instantiated for the
+/// type so that they can be reached by its name.
 struct Entry {
     name: &'static str,
     handlers: &'static [ExposedHandler],
     alarms: &'static [&'static str],
     options: fn(&Runtime) -> ObjectOptions,
+    status: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, ObjectStatus>,
+    delete: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
+    list_alarms: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Vec<AlarmRecord>>,
+    list_ids: for<'a> fn(&'a Runtime, Option<&'a str>, usize) -> Operation<'a, IdPage>,
+}
+
+impl Entry {
+    fn of<O: Exposed>() -> Self {
+        Self {
+            name: O::TYPE_NAME,
+            handlers: O::HANDLERS,
+            alarms: O::ALARMS,
+            options: Runtime::options_of::<O>,
+            status: |runtime, id| Box::pin(runtime.status::<O>(id)),
+            delete: |runtime, id| Box::pin(runtime.delete::<O>(id)),
+            list_alarms: |runtime, id| Box::pin(runtime.list_alarms::<O>(id)),
+            list_ids: |runtime, after, limit| Box::pin(runtime.list_ids::<O>(after, limit)),
+        }
+    }
 }
 
 impl Registry {
@@ -258,12 +281,7 @@ impl RuntimeBuilder {
             .iter()
             .all(|entry| entry.name != O::TYPE_NAME)
         {
-            self.exposed.types.push(Entry {
-                name: O::TYPE_NAME,
-                handlers: O::HANDLERS,
-                alarms: O::ALARMS,
-                options: Runtime::options_of::<O>,
-            });
+            self.exposed.types.push(Entry::of::<O>());
         }
         self.register::<O>()
     }
@@ -422,6 +440,156 @@ impl Runtime {
                 }
                 .into()
             })
+    }
+
+    /// [`status`](Runtime::status) of the object `(type_name, id)`, the type given by name.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `status`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, ObjectStatus, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// assert_eq!(rt.status_by_name("Counter", "a").await.unwrap(), ObjectStatus::Absent);
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert_eq!(rt.status_by_name("Counter", "a").await.unwrap(), ObjectStatus::Active);
+    /// # }
+    /// ```
+    pub async fn status_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> Result<ObjectStatus, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.status)(self, id).await?)
+    }
+
+    /// [`delete`](Runtime::delete) the object `(type_name, id)`, the type given by name:
+    /// through the object, after the calls queued before it. Returns whether a stored state
+    /// existed.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `delete`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert!(rt.delete_by_name("Counter", "a").await.unwrap());
+    /// assert_eq!(rt.read_state_json("Counter", "a").await.unwrap(), None);
+    /// # }
+    /// ```
+    pub async fn delete_by_name(&self, type_name: &str, id: &str) -> Result<bool, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.delete)(self, id).await?)
+    }
+
+    /// [`list_ids`](Runtime::list_ids) of the stored objects of a type given by name: up to
+    /// `limit` ids after `after`, in order, and where the next page starts.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `list_ids`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// for id in ["b", "a", "c"] {
+    ///     Counter::add(&rt, id, 1).await.unwrap();
+    /// }
+    /// let page = rt.list_ids_by_name("Counter", None, 2).await.unwrap();
+    /// assert_eq!(page.ids, ["a", "b"]);
+    /// let rest = rt.list_ids_by_name("Counter", page.next.as_deref(), 2).await.unwrap();
+    /// assert_eq!(rest.ids, ["c"]);
+    /// # }
+    /// ```
+    pub async fn list_ids_by_name(
+        &self,
+        type_name: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.list_ids)(self, after, limit).await?)
+    }
+
+    /// [`list_alarms`](Runtime::list_alarms) of the object `(type_name, id)`, the type given
+    /// by name.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `list_alarms`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// rt.schedule_alarm("r", Reminder::RING, Duration::from_secs(60)).await.unwrap();
+    /// let alarms = rt.list_alarms_by_name("Reminder", "r").await.unwrap();
+    /// assert_eq!(alarms[0].name, "ring");
+    /// # }
+    /// ```
+    pub async fn list_alarms_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> Result<Vec<AlarmRecord>, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.list_alarms)(self, id).await?)
     }
 }
 
