@@ -294,7 +294,36 @@ async fn objects_are_inspected_and_deleted_by_type_name(store: Arc<dyn Storage>)
     rt.shutdown().await;
 }
 
+async fn calls_by_name_and_typed_calls_interleave_one_at_a_time(store: Arc<dyn Storage>) {
+    // Rounds of concurrent calls, fewer than the queue's 16 places at a time.
+    const ROUNDS: u64 = 10;
+    const EACH: u64 = 4;
+    let rt = runtime(&store);
+    let mut replies = Vec::new();
+    for _ in 0..ROUNDS {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..EACH {
+            let by_name = rt.clone();
+            calls.spawn(async move {
+                let args = json!({"amount": 1});
+                let reply = by_name.call_by_name("Account", "shared", "deposit", args);
+                reply.await.unwrap().as_u64().unwrap()
+            });
+            let typed = rt.clone();
+            calls.spawn(async move { Account::deposit(&typed, "shared", 1, None).await.unwrap() });
+        }
+        replies.extend(calls.join_all().await);
+    }
+    replies.sort_unstable();
+    // One call at a time: every reply saw a distinct balance, the last one all of them.
+    let total = ROUNDS * EACH * 2;
+    assert_eq!(replies, (1..=total).collect::<Vec<_>>());
+    assert_eq!(stored_balance(&store, "shared").await, json!(total));
+    rt.shutdown().await;
+}
+
 backend_tests!(
+    calls_by_name_and_typed_calls_interleave_one_at_a_time,
     objects_are_inspected_and_deleted_by_type_name,
     same_result_as_typed_call_and_committed_before_reply,
     handler_error_comes_back_as_json_and_rolls_back,
