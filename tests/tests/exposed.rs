@@ -123,8 +123,10 @@ async fn same_result_as_typed_call_and_committed_before_reply(store: Arc<dyn Sto
         .unwrap();
     assert_eq!(reply, json!(8), "an `Option` argument may be left out");
     // The read path (an async `&self` handler) and a unit output.
+    let text = rt.call_by_name_json("Account", "a", "deposit", br#"{"amount": 2}"#);
+    assert_eq!(text.await.unwrap(), json!(10));
     let read = rt.call_by_name("Account", "a", "balance", json!({})).await;
-    assert_eq!(read.unwrap(), json!(8));
+    assert_eq!(read.unwrap(), json!(10));
     let unit = rt.call_by_name("Account", "a", "reset", serde_json::Value::Null);
     assert_eq!(unit.await.unwrap(), json!(null));
     assert_eq!(Account::balance(&rt, "a").await.unwrap(), 0);
@@ -178,6 +180,10 @@ async fn bad_arguments_name_the_field(store: Arc<dyn Storage>) {
     assert!(wrong.contains("invalid type"), "{wrong}");
     let (_, not_object) = message(bad(json!([1])).await.unwrap_err());
     assert!(!not_object.is_empty());
+    let text = rt.call_by_name_json("Account", "c", "deposit", b"{\"amount\": ");
+    let (path, not_json) = message(text.await.unwrap_err());
+    assert_eq!(path, ".");
+    assert!(not_json.contains("EOF"), "{not_json}");
     // Nothing was created by the refused calls.
     assert_eq!(rt.read_state_json("Account", "c").await.unwrap(), None);
     rt.shutdown().await;

@@ -222,6 +222,17 @@ struct Entry {
 }
 
 impl Entry {
+    /// The exposed handler `handler` of this type.
+    fn handler(&self, handler: &str) -> Result<&ExposedHandler, CallByNameError> {
+        self.handlers
+            .iter()
+            .find(|exposed| exposed.name == handler)
+            .ok_or_else(|| CallByNameError::UnknownHandler {
+                type_name: self.name.to_owned(),
+                handler: handler.to_owned(),
+            })
+    }
+
     fn of<O: Exposed>() -> Self {
         Self {
             name: O::TYPE_NAME,
@@ -368,14 +379,54 @@ impl Runtime {
         handler: &str,
         arguments: Value,
     ) -> Result<Value, CallByNameError> {
-        let entry = self.registry().entry(type_name)?;
-        let exposed = entry
-            .handlers
-            .iter()
-            .find(|exposed| exposed.name == handler)
-            .ok_or_else(|| CallByNameError::UnknownHandler {
-                type_name: type_name.to_owned(),
-                handler: handler.to_owned(),
+        let exposed = self.registry().entry(type_name)?.handler(handler)?;
+        (exposed.invoke)(self, id, arguments).await
+    }
+
+    /// [`call_by_name`](Runtime::call_by_name) with the arguments as JSON text, as received
+    /// from a network request or a command line: text that is not JSON is refused with
+    /// [`CallByNameError::BadArguments`], like arguments that do not fit, before anything is
+    /// called.
+    ///
+    /// # Errors
+    ///
+    /// As `call_by_name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let reply = rt.call_by_name_json("Counter", "a", "add", br#"{"by": 3}"#).await;
+    /// assert_eq!(reply.unwrap(), serde_json::json!(3));
+    /// let err = rt.call_by_name_json("Counter", "a", "add", b"{by: 3}").await;
+    /// assert!(matches!(err, Err(CallByNameError::BadArguments { .. })));
+    /// # }
+    /// ```
+    pub async fn call_by_name_json(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: &[u8],
+    ) -> Result<Value, CallByNameError> {
+        let exposed = self.registry().entry(type_name)?.handler(handler)?;
+        let arguments =
+            serde_json::from_slice(arguments).map_err(|error| CallByNameError::BadArguments {
+                handler: exposed.name,
+                path: ".".to_owned(),
+                message: error.to_string(),
             })?;
         (exposed.invoke)(self, id, arguments).await
     }
