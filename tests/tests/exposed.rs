@@ -262,7 +262,27 @@ async fn objects_are_inspected_and_deleted_by_type_name(store: Arc<dyn Storage>)
     let rest = rt.list_ids_by_name("Account", page.next.as_deref(), 2);
     assert_eq!(rest.await.unwrap().ids, ["d3"]);
 
-    rt.schedule_alarm("d1", Account::AUDIT, Duration::from_secs(3600))
+    let in_an_hour = Duration::from_secs(3600);
+    let scheduled = rt.schedule_alarm_by_name("Account", "d2", "audit", in_an_hour);
+    scheduled.await.unwrap();
+    let alarms = rt.list_alarms::<Account>("d2").await.unwrap();
+    let names: Vec<_> = alarms.iter().map(|alarm| alarm.name.as_str()).collect();
+    assert_eq!(names, ["audit"]);
+    rt.cancel_alarm_by_name("Account", "d2", "audit")
+        .await
+        .unwrap();
+    assert!(
+        rt.list_alarms_by_name("Account", "d2")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let unknown = rt.schedule_alarm_by_name("Account", "d2", "deposit", in_an_hour);
+    assert!(
+        matches!(&unknown.await, Err(CallByNameError::UnknownAlarm { alarm, .. }) if alarm == "deposit")
+    );
+
+    rt.schedule_alarm("d1", Account::AUDIT, in_an_hour)
         .await
         .unwrap();
     let alarms = rt.list_alarms_by_name("Account", "d1").await.unwrap();

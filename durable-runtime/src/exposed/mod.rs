@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::activation::call::Access;
+use crate::alarms::{Alarm, AlarmTime};
 use crate::error::Error;
 use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject, ObjectOptions};
@@ -163,6 +164,15 @@ pub enum CallByNameError {
         handler: String,
     },
 
+    /// The type has no alarm of that name.
+    #[error("the object type `{type_name}` has no alarm `{alarm}`")]
+    UnknownAlarm {
+        /// The type.
+        type_name: String,
+        /// The alarm asked for.
+        alarm: String,
+    },
+
     /// The JSON arguments do not fit the handler's: an unknown or missing field, a value of
     /// the wrong type, or not a JSON object.
     #[error("bad arguments for `{handler}` at `{path}`: {message}")]
@@ -219,9 +229,23 @@ struct Entry {
     delete: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
     list_alarms: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Vec<AlarmRecord>>,
     list_ids: for<'a> fn(&'a Runtime, Option<&'a str>, usize) -> Operation<'a, IdPage>,
+    schedule_alarm: for<'a> fn(&'a Runtime, &'a str, &'static str, AlarmTime) -> Operation<'a, ()>,
+    cancel_alarm: for<'a> fn(&'a Runtime, &'a str, &'static str) -> Operation<'a, ()>,
 }
 
 impl Entry {
+    /// The alarm `alarm` of this type, by its stored name.
+    fn alarm(&self, alarm: &str) -> Result<&'static str, CallByNameError> {
+        self.alarms
+            .iter()
+            .copied()
+            .find(|name| *name == alarm)
+            .ok_or_else(|| CallByNameError::UnknownAlarm {
+                type_name: self.name.to_owned(),
+                alarm: alarm.to_owned(),
+            })
+    }
+
     /// The exposed handler `handler` of this type.
     fn handler(&self, handler: &str) -> Result<&ExposedHandler, CallByNameError> {
         self.handlers
@@ -243,6 +267,12 @@ impl Entry {
             delete: |runtime, id| Box::pin(runtime.delete::<O>(id)),
             list_alarms: |runtime, id| Box::pin(runtime.list_alarms::<O>(id)),
             list_ids: |runtime, after, limit| Box::pin(runtime.list_ids::<O>(after, limit)),
+            schedule_alarm: |runtime, id, alarm, when| {
+                Box::pin(runtime.schedule_alarm(id, Alarm::<O>::new(alarm), when))
+            },
+            cancel_alarm: |runtime, id, alarm| {
+                Box::pin(runtime.cancel_alarm(id, Alarm::<O>::new(alarm)))
+            },
         }
     }
 }
@@ -641,6 +671,89 @@ impl Runtime {
     ) -> Result<Vec<AlarmRecord>, CallByNameError> {
         let entry = self.registry().entry(type_name)?;
         Ok((entry.list_alarms)(self, id).await?)
+    }
+
+    /// [`schedule_alarm`](Runtime::schedule_alarm) for the object `(type_name, id)`, the type
+    /// and its alarm given by name: through the object, replacing a schedule of the same alarm.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] or [`CallByNameError::UnknownAlarm`], else as
+    /// `schedule_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// let in_an_hour = Duration::from_secs(3600);
+    /// rt.schedule_alarm_by_name("Reminder", "r", "ring", in_an_hour).await.unwrap();
+    /// assert_eq!(rt.list_alarms::<Reminder>("r").await.unwrap()[0].name, "ring");
+    /// rt.cancel_alarm_by_name("Reminder", "r", "ring").await.unwrap();
+    /// assert!(rt.list_alarms::<Reminder>("r").await.unwrap().is_empty());
+    /// # }
+    /// ```
+    pub async fn schedule_alarm_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        alarm: &str,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        let alarm = entry.alarm(alarm)?;
+        Ok((entry.schedule_alarm)(self, id, alarm, when.into()).await?)
+    }
+
+    /// [`cancel_alarm`](Runtime::cancel_alarm) for the object `(type_name, id)`, the type and
+    /// its alarm given by name (see [`schedule_alarm_by_name`](Runtime::schedule_alarm_by_name)).
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] or [`CallByNameError::UnknownAlarm`], else as
+    /// `cancel_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// let err = rt.cancel_alarm_by_name("Reminder", "r", "buzz").await.unwrap_err();
+    /// assert!(matches!(err, CallByNameError::UnknownAlarm { .. }));
+    /// # }
+    /// ```
+    pub async fn cancel_alarm_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        alarm: &str,
+    ) -> Result<(), CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        let alarm = entry.alarm(alarm)?;
+        Ok((entry.cancel_alarm)(self, id, alarm).await?)
     }
 }
 
