@@ -60,9 +60,12 @@ impl ObjectArgs {
     }
 }
 
-/// The arguments of `#[durable_object(..)]` on the impl block: only `crate = ".."`.
+/// The arguments of `#[durable_object(..)]` on the impl block: `expose` and `crate = ".."`.
 #[derive(Debug, Default, FromMeta)]
 pub(crate) struct ImplArgs {
+    /// `expose`: the handlers are callable by name, through a generated handler table.
+    #[darling(default)]
+    pub(crate) expose: bool,
     /// `crate = "path"`: where `durable_runtime` is found, when renamed.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<syn::Path>,
@@ -98,6 +101,7 @@ impl ImplArgs {
                 errors.push(error);
                 Self {
                     krate: crate_option(&rest),
+                    expose: false,
                 }
             }
         }
@@ -239,6 +243,24 @@ impl FromMeta for DefaultExpr {
 /// The name of the field attribute, stripped from the re-emitted struct.
 pub(crate) const FIELD: &str = "field";
 
+/// The options of `#[handler(..)]`.
+#[derive(Debug, Default, FromMeta)]
+pub(crate) struct HandlerArgs {
+    /// `internal`: the handler is left out of the table of handlers callable by name.
+    #[darling(default)]
+    pub(crate) internal: bool,
+}
+
+impl HandlerArgs {
+    /// Reads the options of one `#[handler]` attribute (none when it is bare).
+    pub(crate) fn parse(attr: &Attribute, errors: &mut Errors) -> Self {
+        match &attr.meta {
+            Meta::Path(_) => Self::default(),
+            meta => errors.handle(Self::from_meta(meta)).unwrap_or_default(),
+        }
+    }
+}
+
 /// A helper attribute of the impl block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Helper {
@@ -269,9 +291,11 @@ impl Helper {
             .find(|helper| last.ident == helper.name())
     }
 
-    /// Checks that the helper was written bare (`#[handler]`, not `#[handler(..)]`).
+    /// Checks that the helper was written bare (`#[alarm]`, not `#[alarm(..)]`); `#[handler]`
+    /// takes its options, read by [`HandlerArgs`].
     pub(crate) fn check_bare(attr: &Attribute, errors: &mut Errors) {
         if let Some(helper) = Self::of(attr)
+            && helper != Helper::Handler
             && !matches!(attr.meta, Meta::Path(_))
         {
             errors.spanned(

@@ -13,7 +13,7 @@ use syn::{
 
 use darling::FromField;
 
-use crate::attrs::{self, FieldAttrs, Helper, ImplArgs, ObjectArgs};
+use crate::attrs::{self, FieldAttrs, HandlerArgs, Helper, ImplArgs, ObjectArgs};
 use crate::errors::Errors;
 use crate::paths::Root;
 use crate::validate;
@@ -177,6 +177,8 @@ pub(crate) struct HandlerSet {
     pub(crate) after_load: Option<AfterLoad>,
     /// The `#[alarm]` handlers, in source order.
     pub(crate) alarms: Vec<AlarmHandler>,
+    /// `expose`: generate the table of handlers callable by name.
+    pub(crate) expose: bool,
 }
 
 /// Whether a handler may change the state.
@@ -211,6 +213,8 @@ pub(crate) struct Handler {
     /// The signature broke a rule: emit the client with a body that never runs, so calls to it
     /// still resolve and the one error is the rule's.
     pub(crate) stub: bool,
+    /// `#[handler(internal)]`: left out of the table of handlers callable by name.
+    pub(crate) internal: bool,
 }
 
 /// One client argument.
@@ -326,7 +330,9 @@ impl HandlerSet {
             };
             match helper {
                 Helper::Handler => {
-                    if let Some(handler) = Handler::from_fn(method, &object, errors) {
+                    let options = HandlerArgs::parse(&helpers[0].1, errors);
+                    if let Some(mut handler) = Handler::from_fn(method, &object, errors) {
+                        handler.internal = options.internal;
                         handlers.push(handler);
                     }
                 }
@@ -353,6 +359,7 @@ impl HandlerSet {
         let handle = handle_path(&self_ty, &object);
         Ok(Self {
             root: Root::new(args.krate),
+            expose: args.expose,
             item,
             self_ty,
             object,
@@ -477,6 +484,7 @@ impl Handler {
                 .collect(),
             cfgs: cfgs(&method.attrs),
             stub,
+            internal: false,
         })
     }
 }

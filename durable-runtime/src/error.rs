@@ -223,6 +223,36 @@ impl<E> Error<E> {
     }
 }
 
+impl<E> Error<E> {
+    /// Separates the handler's own error from a runtime error, which holds none.
+    pub(crate) fn split(self) -> Result<Error, E> {
+        Ok(match self {
+            Self::Handler(error) => return Err(error),
+            Self::InvalidId(e) => Error::InvalidId(e),
+            Self::Panicked {
+                key,
+                handler,
+                message,
+            } => Error::Panicked {
+                key,
+                handler,
+                message,
+            },
+            Self::Storage { key, source } => Error::Storage { key, source },
+            Self::Conflict { key, found } => Error::Conflict { key, found },
+            Self::OutcomeUnknown { key, source } => Error::OutcomeUnknown { key, source },
+            Self::Decode { key, path, message } => Error::Decode { key, path, message },
+            Self::Encode { key, message } => Error::Encode { key, message },
+            Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
+            Self::Overloaded { key, capacity } => Error::Overloaded { key, capacity },
+            Self::TooManyObjects { key } => Error::TooManyObjects { key },
+            Self::Timeout { key, handler } => Error::Timeout { key, handler },
+            Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
+            Self::ShuttingDown => Error::ShuttingDown,
+        })
+    }
+}
+
 impl Error<Infallible> {
     /// Re-types a runtime error (which holds no handler error) for a handler with error `E`.
     pub(crate) fn widen<E>(self) -> Error<E> {

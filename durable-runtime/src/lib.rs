@@ -46,6 +46,7 @@ mod alarms;
 mod clock;
 mod commit;
 mod error;
+mod exposed;
 mod id;
 mod object;
 mod observe;
@@ -68,6 +69,7 @@ extern crate self as durable_runtime;
 pub use activation::call::Access;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use error::Error;
+pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, Invoke};
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
 pub use object::context::Context;
 pub use object::handle::Runtime;
@@ -79,11 +81,16 @@ pub use storage::MemoryStorage;
 
 /// Declares a durable object: on a struct, its state; on an impl block, its handlers.
 ///
-/// See the crate documentation and the guide for the full syntax.
+/// On the impl block, `#[durable_object(expose)]` also makes the handlers callable by name
+/// (see [`Exposed`] and [`RuntimeBuilder::expose`]). See the crate documentation and the guide
+/// for the full syntax.
 pub use durable_macros::durable_object;
 
 /// Marks a method of a `#[durable_object]` impl block as a handler: `fn handle_<name>` gets
 /// the client `Type::<name>(&runtime, id, ..)`.
+///
+/// `#[handler(internal)]` keeps the handler out of the table of an exposed type: it is callable
+/// from Rust only, and its error type need not be `Serialize`.
 ///
 /// `#[durable_object]` consumes it; anywhere else it is a compile error.
 pub use durable_macros::handler;

@@ -183,3 +183,8 @@ pub const fn options() -> ObjectOptions {
 pub const fn nanos(nanos: u64) -> ::core::time::Duration {
     ::core::time::Duration::from_nanos(nanos)
 }
+
+pub use crate::exposed::{
+    CallByNameError, Exposed, ExposedError, ExposedHandler, arguments, fallible_reply, reply,
+};
+pub use serde_json::Value as JsonValue;

@@ -105,6 +105,7 @@ impl Runtime {
             max_live: None,
             manual_alarms: false,
             validate_reads: false,
+            exposed: crate::exposed::Registry::default(),
         }
     }
 
@@ -565,6 +566,7 @@ pub struct RuntimeBuilder {
     max_live: Option<usize>,
     manual_alarms: bool,
     validate_reads: bool,
+    pub(crate) exposed: crate::exposed::Registry,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -854,6 +856,7 @@ impl RuntimeBuilder {
                 max_live: self.max_live,
                 manual_alarms: self.manual_alarms,
                 validate_reads: self.validate_reads,
+                exposed: Box::new(self.exposed),
             })),
         };
         for register in &self.registrations {

@@ -13,6 +13,9 @@ pub mod objects {}
 #[doc = include_str!("../../book/src/handlers.md")]
 pub mod handlers {}
 
+#[doc = include_str!("../../book/src/exposed.md")]
+pub mod exposed {}
+
 #[doc = include_str!("../../book/src/lifecycle.md")]
 pub mod lifecycle {}
 

@@ -2,7 +2,8 @@
 //!
 //! - [`state`]: the struct half (serde derives, `Default`, `DurableObject`, field checks);
 //! - [`handlers`]: the impl half's `Handlers` impl and its type checks;
-//! - [`client`]: the typed clients, the handle type and its methods.
+//! - [`client`]: the typed clients, the handle type and its methods;
+//! - [`exposed`]: with `expose`, the table of handlers callable by name.
 //!
 //! Conventions: every path is absolute (`::core::..`, `::std::..`, `<root>::__private::..`),
 //! so user items named `Result`, `Option` or `durable_runtime` cannot capture it; hidden items
@@ -11,6 +12,7 @@
 //! the user looks.
 
 mod client;
+mod exposed;
 mod handlers;
 mod state;
 
@@ -33,7 +35,8 @@ pub(crate) fn handler_set(set: &HandlerSet) -> TokenStream {
     let item = &set.item;
     let handlers = handlers::expand(set);
     let clients = client::clients(set);
-    quote!(#item #handlers #clients)
+    let exposed = set.expose.then(|| exposed::expand(set));
+    quote!(#item #handlers #clients #exposed)
 }
 
 /// Wraps hidden items in an anonymous constant, so that they add no names to the user's

@@ -102,6 +102,9 @@ pub(crate) struct Shared {
     /// Every type's live objects, erased over the type.
     pub(crate) objects: DashMap<TypeId, Arc<dyn Objects>>,
     started: tokio::time::Instant,
+    /// The registry of types callable by name, opaque here: the layer above that builds and
+    /// reads it owns its type.
+    pub(crate) exposed: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// What a runtime is built from: the builder's settings.
@@ -114,6 +117,7 @@ pub(crate) struct Config {
     pub(crate) max_live: Option<usize>,
     pub(crate) manual_alarms: bool,
     pub(crate) validate_reads: bool,
+    pub(crate) exposed: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl Shared {
@@ -129,6 +133,7 @@ impl Shared {
             max_live,
             manual_alarms,
             validate_reads,
+            exposed,
         } = config;
         Self {
             storage,
@@ -154,6 +159,7 @@ impl Shared {
             manual_alarms,
             objects: DashMap::new(),
             started: tokio::time::Instant::now(),
+            exposed,
         }
     }
 }

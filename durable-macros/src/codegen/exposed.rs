@@ -1,0 +1,129 @@
+//! With `#[durable_object(expose)]`: per handler, a hidden argument struct (`Deserialize`,
+//! unknown fields refused) and a function that decodes it and calls the typed client; and the
+//! `Exposed` impl holding the table of those handlers and the alarm names. An exposed
+//! handler's error type must be `Serialize`: the call that encodes it is spanned at it.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+
+use super::{replace_self, wrap_in_const};
+use crate::model::{Access, ErrorType, Handler, HandlerSet, Output};
+
+/// The argument structs, the invoke functions and the `Exposed` impl, in an anonymous
+/// constant.
+pub(super) fn expand(set: &HandlerSet) -> TokenStream {
+    let private = set.root.private();
+    let self_ty = &set.self_ty;
+    let handlers: Vec<&Handler> = set
+        .handlers
+        .iter()
+        .filter(|handler| !handler.stub && !handler.internal)
+        .collect();
+    let items = handlers
+        .iter()
+        .map(|handler| invoke(set, handler, &private));
+    let entries = handlers.iter().map(|handler| entry(handler, &private));
+    let alarms = set.alarms.iter().map(|alarm| {
+        let cfgs = &alarm.cfgs;
+        let name = &alarm.name;
+        quote!(#(#cfgs)* #name)
+    });
+    wrap_in_const(quote! {
+        #(#items)*
+
+        #[automatically_derived]
+        impl #private::Exposed for #self_ty {
+            const HANDLERS: &'static [#private::ExposedHandler] = &[#(#entries),*];
+            const ALARMS: &'static [&'static ::core::primitive::str] = &[#(#alarms),*];
+        }
+    })
+}
+
+/// The names generated for one handler: its argument struct and its invoke function.
+fn names(handler: &Handler) -> (syn::Ident, syn::Ident) {
+    let client = handler.client.unraw();
+    (
+        format_ident!("__Arguments_{}", client),
+        format_ident!("__invoke_{}", client),
+    )
+}
+
+/// One handler's argument struct and invoke function.
+fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenStream {
+    let self_ty = &set.self_ty;
+    let serde_crate = set.root.serde_crate();
+    let (arguments, function) = names(handler);
+    let Handler {
+        client,
+        args,
+        output,
+        cfgs,
+        ..
+    } = handler;
+    let name = client.unraw().to_string();
+    let idents: Vec<_> = args.iter().map(|argument| &argument.ident).collect();
+    let types = args
+        .iter()
+        .map(|argument| replace_self(&argument.ty, self_ty));
+    let call = quote!(<#self_ty>::#client(__rt, __id, #(#idents),*).await);
+    let reply = match output {
+        Output::Fallible { err, .. } => {
+            // Spanned at the error type: an error that is not `Serialize` is reported there.
+            let span = match err {
+                ErrorType::Written(ty) | ErrorType::OfAlias(ty) => ty.span(),
+            };
+            let at_error = set.root.private_at(span);
+            quote_spanned!(span=> #at_error::fallible_reply(#name, { #call }))
+        }
+        Output::Unit | Output::Value(_) => quote!(#private::reply(#name, #call)),
+    };
+    quote! {
+        #(#cfgs)*
+        #[derive(#private::serde::Deserialize)]
+        #[serde(crate = #serde_crate, deny_unknown_fields)]
+        #[allow(non_camel_case_types)]
+        struct #arguments {
+            #(#idents: #types),*
+        }
+
+        // The braces around a fallible handler's call carry the error type's span.
+        #(#cfgs)*
+        #[allow(unused_braces)]
+        fn #function<'__a>(
+            __rt: &'__a #private::Runtime,
+            __id: &'__a ::core::primitive::str,
+            __arguments: #private::JsonValue,
+        ) -> #private::BoxFuture<'__a, ::core::result::Result<#private::JsonValue, #private::CallByNameError>> {
+            ::std::boxed::Box::pin(async move {
+                let #arguments { #(#idents),* } = #private::arguments::<#arguments>(#name, __arguments)?;
+                #reply
+            })
+        }
+    }
+}
+
+/// One entry of the handler table.
+fn entry(handler: &Handler, private: &TokenStream) -> TokenStream {
+    let (_, function) = names(handler);
+    let name = handler.client.unraw().to_string();
+    let cfgs = &handler.cfgs;
+    let access = match handler.access {
+        Access::Read => quote!(#private::Access::Read),
+        Access::Write => quote!(#private::Access::Write),
+    };
+    let argument_names = handler
+        .args
+        .iter()
+        .map(|argument| argument.ident.unraw().to_string());
+    quote! {
+        #(#cfgs)*
+        #private::ExposedHandler {
+            name: #name,
+            access: #access,
+            arguments: &[#(#argument_names),*],
+            invoke: #function,
+        }
+    }
+}
