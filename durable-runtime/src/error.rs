@@ -224,8 +224,9 @@ impl<E> Error<E> {
 }
 
 impl<E> Error<E> {
-    /// Separates the handler's own error from a runtime error, which holds none.
-    pub(crate) fn split(self) -> Result<Error, E> {
+    /// Re-types a runtime error for a handler with error `F`; the handler's own error, which
+    /// has no such type, is handed back instead.
+    fn retype<F>(self) -> Result<Error<F>, E> {
         Ok(match self {
             Self::Handler(error) => return Err(error),
             Self::InvalidId(e) => Error::InvalidId(e),
@@ -251,34 +252,19 @@ impl<E> Error<E> {
             Self::ShuttingDown => Error::ShuttingDown,
         })
     }
+
+    /// Separates the handler's own error from a runtime error, which holds none.
+    pub(crate) fn split(self) -> Result<Error, E> {
+        self.retype()
+    }
 }
 
 impl Error<Infallible> {
     /// Re-types a runtime error (which holds no handler error) for a handler with error `E`.
     pub(crate) fn widen<E>(self) -> Error<E> {
-        match self {
-            Self::Handler(never) => match never {},
-            Self::InvalidId(e) => Error::InvalidId(e),
-            Self::Panicked {
-                key,
-                handler,
-                message,
-            } => Error::Panicked {
-                key,
-                handler,
-                message,
-            },
-            Self::Storage { key, source } => Error::Storage { key, source },
-            Self::Conflict { key, found } => Error::Conflict { key, found },
-            Self::OutcomeUnknown { key, source } => Error::OutcomeUnknown { key, source },
-            Self::Decode { key, path, message } => Error::Decode { key, path, message },
-            Self::Encode { key, message } => Error::Encode { key, message },
-            Self::AfterLoad { key, message } => Error::AfterLoad { key, message },
-            Self::Overloaded { key, capacity } => Error::Overloaded { key, capacity },
-            Self::TooManyObjects { key } => Error::TooManyObjects { key },
-            Self::Timeout { key, handler } => Error::Timeout { key, handler },
-            Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
-            Self::ShuttingDown => Error::ShuttingDown,
+        match self.retype() {
+            Ok(error) => error,
+            Err(never) => match never {},
         }
     }
 }
