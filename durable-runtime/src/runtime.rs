@@ -432,7 +432,15 @@ impl Runtime {
     /// ```
     pub async fn read_state<O: DurableObject>(&self, id: &str) -> Result<Option<O>, Error> {
         crate::id::validate_id(id)?;
-        let key = ObjectKey::new(O::TYPE_NAME, id);
+        self.read_stored(ObjectKey::new(O::TYPE_NAME, id)).await
+    }
+
+    /// The committed state of `key` read from storage and decoded, without activating the
+    /// object; `None` if it is not stored.
+    pub(crate) async fn read_stored<T: serde::de::DeserializeOwned>(
+        &self,
+        key: ObjectKey,
+    ) -> Result<Option<T>, Error> {
         let stored = self
             .storage()
             .load(&key)

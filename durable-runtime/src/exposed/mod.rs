@@ -500,27 +500,7 @@ impl Runtime {
         let entry = self.registry().entry(type_name)?;
         crate::id::validate_id(id).map_err(Error::from)?;
         let key = ObjectKey::new(entry.name, id);
-        let stored = self
-            .storage()
-            .load(&key)
-            .await
-            .map_err(|source| Error::Storage {
-                key: key.clone(),
-                source,
-            })?;
-        let Some(stored) = stored.object() else {
-            return Ok(None);
-        };
-        crate::commit::codec::decode(&stored.state)
-            .map(Some)
-            .map_err(|failure| {
-                Error::Decode {
-                    key,
-                    path: failure.path,
-                    message: failure.message,
-                }
-                .into()
-            })
+        Ok(self.read_stored(key).await?)
     }
 
     /// [`status`](Runtime::status) of the object `(type_name, id)`, the type given by name.
