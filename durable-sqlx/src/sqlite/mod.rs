@@ -14,8 +14,8 @@ use durable_runtime::storage::{
     AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
     StorageError,
 };
+use sqlx::SqlStr;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Connection, SqlStr};
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
@@ -269,11 +269,7 @@ impl Storage for SqliteStore {
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut writer = self.writer.lock().await?;
-        let mut tx = writer
-            .connection()
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)?;
+        let mut tx = writer.begin_immediate().await?;
         sqlx::query(self.sql.alarm_cancel_all.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -345,11 +341,7 @@ impl Storage for SqliteStore {
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
         let mut writer = self.writer.lock().await?;
-        let mut tx = writer
-            .connection()
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)?;
+        let mut tx = writer.begin_immediate().await?;
         let rows = sqlx::query(self.sql.claim.clone())
             .bind(now)
             .bind(due_by)
@@ -373,11 +365,7 @@ impl Storage for SqliteStore {
         let lease_until = to_micros(lease_until)?;
         // One transaction: one sync to disk for every renewal.
         let mut writer = self.writer.lock().await?;
-        let mut tx = writer
-            .connection()
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)?;
+        let mut tx = writer.begin_immediate().await?;
         let mut renewed = 0;
         for claim in claims {
             renewed += sqlx::query(self.sql.renew.clone())

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use durable_runtime::storage::StorageError;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
-use sqlx::{ConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{Mutex, MutexGuard};
 
 use super::db_err;
@@ -60,6 +60,18 @@ impl WriterGuard<'_> {
         self.connection
             .as_mut()
             .expect("a writer guard always holds a connection")
+    }
+
+    /// Opens an immediate transaction on the connection: it takes SQLite's write lock at once,
+    /// so nothing another connection writes can come between its reads and its writes. sqlx
+    /// rolls it back if it is dropped unfinished.
+    pub(super) async fn begin_immediate(
+        &mut self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StorageError> {
+        self.connection()
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)
     }
 
     /// The next query opens a transaction of its own (`BEGIN ..; ..; COMMIT`): until
