@@ -1,0 +1,243 @@
+//! The gateway's settings: defaults, and loading them from a TOML file.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::auth::{AuthConfig, PrincipalConfig, PublicEndpoint};
+
+/// The gateway's settings.
+///
+/// Build one in code (every field is public and [`Default`] gives the defaults below), or load
+/// it from TOML with [`from_toml_str`](ServerConfig::from_toml_str) / [`load`](ServerConfig::load):
+///
+/// ```toml
+/// bind = "127.0.0.1:8080"          # default
+/// call_timeout = "30s"             # default; humantime syntax
+/// body_limit = 1048576             # bytes; default 1 MiB
+/// shutdown_grace = "30s"           # default
+/// public = ["metrics", "openapi"]  # default: none; healthz/readyz are always public
+///
+/// [[principals]]
+/// name = "ops"
+/// tokens_sha256 = ["<64 hex digits>"]
+///   [[principals.grants]]
+///   types = ["Counter"]
+///   handlers = ["*"]
+///   ops = ["call", "read"]
+/// ```
+///
+/// Authorization is deny-by-default: without principals every request but `/healthz` and
+/// `/readyz` is refused, unless `auth.disabled = true` says otherwise.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use durable_server::ServerConfig;
+///
+/// let config = ServerConfig::from_toml_str(r#"
+///     bind = "0.0.0.0:9000"
+///     call_timeout = "5s"
+/// "#).unwrap();
+/// assert_eq!(config.bind.port(), 9000);
+/// assert_eq!(config.call_timeout, Duration::from_secs(5));
+/// assert_eq!(config.body_limit, 1024 * 1024); // default
+/// assert!(config.auth.principals.is_empty()); // nobody may do anything
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where [`serve`](crate::serve) listens. Default `127.0.0.1:8080`.
+    pub bind: SocketAddr,
+    /// How long a request waits for the runtime (a call, a read, a listing) before it is
+    /// answered `504 timeout`. A call cut short may still commit: its outcome is unknown.
+    /// Default 30 s.
+    pub call_timeout: Duration,
+    /// The largest request body accepted, in bytes; larger ones get `413 body_too_large`.
+    /// Default 1 MiB.
+    pub body_limit: usize,
+    /// After a shutdown signal, how long requests in flight may take to finish before they
+    /// are cut off. Default 30 s.
+    pub shutdown_grace: Duration,
+    /// Who may do what.
+    pub auth: AuthConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            call_timeout: Duration::from_secs(30),
+            body_limit: 1024 * 1024,
+            shutdown_grace: Duration::from_secs(30),
+            auth: AuthConfig::default(),
+        }
+    }
+}
+
+/// Why a configuration was refused.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::{ConfigError, ServerConfig};
+///
+/// let err = ServerConfig::from_toml_str("call_timeout = \"soon\"").unwrap_err();
+/// assert!(matches!(err, ConfigError::Parse(_)));
+/// assert!(err.to_string().contains("call_timeout"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the configuration file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML for this configuration (an unknown key, a value of the
+    /// wrong type, a token hash that is not 64 hex digits...).
+    #[error("invalid configuration: {0}")]
+    Parse(#[from] toml::de::Error),
+    /// Two principals have the same name.
+    #[error("the principal `{name}` is declared twice")]
+    DuplicatePrincipal {
+        /// The name.
+        name: String,
+    },
+    /// A principal has no token, so it could never be authenticated.
+    #[error("the principal `{name}` has no token")]
+    NoToken {
+        /// The principal.
+        name: String,
+    },
+    /// One token hash belongs to two principals, so it would not say who is calling.
+    #[error("a token of the principal `{name}` also belongs to `{other}`")]
+    SharedToken {
+        /// The principal.
+        name: String,
+        /// The other principal holding the same hash.
+        other: String,
+    },
+    /// A grant lists no type or no operation, so it grants nothing.
+    #[error("a grant of the principal `{name}` lists no type or no operation")]
+    EmptyGrant {
+        /// The principal.
+        name: String,
+    },
+}
+
+/// The TOML layout: the auth settings sit at the top level (`public`, `[[principals]]`) and
+/// under `[auth]` (`disabled`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    bind: Option<SocketAddr>,
+    #[serde(default, deserialize_with = "humantime_option")]
+    call_timeout: Option<Duration>,
+    body_limit: Option<usize>,
+    #[serde(default, deserialize_with = "humantime_option")]
+    shutdown_grace: Option<Duration>,
+    #[serde(default)]
+    public: Vec<PublicEndpoint>,
+    #[serde(default)]
+    principals: Vec<PrincipalConfig>,
+    #[serde(default)]
+    auth: AuthSection,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthSection {
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// A duration in humantime syntax (`"30s"`, `"1m 30s"`, `"250ms"`).
+fn humantime_option<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = Option<Duration>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a duration such as \"30s\" or \"1m 30s\"")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            humantime::parse_duration(text).map(Some).map_err(E::custom)
+        }
+    }
+    de.deserialize_str(Visitor)
+}
+
+impl ServerConfig {
+    /// Parses a configuration from TOML text (see [`ServerConfig`] for the layout); keys left
+    /// out keep their defaults, unknown keys are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`]: text that does not parse, or principals that contradict each other.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::auth::{hash_token, Op};
+    /// use durable_server::ServerConfig;
+    ///
+    /// let text = format!(r#"
+    ///     [[principals]]
+    ///     name = "ops"
+    ///     tokens_sha256 = ["{}"]
+    ///     [[principals.grants]]
+    ///     types = ["*"]
+    ///     ops = ["read", "list"]
+    /// "#, hash_token("s3cret"));
+    /// let config = ServerConfig::from_toml_str(&text).unwrap();
+    /// assert_eq!(config.auth.principals[0].grants[0].ops, [Op::Read, Op::List]);
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let file: ConfigFile = toml::from_str(text)?;
+        let defaults = Self::default();
+        let config = Self {
+            bind: file.bind.unwrap_or(defaults.bind),
+            call_timeout: file.call_timeout.unwrap_or(defaults.call_timeout),
+            body_limit: file.body_limit.unwrap_or(defaults.body_limit),
+            shutdown_grace: file.shutdown_grace.unwrap_or(defaults.shutdown_grace),
+            auth: AuthConfig {
+                disabled: file.auth.disabled,
+                public: file.public,
+                principals: file.principals,
+            },
+        };
+        config.auth.validate()?;
+        Ok(config)
+    }
+
+    /// Reads and parses a TOML configuration file.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Read`] if the file cannot be read, else as
+    /// [`from_toml_str`](ServerConfig::from_toml_str).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::{ConfigError, ServerConfig};
+    ///
+    /// let err = ServerConfig::load("/nonexistent/durable.toml").unwrap_err();
+    /// assert!(matches!(err, ConfigError::Read { .. }));
+    /// ```
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml_str(&text)
+    }
+}

@@ -1,0 +1,593 @@
+//! The one error body of the gateway, and the one table that maps every failure to a status,
+//! a code and whether retrying may help.
+//!
+//! Every error response, whatever the route, is
+//! `{"error": {"code", "message", "retryable", "details"}}`. Messages of server-side failures
+//! (a panic, an undecodable state, a refused storage operation) say what failed, never why in
+//! the server's own terms: the details go to the server's log.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use durable_runtime::storage::StorageErrorKind;
+use durable_runtime::{CallByNameError, Error};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::auth::AuthError;
+
+/// How long a client is asked to wait (`Retry-After`) before retrying a retryable failure.
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// What went wrong, as the `code` of the error body. Each code has one status and one
+/// retryability: this is the gateway's mapping table.
+///
+/// | code | status | retryable |
+/// |---|---|---|
+/// | `handler_error` | 422 | no |
+/// | `invalid_arguments`, `invalid_id`, `invalid_request` | 400 | no |
+/// | `unknown_type`, `unknown_handler`, `unknown_alarm`, `object_not_found`, `not_found` | 404 | no |
+/// | `overloaded` | 429 + `Retry-After` | yes |
+/// | `too_many_objects`, `shutting_down`, `unavailable` | 503 + `Retry-After` | yes |
+/// | `outcome_unknown` | 503 | no |
+/// | `timeout` | 504 | no |
+/// | `conflict` | 409 | yes |
+/// | `call_cycle` | 409 | no |
+/// | `handler_panicked`, `state_decode_failed`, `state_encode_failed`, `internal` | 500 | no |
+/// | `body_too_large` | 413 | no |
+/// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
+/// | `forbidden` | 403 | no |
+/// | `method_not_allowed` | 405 | no |
+/// | `not_implemented` | 501 | no |
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::ErrorCode;
+///
+/// assert_eq!(ErrorCode::Overloaded.status().as_u16(), 429);
+/// assert!(ErrorCode::Overloaded.retryable());
+/// assert_eq!(ErrorCode::Overloaded.as_str(), "overloaded");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The handler returned its own error (in `details`).
+    HandlerError,
+    /// The arguments are not JSON, or do not fit the handler's (`details.field` names the
+    /// field).
+    InvalidArguments,
+    /// The object id is refused.
+    InvalidId,
+    /// A bad query string, path or request body.
+    InvalidRequest,
+    /// No exposed type of that name.
+    UnknownType,
+    /// The type has no exposed handler of that name.
+    UnknownHandler,
+    /// The type has no alarm of that name.
+    UnknownAlarm,
+    /// The object is not live and not stored.
+    ObjectNotFound,
+    /// No such route.
+    NotFound,
+    /// The object's queue is full.
+    Overloaded,
+    /// The runtime holds its maximum of live objects, none idle.
+    TooManyObjects,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// Storage cannot be reached.
+    Unavailable,
+    /// No reply in time: the call may or may not have been applied.
+    Timeout,
+    /// The call's write may or may not have been applied.
+    OutcomeUnknown,
+    /// Another writer committed first.
+    Conflict,
+    /// The call would wait for itself.
+    CallCycle,
+    /// The handler panicked.
+    HandlerPanicked,
+    /// The stored state no longer decodes.
+    StateDecodeFailed,
+    /// The state after the handler could not be encoded.
+    StateEncodeFailed,
+    /// Any other server-side failure.
+    Internal,
+    /// The request body is over the configured limit.
+    BodyTooLarge,
+    /// No valid bearer token.
+    Unauthenticated,
+    /// The token's principal has no grant for this.
+    Forbidden,
+    /// The route exists, not with this method.
+    MethodNotAllowed,
+    /// The route exists, not in this version of the server.
+    NotImplemented,
+}
+
+impl ErrorCode {
+    /// The code as it appears in error bodies (`snake_case`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(durable_server::ErrorCode::CallCycle.as_str(), "call_cycle");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HandlerError => "handler_error",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::InvalidId => "invalid_id",
+            Self::InvalidRequest => "invalid_request",
+            Self::UnknownType => "unknown_type",
+            Self::UnknownHandler => "unknown_handler",
+            Self::UnknownAlarm => "unknown_alarm",
+            Self::ObjectNotFound => "object_not_found",
+            Self::NotFound => "not_found",
+            Self::Overloaded => "overloaded",
+            Self::TooManyObjects => "too_many_objects",
+            Self::ShuttingDown => "shutting_down",
+            Self::Unavailable => "unavailable",
+            Self::Timeout => "timeout",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Conflict => "conflict",
+            Self::CallCycle => "call_cycle",
+            Self::HandlerPanicked => "handler_panicked",
+            Self::StateDecodeFailed => "state_decode_failed",
+            Self::StateEncodeFailed => "state_encode_failed",
+            Self::Internal => "internal",
+            Self::BodyTooLarge => "body_too_large",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::NotImplemented => "not_implemented",
+        }
+    }
+
+    /// The HTTP status of responses with this code.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(durable_server::ErrorCode::Timeout.status().as_u16(), 504);
+    /// ```
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::HandlerError => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidArguments | Self::InvalidId | Self::InvalidRequest => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UnknownType
+            | Self::UnknownHandler
+            | Self::UnknownAlarm
+            | Self::ObjectNotFound
+            | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Overloaded => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyObjects
+            | Self::ShuttingDown
+            | Self::Unavailable
+            | Self::OutcomeUnknown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::Conflict | Self::CallCycle => StatusCode::CONFLICT,
+            Self::HandlerPanicked
+            | Self::StateDecodeFailed
+            | Self::StateEncodeFailed
+            | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+        }
+    }
+
+    /// Whether sending the same request again later may succeed, the first attempt having
+    /// had no effect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::ErrorCode;
+    ///
+    /// assert!(ErrorCode::Unavailable.retryable());
+    /// assert!(!ErrorCode::OutcomeUnknown.retryable()); // it may have been applied
+    /// ```
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            Self::Overloaded
+                | Self::TooManyObjects
+                | Self::ShuttingDown
+                | Self::Unavailable
+                | Self::Conflict
+        )
+    }
+
+    /// Whether responses with this code carry `Retry-After`: the retryable ones answered
+    /// 429 or 503.
+    fn retry_after(self) -> bool {
+        self.retryable() && self != Self::Conflict
+    }
+}
+
+/// An error response of the gateway: a code from the [mapping table](ErrorCode), a message
+/// for humans and optional JSON details.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{CallByNameError, Error};
+/// use durable_runtime::storage::ObjectKey;
+/// use durable_server::{ApiError, ErrorCode};
+///
+/// let full = Error::Overloaded { key: ObjectKey::new("Counter", "a"), capacity: 8 };
+/// let error = ApiError::from(CallByNameError::from(full));
+/// assert_eq!(error.code(), ErrorCode::Overloaded);
+/// assert_eq!(error.code().status().as_u16(), 429);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    code: ErrorCode,
+    message: String,
+    details: Option<Value>,
+}
+
+/// The error body's inner object: `{"code", "message", "retryable", "details"}`; clients
+/// deserialize it from `{"error": ...}`.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::{ApiErrorBody, ErrorEnvelope};
+///
+/// let text = r#"{"error":{"code":"overloaded","message":"busy","retryable":true,"details":null}}"#;
+/// let body: ErrorEnvelope = serde_json::from_str(text).unwrap();
+/// assert_eq!(body.error.code, "overloaded");
+/// assert!(body.error.retryable);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApiErrorBody {
+    /// What went wrong, in `snake_case` (see the mapping table).
+    pub code: String,
+    /// What went wrong, for humans.
+    pub message: String,
+    /// Whether sending the same request again later may succeed.
+    pub retryable: bool,
+    /// Structured details: the handler's own error for `handler_error`, the offending field
+    /// for `invalid_arguments`; `null` otherwise.
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+/// Every error response's body: `{"error": {...}}`.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::{ApiError, ErrorCode, ErrorEnvelope};
+///
+/// let envelope = ApiError::new(ErrorCode::Forbidden, "no").body();
+/// assert_eq!(
+///     serde_json::to_value(&envelope).unwrap(),
+///     serde_json::json!({"error": {"code": "forbidden", "message": "no", "retryable": false, "details": null}})
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// The error.
+    pub error: ApiErrorBody,
+}
+
+impl ApiError {
+    /// An error with `code` and `message`, no details.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::{ApiError, ErrorCode};
+    ///
+    /// let error = ApiError::new(ErrorCode::InvalidRequest, "limit must be at most 1000");
+    /// assert_eq!(error.message(), "limit must be at most 1000");
+    /// ```
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The same error with `details`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::{ApiError, ErrorCode};
+    ///
+    /// let error = ApiError::new(ErrorCode::HandlerError, "failed").with_details(serde_json::json!("too big"));
+    /// assert_eq!(error.details(), Some(&serde_json::json!("too big")));
+    /// ```
+    #[must_use]
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// The code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The details, if any.
+    pub fn details(&self) -> Option<&Value> {
+        self.details.as_ref()
+    }
+
+    /// The body this error is sent as.
+    pub fn body(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: ApiErrorBody {
+                code: self.code.as_str().to_owned(),
+                message: self.message.clone(),
+                retryable: self.code.retryable(),
+                details: self.details.clone(),
+            },
+        }
+    }
+
+    pub(crate) fn not_found() -> Self {
+        Self::new(ErrorCode::NotFound, "no such route")
+    }
+
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            ErrorCode::MethodNotAllowed,
+            "this route does not accept this method",
+        )
+    }
+
+    pub(crate) fn forbidden() -> Self {
+        Self::new(
+            ErrorCode::Forbidden,
+            "the caller has no grant for this operation",
+        )
+    }
+
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub(crate) fn timeout(after: Duration) -> Self {
+        Self::new(
+            ErrorCode::Timeout,
+            format!(
+                "no reply within {}: the outcome is unknown (the call may still be applied)",
+                humantime::format_duration(after)
+            ),
+        )
+    }
+
+    pub(crate) fn shutting_down() -> Self {
+        Self::new(ErrorCode::ShuttingDown, "the server is shutting down")
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub(crate) fn unknown_type(type_name: &str) -> Self {
+        CallByNameError::UnknownType {
+            type_name: type_name.to_owned(),
+        }
+        .into()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = self.code;
+        let mut response = (code.status(), Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        if code.retry_after() {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(RETRY_AFTER.as_secs()),
+            );
+        }
+        if code == ErrorCode::Unauthenticated {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> Self {
+        Self::new(ErrorCode::Unauthenticated, error.to_string())
+    }
+}
+
+/// The field an argument error is about: the path where decoding failed, or for an unknown
+/// or missing field (reported at the arguments object itself) the name serde quotes.
+fn argument_field(path: &str, message: &str) -> Option<String> {
+    if path != "." {
+        return Some(path.to_owned());
+    }
+    ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(field, _)| field.to_owned())
+}
+
+impl From<CallByNameError> for ApiError {
+    fn from(error: CallByNameError) -> Self {
+        match error {
+            CallByNameError::UnknownType { type_name } => Self::new(
+                ErrorCode::UnknownType,
+                format!("no exposed object type is named `{type_name}`"),
+            ),
+            CallByNameError::UnknownHandler { type_name, handler } => Self::new(
+                ErrorCode::UnknownHandler,
+                format!("the object type `{type_name}` has no exposed handler `{handler}`"),
+            ),
+            CallByNameError::UnknownAlarm { type_name, alarm } => Self::new(
+                ErrorCode::UnknownAlarm,
+                format!("the object type `{type_name}` has no alarm `{alarm}`"),
+            ),
+            CallByNameError::BadArguments {
+                handler,
+                path,
+                message,
+            } => {
+                let field = argument_field(&path, &message);
+                let text = match &field {
+                    Some(field) if path != "." => {
+                        format!("bad arguments for `{handler}`: field `{field}`: {message}")
+                    }
+                    _ => format!("bad arguments for `{handler}`: {message}"),
+                };
+                Self::new(ErrorCode::InvalidArguments, text)
+                    .with_details(json!({"field": field, "path": path}))
+            }
+            CallByNameError::Handler { handler, error } => Self::new(
+                ErrorCode::HandlerError,
+                format!("the handler `{handler}` returned an error"),
+            )
+            .with_details(error),
+            CallByNameError::Encode { handler, message } => {
+                tracing::error!(handler, %message, "a reply could not be encoded as JSON");
+                Self::internal(format!(
+                    "the reply of `{handler}` could not be encoded as JSON"
+                ))
+            }
+            CallByNameError::Runtime(error) => error.into(),
+            other => {
+                tracing::error!(error = %other, "call failed");
+                Self::internal("the call failed")
+            }
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::InvalidId(invalid) => Self::new(ErrorCode::InvalidId, invalid.to_string()),
+            Error::Overloaded { capacity, .. } => Self::new(
+                ErrorCode::Overloaded,
+                format!("the object's queue of {capacity} calls is full"),
+            ),
+            Error::TooManyObjects { .. } => Self::new(
+                ErrorCode::TooManyObjects,
+                "the server holds its maximum of live objects and none is idle",
+            ),
+            Error::ShuttingDown => Self::shutting_down(),
+            Error::Storage { source, .. } if source.kind() == StorageErrorKind::Unavailable => {
+                tracing::warn!(error = %source, "storage unavailable");
+                Self::new(ErrorCode::Unavailable, "storage is unavailable")
+            }
+            Error::Timeout { handler, .. } => Self::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the call to `{handler}` timed out: the outcome is unknown (the call may still be applied)"
+                ),
+            ),
+            Error::OutcomeUnknown { key, source } => {
+                tracing::warn!(%key, error = %source, "a commit failed with its outcome unknown");
+                Self::new(
+                    ErrorCode::OutcomeUnknown,
+                    "storage failed during the commit: the call may or may not have been applied",
+                )
+            }
+            Error::Conflict { .. } => Self::new(
+                ErrorCode::Conflict,
+                "another writer committed a newer version of the object first; nothing was applied",
+            ),
+            Error::CallCycle { .. } => Self::new(
+                ErrorCode::CallCycle,
+                "the call would wait for itself: its object is already handling a call further up the chain",
+            ),
+            Error::Panicked {
+                key,
+                handler,
+                message,
+            } => {
+                tracing::error!(%key, handler, %message, "a handler panicked");
+                Self::new(
+                    ErrorCode::HandlerPanicked,
+                    format!("the handler `{handler}` panicked; nothing was applied"),
+                )
+            }
+            Error::Decode { key, path, message } => {
+                tracing::error!(%key, %path, %message, "a stored state does not decode");
+                Self::new(
+                    ErrorCode::StateDecodeFailed,
+                    "the object's stored state could not be decoded",
+                )
+            }
+            Error::Encode { key, message } => {
+                tracing::error!(%key, %message, "a state could not be encoded");
+                Self::new(
+                    ErrorCode::StateEncodeFailed,
+                    "the object's state could not be encoded; nothing was applied",
+                )
+            }
+            other => {
+                tracing::error!(error = %other, "request failed");
+                Self::internal("the server failed to handle the request")
+            }
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::invalid_request(rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::invalid_request(rejection.body_text())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::new(
+                ErrorCode::BodyTooLarge,
+                "the request body is larger than the server accepts",
+            )
+        } else {
+            Self::invalid_request(rejection.body_text())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argument_field;
+
+    #[test]
+    fn the_field_of_an_argument_error() {
+        assert_eq!(argument_field("by", "invalid type").as_deref(), Some("by"));
+        let unknown = "unknown field `amout`, expected `amount`";
+        assert_eq!(argument_field(".", unknown).as_deref(), Some("amout"));
+        let missing = "missing field `amount`";
+        assert_eq!(argument_field(".", missing).as_deref(), Some("amount"));
+        assert_eq!(argument_field(".", "EOF while parsing"), None);
+    }
+}

@@ -1,0 +1,271 @@
+//! The OpenAPI 3.1 document: the fixed routes described with `utoipa`, and one path per
+//! exposed type and handler, built at startup from the runtime's handler table.
+//!
+//! Handler arguments are described by name (the table knows them); their types, the output
+//! and the error are free-form JSON until the runtime provides JSON schemas of them.
+
+use utoipa::OpenApi;
+use utoipa::openapi::content::Content;
+use utoipa::openapi::header::Header;
+use utoipa::openapi::path::{
+    HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn,
+};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::response::Response;
+use utoipa::openapi::schema::{AdditionalProperties, Object, ObjectBuilder, SchemaType, Type};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::tag::Tag;
+use utoipa::openapi::{Ref, Required};
+
+use crate::auth::PublicEndpoint;
+use crate::config::ServerConfig;
+use crate::model::AccessView;
+use crate::routes::{Catalog, alarms, meta, objects};
+
+/// The name of the bearer security scheme.
+const BEARER: &str = "bearer";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "durable gateway",
+        description = "Call, inspect, list and delete durable objects over HTTP. Every route \
+            under `/v1` is also served without the prefix. Every error has the body \
+            `{\"error\": {\"code\", \"message\", \"retryable\", \"details\"}}`.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0"),
+    ),
+    paths(
+        objects::call,
+        objects::get,
+        objects::delete,
+        objects::list,
+        alarms::list,
+        alarms::set,
+        alarms::cancel,
+        alarms::dead,
+        alarms::requeue,
+        meta::types,
+        meta::openapi,
+        meta::metrics,
+        meta::healthz,
+        meta::readyz,
+    ),
+    security(("bearer" = [])),
+    tags(
+        (name = "objects", description = "Call handlers; read, list and delete objects"),
+        (name = "alarms", description = "An object's alarms, and dead alarms"),
+        (name = "types", description = "The exposed object types"),
+        (name = "server", description = "Health, readiness, metrics and this document"),
+    ),
+)]
+struct FixedRoutes;
+
+/// The OpenAPI document of a gateway over the exposed types of `catalog`.
+pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> utoipa::openapi::OpenApi {
+    let mut doc = FixedRoutes::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                Http::builder()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token whose SHA-256 hash is configured for a principal",
+                    ))
+                    .build(),
+            ),
+        );
+    let tags = doc.tags.get_or_insert_with(Vec::new);
+    for exposed in catalog.types() {
+        let mut tag = Tag::new(exposed.name);
+        tag.description = Some(format!("Handlers of the object type `{}`", exposed.name));
+        tags.push(tag);
+        for handler in exposed.handlers {
+            let path = format!("/v1/objects/{}/{{id}}/call/{}", exposed.name, handler.name);
+            let operation = handler_operation(exposed.name, handler);
+            doc.paths
+                .add_path_operation(path, vec![HttpMethod::Post], operation);
+        }
+    }
+    let public = |endpoint| config.auth.is_public(endpoint);
+    for (path, item) in &mut doc.paths.paths {
+        let always_public = path == "/healthz" || path == "/readyz";
+        let public = always_public
+            || (path == "/metrics" && public(PublicEndpoint::Metrics))
+            || (path == "/v1/openapi.json" && public(PublicEndpoint::Openapi));
+        for operation in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.put,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if public {
+                // An empty list: no authentication for this operation.
+                operation.security = Some(Vec::new());
+            } else {
+                add_auth_errors(operation);
+            }
+            if !always_public {
+                add_common_errors(operation, path);
+            }
+        }
+    }
+    doc
+}
+
+/// The path item of one exposed handler.
+fn handler_operation(type_name: &str, handler: &durable_runtime::ExposedHandler) -> Operation {
+    let mut arguments = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    for argument in handler.arguments {
+        arguments = arguments.property(*argument, Object::with_type(SchemaType::AnyValue));
+    }
+    let access = match AccessView::from(handler.access) {
+        AccessView::Read => "Reads the object's state.",
+        AccessView::Write => {
+            "Writes the object's state; its changes are committed before the reply."
+        }
+    };
+    let names = if handler.arguments.is_empty() {
+        "none".to_owned()
+    } else {
+        handler.arguments.join(", ")
+    };
+    OperationBuilder::new()
+        .operation_id(Some(format!("call_{type_name}_{}", handler.name)))
+        .tag(type_name)
+        .summary(Some(format!("Call `{}` of `{type_name}`", handler.name)))
+        .description(Some(format!("{access} Arguments: {names}.")))
+        .parameter(
+            ParameterBuilder::new()
+                .name("id")
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some("The object id (1 to 1024 bytes of UTF-8, no NUL)"))
+                .schema(Some(Object::with_type(Type::String))),
+        )
+        .request_body(Some(
+            RequestBodyBuilder::new()
+                .description(Some(
+                    "The handler's arguments by name; an empty body is `{}`",
+                ))
+                .required(Some(Required::False))
+                .content("application/json", Content::new(Some(arguments.build())))
+                .build(),
+        ))
+        .response("200", json_response("The handler's output", "CallReply"))
+        .response(
+            "409",
+            error_response("`conflict` (retryable) or `call_cycle`", false),
+        )
+        .response("413", error_response("`body_too_large`", false))
+        .response(
+            "422",
+            error_response(
+                "`handler_error`: the handler's own error, as JSON, in `details`",
+                false,
+            ),
+        )
+        .response(
+            "429",
+            error_response("`overloaded`: the object's queue is full", true),
+        )
+        .build()
+}
+
+fn json_response(description: &str, schema: &str) -> Response {
+    Response::builder()
+        .description(description)
+        .content(
+            "application/json",
+            Content::new(Some(Ref::from_schema_name(schema))),
+        )
+        .build()
+}
+
+fn error_response(description: &str, retry_after: bool) -> Response {
+    let mut response = json_response(description, "ErrorEnvelope");
+    if retry_after {
+        response.headers.insert(
+            "Retry-After".to_owned(),
+            Header::builder()
+                .schema(Some(Object::with_type(Type::Integer)))
+                .description(Some("Seconds to wait before retrying"))
+                .build()
+                .into(),
+        );
+    }
+    response
+}
+
+fn add_missing(operation: &mut Operation, status: &str, response: impl FnOnce() -> Response) {
+    let responses = &mut operation.responses.responses;
+    if !responses.contains_key(status) {
+        responses.insert(status.to_owned(), response().into());
+    }
+}
+
+/// The answers of routes that need a token.
+fn add_auth_errors(operation: &mut Operation) {
+    add_missing(operation, "401", || {
+        let mut response = error_response("`unauthenticated`: no valid bearer token", false);
+        response.headers.insert(
+            "WWW-Authenticate".to_owned(),
+            Header::builder()
+                .schema(Some(Object::with_type(Type::String)))
+                .build()
+                .into(),
+        );
+        response
+    });
+    add_missing(operation, "403", || {
+        error_response("`forbidden`: no grant for this operation", false)
+    });
+}
+
+/// The answers every route may give: server-side failures, and for the routes that reach
+/// objects the runtime's refusals.
+fn add_common_errors(operation: &mut Operation, path: &str) {
+    add_missing(operation, "500", || {
+        error_response(
+            "`handler_panicked`, `state_decode_failed`, `state_encode_failed` or `internal`",
+            false,
+        )
+    });
+    if path == "/metrics" {
+        add_missing(operation, "404", || {
+            error_response("`not_found`: metrics are off", false)
+        });
+    }
+    if !(path.starts_with("/v1/objects") || path.starts_with("/v1/alarms")) {
+        return;
+    }
+    add_missing(operation, "400", || {
+        error_response(
+            "`invalid_arguments`, `invalid_id` or `invalid_request`",
+            false,
+        )
+    });
+    add_missing(operation, "404", || {
+        error_response(
+            "`unknown_type`, `unknown_handler`, `unknown_alarm` or `object_not_found`",
+            false,
+        )
+    });
+    add_missing(operation, "503", || {
+        error_response(
+            "`too_many_objects`, `shutting_down`, `unavailable` (retryable) or `outcome_unknown`",
+            true,
+        )
+    });
+    add_missing(operation, "504", || {
+        error_response("`timeout`: no reply in time; the outcome is unknown", false)
+    });
+}

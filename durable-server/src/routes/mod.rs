@@ -1,0 +1,235 @@
+//! The gateway's routes: the shared state, the extractors that turn every failure into the
+//! one error body, and the router that puts the handlers under `/v1` and the unversioned
+//! aliases.
+
+pub(crate) mod alarms;
+pub(crate) mod meta;
+pub(crate) mod objects;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::auth::{Action, Authorizer, Principal, PublicEndpoint};
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+
+/// What every handler reaches: the runtime and the gateway's settings.
+#[derive(Clone)]
+pub(crate) struct AppState(Arc<Shared>);
+
+pub(crate) struct Shared {
+    pub(crate) runtime: Runtime,
+    pub(crate) catalog: Catalog,
+    authorizer: Arc<dyn Authorizer>,
+    pub(crate) public_metrics: bool,
+    pub(crate) public_openapi: bool,
+    call_timeout: Duration,
+    /// The OpenAPI document, serialized once.
+    pub(crate) openapi: Bytes,
+    pub(crate) metrics: Option<PrometheusHandle>,
+    /// Cancelled when the server starts shutting down.
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl Shared {
+    /// `Ok` if `caller` may perform `action`, else `403 forbidden`.
+    pub(crate) fn authorize(
+        &self,
+        caller: &Principal,
+        action: &Action<'_>,
+    ) -> Result<(), ApiError> {
+        if self.authorizer.authorize(caller, action) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden())
+        }
+    }
+
+    /// The principal of a request to a route that may be public: anonymous if it is,
+    /// authenticated otherwise.
+    pub(crate) async fn caller_unless_public(
+        &self,
+        parts_headers: &axum::http::HeaderMap,
+        public: bool,
+    ) -> Result<Option<Principal>, ApiError> {
+        if public {
+            return Ok(None);
+        }
+        Ok(Some(self.authorizer.authenticate(parts_headers).await?))
+    }
+
+    /// Runs `work` against the runtime, answering `504 timeout` if it takes longer than the
+    /// configured call timeout.
+    pub(crate) async fn bounded<T>(
+        &self,
+        work: impl Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        tokio::time::timeout(self.call_timeout, work)
+            .await
+            .unwrap_or_else(|_| Err(ApiError::timeout(self.call_timeout)))
+    }
+}
+
+/// The exposed types, looked up by name on every request.
+pub(crate) struct Catalog {
+    types: Vec<ExposedType>,
+}
+
+impl Catalog {
+    pub(crate) fn new(runtime: &Runtime) -> Self {
+        Self {
+            types: runtime.exposed_types(),
+        }
+    }
+
+    pub(crate) fn types(&self) -> &[ExposedType] {
+        &self.types
+    }
+
+    /// The exposed type `name`, or `404 unknown_type`.
+    pub(crate) fn get(&self, name: &str) -> Result<&ExposedType, ApiError> {
+        self.types
+            .iter()
+            .find(|exposed| exposed.name == name)
+            .ok_or_else(|| ApiError::unknown_type(name))
+    }
+
+    /// The exposed handler `handler` of `type_name`, or `404 unknown_type` /
+    /// `404 unknown_handler`.
+    pub(crate) fn handler(
+        &self,
+        type_name: &str,
+        handler: &str,
+    ) -> Result<&ExposedHandler, ApiError> {
+        self.get(type_name)?
+            .handlers
+            .iter()
+            .find(|exposed| exposed.name == handler)
+            .ok_or_else(|| {
+                CallByNameError::UnknownHandler {
+                    type_name: type_name.to_owned(),
+                    handler: handler.to_owned(),
+                }
+                .into()
+            })
+    }
+}
+
+/// The principal a request is authenticated as (`401` otherwise).
+pub(crate) struct Caller(pub(crate) Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Ok(Self(state.authorizer.authenticate(&parts.headers).await?))
+    }
+}
+
+/// `axum::extract::Path` answering a bad path with the gateway's error body.
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub(crate) struct ApiPath<T>(pub(crate) T);
+
+/// `axum::extract::Query` answering a bad query with the gateway's error body.
+#[derive(axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub(crate) struct ApiQuery<T>(pub(crate) T);
+
+/// A request body as JSON of type `T`: `400 invalid_request` if it does not decode, `413`
+/// past the body limit.
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<T, ApiError> {
+    let body = body?;
+    serde_json::from_slice(&body)
+        .map_err(|error| ApiError::invalid_request(format!("invalid request body: {error}")))
+}
+
+/// The routes of the API, mounted under `/v1` and at the root.
+fn api() -> Router<AppState> {
+    Router::new()
+        .route("/objects", get(objects::list))
+        .route("/objects/definitions", get(meta::types))
+        .route(
+            "/objects/{type}/{id}",
+            get(objects::get).delete(objects::delete),
+        )
+        .route("/objects/{type}/{id}/call/{handler}", post(objects::call))
+        .route(
+            "/objects/{type}/{id}/alarms",
+            get(alarms::list).post(alarms::set),
+        )
+        .route("/objects/{type}/{id}/alarms/{name}", delete(alarms::cancel))
+        .route("/alarms/dead", get(alarms::dead))
+        .route("/alarms/dead/requeue", post(alarms::requeue))
+        .route("/types", get(meta::types))
+        .route("/openapi.json", get(meta::openapi))
+        .method_not_allowed_fallback(meta::method_not_allowed)
+}
+
+/// The whole router over `runtime`.
+pub(crate) fn build(
+    runtime: Runtime,
+    config: &ServerConfig,
+    authorizer: Arc<dyn Authorizer>,
+    shutdown: CancellationToken,
+) -> Router {
+    let catalog = Catalog::new(&runtime);
+    let openapi = crate::openapi::document(&catalog, config);
+    let openapi = serde_json::to_vec(&openapi).expect("an OpenAPI document serializes to JSON");
+    let state = AppState(Arc::new(Shared {
+        runtime,
+        catalog,
+        authorizer,
+        public_metrics: config.auth.is_public(PublicEndpoint::Metrics),
+        public_openapi: config.auth.is_public(PublicEndpoint::Openapi),
+        call_timeout: config.call_timeout,
+        openapi: Bytes::from(openapi),
+        metrics: crate::metrics::prometheus(),
+        shutdown,
+    }));
+    Router::new()
+        .nest("/v1", api())
+        .merge(api())
+        .route("/metrics", get(meta::metrics))
+        .route("/healthz", get(meta::healthz))
+        .route("/readyz", get(meta::readyz))
+        .fallback(meta::not_found)
+        .method_not_allowed_fallback(meta::method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION]))
+        .with_state(state)
+}
+
+/// A panic in the gateway's own code: the error body, without the panic's message.
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::internal("the server failed to handle the request").into_response()
+}

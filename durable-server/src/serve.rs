@@ -1,0 +1,173 @@
+//! Serving the gateway on a TCP listener, and stopping gracefully: on the shutdown signal the
+//! server stops accepting connections, lets the requests in flight finish (for at most the
+//! configured grace), then shuts the runtime down, which handles the calls already queued
+//! and commits them.
+
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+
+use durable_runtime::Runtime;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::TokenAuthorizer;
+use crate::config::ServerConfig;
+
+/// How often the Prometheus recorder's upkeep runs (it also runs on every scrape).
+const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+
+/// Serves the gateway over `runtime` on `config.bind` until SIGTERM or Ctrl-C, then stops
+/// gracefully (see [`serve_with_shutdown`]).
+///
+/// # Errors
+///
+/// The listener cannot be bound, or accepting connections failed.
+///
+/// # Examples
+///
+/// ```no_run
+/// use durable_runtime::{MemoryStorage, Runtime};
+/// use durable_server::ServerConfig;
+///
+/// # #[tokio::main] async fn main() -> std::io::Result<()> {
+/// let runtime = Runtime::builder(MemoryStorage::new()).build(); // .expose::<Counter>() ...
+/// let config = ServerConfig::load("durable.toml").expect("a valid configuration");
+/// durable_server::serve(runtime, config).await
+/// # }
+/// ```
+pub async fn serve(runtime: Runtime, config: ServerConfig) -> std::io::Result<()> {
+    let listener = TcpListener::bind(config.bind).await?;
+    serve_with_shutdown(runtime, config, listener, shutdown_signal()).await
+}
+
+/// Serves the gateway over `runtime` on `listener` until `shutdown` completes, then:
+///
+/// 1. `/readyz` answers `503`, and no new connection is accepted;
+/// 2. the requests in flight finish, for at most `config.shutdown_grace` (past it they are no
+///    longer waited for);
+/// 3. [`Runtime::shutdown`] handles the calls already queued, commits them and stops.
+///
+/// It also forwards the runtime's lifecycle events to the audit log
+/// ([`audit::spawn_lifecycle_audit`](crate::audit::spawn_lifecycle_audit)).
+///
+/// # Errors
+///
+/// Accepting connections failed.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{MemoryStorage, Runtime};
+/// use durable_server::ServerConfig;
+///
+/// # #[tokio::main] async fn main() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let runtime = Runtime::new(MemoryStorage::new());
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let server = tokio::spawn(durable_server::serve_with_shutdown(
+///     runtime,
+///     ServerConfig::default(),
+///     listener,
+///     async { stopped.await.ok(); },
+/// ));
+/// stop.send(()).ok();
+/// server.await.expect("the server task")?;
+/// # Ok(()) }
+/// ```
+pub async fn serve_with_shutdown(
+    runtime: Runtime,
+    config: ServerConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let stopping = CancellationToken::new();
+    let authorizer = Arc::new(TokenAuthorizer::new(&config.auth));
+    let app = crate::routes::build(runtime.clone(), &config, authorizer, stopping.clone());
+    let audit = crate::audit::spawn_lifecycle_audit(&runtime);
+    let upkeep = tokio::spawn(metrics_upkeep(stopping.clone()));
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "serving durable objects over HTTP");
+    }
+
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(stopping.clone().cancelled_owned())
+        .into_future();
+    let mut server = std::pin::pin!(server);
+    let result = tokio::select! {
+        result = &mut server => result,
+        () = shutdown => {
+            tracing::info!("shutting down: finishing the requests in flight");
+            stopping.cancel();
+            match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::warn!(
+                        grace = %humantime::format_duration(config.shutdown_grace),
+                        "requests still in flight after the grace period are no longer waited for"
+                    );
+                    Ok(())
+                }
+            }
+        }
+    };
+    stopping.cancel();
+    runtime.shutdown().await;
+    audit.abort();
+    upkeep.abort();
+    tracing::info!("stopped");
+    result
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT): the shutdown signal of [`serve`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() {
+/// durable_server::shutdown_signal().await;
+/// println!("stopping");
+/// # }
+/// ```
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
+/// Runs the Prometheus recorder's upkeep until the server stops, so histograms do not grow
+/// between scrapes.
+async fn metrics_upkeep(stopping: CancellationToken) {
+    let Some(handle) = crate::metrics::prometheus() else {
+        return;
+    };
+    let mut ticks = tokio::time::interval(METRICS_UPKEEP);
+    loop {
+        tokio::select! {
+            () = stopping.cancelled() => break,
+            _ = ticks.tick() => handle.run_upkeep(),
+        }
+    }
+}
