@@ -728,6 +728,7 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthError> {
 /// use durable_server::auth::{hash_token, Authorizer, TokenAuthorizer};
 /// use durable_server::ServerConfig;
 ///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let text = format!(r#"
 ///     [[principals]]
 ///     name = "ops"
@@ -736,7 +737,6 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthError> {
 /// let config = ServerConfig::from_toml_str(&text).unwrap();
 /// let authorizer = TokenAuthorizer::new(&config.auth);
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let mut headers = HeaderMap::new();
 /// headers.insert("authorization", "Bearer s3cret".parse().unwrap());
 /// assert_eq!(authorizer.authenticate(&headers).await.unwrap().name(), "ops");

@@ -16,6 +16,9 @@ pub mod handlers {}
 #[doc = include_str!("../../book/src/exposed.md")]
 pub mod exposed {}
 
+#[doc = include_str!("../../book/src/serving.md")]
+pub mod serving {}
+
 #[doc = include_str!("../../book/src/lifecycle.md")]
 pub mod lifecycle {}
 
