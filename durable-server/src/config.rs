@@ -241,3 +241,82 @@ impl ServerConfig {
         Self::from_toml_str(&text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{ConfigError, ServerConfig};
+    use crate::auth::{Op, PublicEndpoint, hash_token};
+
+    #[test]
+    fn the_documented_layout_parses() {
+        let text = format!(
+            r#"
+            bind = "127.0.0.1:9090"
+            call_timeout = "1m 30s"
+            body_limit = 2048
+            shutdown_grace = "5s"
+            public = ["metrics", "openapi"]
+
+            [auth]
+            disabled = false
+
+            [[principals]]
+            name = "ops"
+            tokens_sha256 = ["{}", "{}"]
+              [[principals.grants]]
+              types = ["Counter"]
+              handlers = ["*"]
+              ops = ["call", "read", "list", "delete", "alarms", "admin"]
+            "#,
+            hash_token("old"),
+            hash_token("new"),
+        );
+        let config = ServerConfig::from_toml_str(&text).unwrap();
+        assert_eq!(config.bind.port(), 9090);
+        assert_eq!(config.call_timeout, Duration::from_secs(90));
+        assert_eq!(config.body_limit, 2048);
+        assert_eq!(config.shutdown_grace, Duration::from_secs(5));
+        assert_eq!(
+            config.auth.public,
+            [PublicEndpoint::Metrics, PublicEndpoint::Openapi]
+        );
+        let ops = &config.auth.principals[0].grants[0].ops;
+        assert_eq!(ops.len(), 6);
+        assert!(ops.contains(&Op::Admin));
+        assert!(!config.auth.disabled);
+
+        let open = ServerConfig::from_toml_str("auth.disabled = true").unwrap();
+        assert!(open.auth.disabled);
+    }
+
+    #[test]
+    fn inconsistent_configurations_are_refused() {
+        let hash = hash_token("t");
+        let parse = |text: &str| ServerConfig::from_toml_str(text).unwrap_err();
+        for text in [
+            "bnid = \"127.0.0.1:1\"",
+            "public = [\"everything\"]",
+            "call_timeout = 30",
+            "[[principals]]\nname = \"x\"\ntokens_sha256 = [\"abc\"]",
+            "[[principals]]\nname = \"x\"\ntokens_sha256 = []\n[[principals.grants]]\ntypes = [\"*\"]\nops = [\"fly\"]",
+        ] {
+            assert!(matches!(parse(text), ConfigError::Parse(_)), "{text}");
+        }
+        let principal = |name: &str, grants: &str| {
+            format!("[[principals]]\nname = \"{name}\"\ntokens_sha256 = [\"{hash}\"]\n{grants}")
+        };
+        let twice = format!("{}\n{}", principal("x", ""), principal("x", ""));
+        assert!(matches!(
+            parse(&twice),
+            ConfigError::DuplicatePrincipal { .. }
+        ));
+        let shared = format!("{}\n{}", principal("x", ""), principal("y", ""));
+        assert!(matches!(parse(&shared), ConfigError::SharedToken { .. }));
+        let empty = principal("x", "[[principals.grants]]\ntypes = []\nops = [\"call\"]");
+        assert!(matches!(parse(&empty), ConfigError::EmptyGrant { .. }));
+        let tokenless = "[[principals]]\nname = \"x\"\ntokens_sha256 = []";
+        assert!(matches!(parse(tokenless), ConfigError::NoToken { .. }));
+    }
+}

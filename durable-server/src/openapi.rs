@@ -89,10 +89,15 @@ pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> utoipa::open
                 .add_path_operation(path, vec![HttpMethod::Post], operation);
         }
     }
+    if config.auth.disabled {
+        // Nothing asks for a token.
+        doc.security = None;
+    }
     let public = |endpoint| config.auth.is_public(endpoint);
     for (path, item) in &mut doc.paths.paths {
         let always_public = path == "/healthz" || path == "/readyz";
         let public = always_public
+            || config.auth.disabled
             || (path == "/metrics" && public(PublicEndpoint::Metrics))
             || (path == "/v1/openapi.json" && public(PublicEndpoint::Openapi));
         for operation in [

@@ -9,7 +9,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Counter, Gated, Other, TestServer, builder, code, gate, open_config, within};
+use common::{
+    Counter, Gated, Other, TestServer, builder, code, gate, open_config, principals_config, within,
+};
 use durable_runtime::storage::{MemoryStorage, Storage};
 use durable_runtime::{AlarmSettings, Error, RetryPolicy};
 use futures_util::StreamExt;
@@ -337,7 +339,8 @@ async fn types_health_metrics_and_aliases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_is_valid_and_describes_every_exposed_handler() {
-    let server = TestServer::start(builder(MemoryStorage::new()).build(), open_config()).await;
+    let config = principals_config(r#"public = ["openapi"]"#);
+    let server = TestServer::start(builder(MemoryStorage::new()).build(), config).await;
     let (status, document) = server.get("/openapi.json").await;
     assert_eq!(status, 200);
     assert_eq!(
@@ -408,11 +411,21 @@ async fn the_openapi_document_is_valid_and_describes_every_exposed_handler() {
     }
     // Health and readiness need no token; everything else does unless made public.
     assert_eq!(paths["/healthz"]["get"]["security"], json!([]));
+    assert_eq!(paths["/v1/openapi.json"]["get"]["security"], json!([]));
+    assert_eq!(paths["/metrics"]["get"]["security"], Value::Null);
     assert_eq!(document["security"], json!([{"bearer": []}]));
     assert_eq!(
         document["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
+
+    // Without authorization, nothing asks for a token; the document stays valid.
+    let open = durable_server::openapi_document(&server.runtime, &open_config());
+    let open = serde_json::to_value(&open).unwrap();
+    assert_eq!(open["security"], Value::Null);
+    assert_eq!(open["paths"]["/v1/objects"]["get"]["security"], json!([]));
+    let outcome = openapi_spec_validator_rs::validate(&open, &options);
+    assert!(outcome.is_valid(), "{outcome:#?}");
     server.stop().await;
 }
 

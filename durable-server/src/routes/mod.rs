@@ -233,3 +233,39 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
     ApiError::internal("the server failed to handle the request").into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use durable_runtime::{MemoryStorage, Runtime};
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use crate::ServerConfig;
+    use crate::auth::TokenAuthorizer;
+
+    #[tokio::test]
+    async fn readiness_fails_once_the_server_is_stopping() {
+        let config = ServerConfig::default();
+        let stopping = CancellationToken::new();
+        let authorizer = Arc::new(TokenAuthorizer::new(&config.auth));
+        let runtime = Runtime::new(MemoryStorage::new());
+        let app = super::build(runtime, &config, authorizer, stopping.clone());
+        let readyz = || Request::get("/readyz").body(Body::empty()).unwrap();
+        let ready = app.clone().oneshot(readyz()).await.unwrap();
+        assert_eq!(ready.status(), StatusCode::OK);
+
+        stopping.cancel();
+        let stopping = app.oneshot(readyz()).await.unwrap();
+        assert_eq!(stopping.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(stopping.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(stopping.into_body(), 1024)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "shutting_down");
+    }
+}
