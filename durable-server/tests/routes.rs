@@ -526,3 +526,38 @@ async fn other_type_calls_reach_their_own_objects() {
     assert_eq!(Other::ping(&server.runtime, "x").await.unwrap(), 2);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grace_period_bounds_the_wait_for_requests_in_flight() {
+    let mut config = open_config();
+    config.shutdown_grace = Duration::from_millis(100);
+    let mut server = TestServer::start(builder(MemoryStorage::new()).build(), config).await;
+    let runtime = server.runtime.clone();
+    let held = gate("grace-bound");
+    let call = server
+        .request(Method::POST, "/v1/objects/Gated/late/call/hold", None)
+        .json(&json!({"gate": "grace-bound"}))
+        .send();
+    let call = tokio::spawn(call);
+    held.reached(1).await;
+
+    server.begin_stop();
+    // The call is still held, yet past the grace the server moves on and shuts the runtime
+    // down: new calls are refused.
+    within("the runtime shutting down", async {
+        while !matches!(
+            Counter::get(&runtime, "probe").await,
+            Err(Error::ShuttingDown)
+        ) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // The runtime still finishes the call it had taken, and commits it.
+    held.release(1);
+    server.stopped().await.expect("a clean stop");
+    let response = within("the held call", call).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    let stored = runtime.read_state_json("Gated", "late").await.unwrap();
+    assert_eq!(stored, Some(json!({"passed": 1})));
+}
