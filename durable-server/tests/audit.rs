@@ -222,7 +222,9 @@ async fn every_mutation_and_lifecycle_event_is_audited_and_no_token_is_logged() 
     assert_eq!(requests[1]["status"], 403);
     assert_eq!(requests[3]["name"], "reset");
 
-    // Lifecycle events: created, hibernated, woken, deleted, a failed alarm.
+    // Lifecycle events: created, hibernated, woken, deleted, a failed alarm. They reach the
+    // audit log from a task of their own, shortly after the replies.
+    captured.wait_for("object_deleted", "au").await;
     let lifecycle: Vec<String> = captured
         .audit_of("au")
         .iter()
