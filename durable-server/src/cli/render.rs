@@ -223,7 +223,11 @@ fn alarm_table(alarms: &[AlarmInfo]) -> Table {
     rows
 }
 
-fn table(out: &mut dyn Write, table: Table) -> io::Result<()> {
+fn table(out: &mut dyn Write, mut table: Table) -> io::Result<()> {
+    // Flush left, two spaces between columns.
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
     for line in table.lines() {
         writeln!(out, "{}", line.trim_end())?;
     }
