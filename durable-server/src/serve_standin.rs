@@ -301,6 +301,7 @@ fn error(status: u16, code: &str, message: &str) -> Response {
 
 impl Gateway {
     /// Checks the bearer token's grant for `op` on `type_name` (and `handler` for calls).
+    #[allow(clippy::result_large_err)]
     fn authorize(
         &self,
         headers: &HeaderMap,
@@ -327,7 +328,7 @@ impl Gateway {
             .auth
             .principals
             .iter()
-            .find(|principal| principal.tokens_sha256.iter().any(|known| *known == hash))
+            .find(|principal| principal.tokens_sha256.contains(&hash))
         else {
             return Err(error(401, "unauthenticated", "unknown token"));
         };
