@@ -506,7 +506,6 @@ fn gateway_and_direct_commands_print_the_same_json() {
         &["objects", "get", "Counter", "a"],
         &["objects", "get", "Counter", "nobody"],
         &["alarms", "list", "Counter", "a"],
-        &["alarms", "dead"],
         &["objects", "call", "Counter", "a", "get"],
         &[
             "objects",

@@ -19,7 +19,7 @@ import uuid
 from importlib import import_module
 
 import pytest
-from openapi_python_client.utils import snake_case
+from openapi_python_client.strings import snake_case
 
 import durable_gateway_client
 import durable_gateway_client.api

@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 use durable_runtime::storage::{
     AlarmChange, AlarmRecord, CommitError, Loaded, ObjectKey, ObjectWrite, truncate_to_micros,
 };
-use durable_runtime::{Access, AlarmTime, Error, Runtime, validate_id};
+use durable_runtime::{
+    Access, AlarmTime, Error, ObjectStatus as RuntimeStatus, Runtime, validate_id,
+};
 use serde_json::Value;
 
 use crate::client::{
@@ -291,28 +293,39 @@ impl Direct {
     }
 
     async fn get(&self, type_name: &str, id: &str) -> Result<Reply, Failure> {
-        if let Some(runtime) = &self.runtime {
-            // Refuses a type the application does not expose, as the gateway does.
-            runtime.status_by_name(type_name, id).await?;
-        }
-        let key = self.key(type_name, id)?;
-        let Loaded::Object(stored) = self.store.load(&key).await.map_err(unavailable)? else {
-            return Err(Failure::object_not_found(type_name, id));
+        // Through the runtime, a type it does not expose is refused as the gateway refuses it,
+        // and a live object (only in a runtime that serves) is reported as such.
+        let live = match &self.runtime {
+            Some(runtime) => match runtime.status_by_name(type_name, id).await? {
+                RuntimeStatus::Active => Some(ObjectStatus::Active),
+                RuntimeStatus::Hibernated => Some(ObjectStatus::Hibernated),
+                _ => None,
+            },
+            None => None,
         };
-        let state = serde_json::from_slice(&stored.state).map_err(|error| {
-            Failure::from(Error::Decode {
-                key: key.clone(),
-                path: ".".to_owned(),
-                message: error.to_string(),
-            })
-        })?;
+        let key = self.key(type_name, id)?;
+        let (state, version) = match self.store.load(&key).await.map_err(unavailable)? {
+            Loaded::Object(stored) => {
+                let state = serde_json::from_slice(&stored.state).map_err(|error| {
+                    Failure::from(Error::Decode {
+                        key: key.clone(),
+                        path: ".".to_owned(),
+                        message: error.to_string(),
+                    })
+                })?;
+                (state, Some(stored.version))
+            }
+            // Live on its default state, not stored yet.
+            _ if live.is_some() => (Value::Null, None),
+            _ => return Err(Failure::object_not_found(type_name, id)),
+        };
         let alarms = self.store.list_alarms(&key).await.map_err(unavailable)?;
         Ok(Reply::Object(ObjectInfo {
             type_name: type_name.to_owned(),
             id: id.to_owned(),
-            status: ObjectStatus::Stored,
+            status: live.unwrap_or(ObjectStatus::Stored),
             state,
-            version: Some(stored.version),
+            version,
             alarms: alarms.into_iter().map(alarm_info).collect(),
         }))
     }
