@@ -271,7 +271,7 @@ async fn run(runtime: Runtime, operation: Operation) -> Result<Value, (u16, ApiE
             serde_json::from_slice(&json)
                 .map_err(|error| (500, body("internal", &error.to_string())))
         }
-        Err(failure) => Err((failure.status.unwrap_or(500), failure.error)),
+        Err(failure) => Err((failure.status.unwrap_or(500), *failure.error)),
     }
 }
 

@@ -14,19 +14,20 @@ pub(crate) struct Failure {
     /// The HTTP status the gateway answers (or would answer) with; `None` for failures of the
     /// command line itself (bad usage, a database that cannot be opened, a refused write).
     pub(crate) status: Option<u16>,
-    pub(crate) error: ApiErrorBody,
+    /// Boxed: failures travel in every `Result` of the command line.
+    pub(crate) error: Box<ApiErrorBody>,
 }
 
 impl Failure {
     pub(crate) fn new(status: Option<u16>, code: &str, message: impl Into<String>) -> Self {
         Self {
             status,
-            error: ApiErrorBody {
+            error: Box::new(ApiErrorBody {
                 code: code.to_owned(),
                 message: message.into(),
                 retryable: false,
                 details: Value::Null,
-            },
+            }),
         }
     }
 
@@ -74,7 +75,7 @@ impl From<ClientError> for Failure {
         match error {
             ClientError::Api { status, error } => Self {
                 status: Some(status),
-                error,
+                error: Box::new(error),
             },
             ClientError::Transport(error) => {
                 let retryable = error.is_connect();

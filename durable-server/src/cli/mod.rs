@@ -244,7 +244,9 @@ impl App {
         };
         match tokio.block_on(self.execute(globals, command)) {
             Ok(Some(reply)) => match reply.write(format, out) {
+                // A reader that stopped early (`| head`) is not a failure of the command.
                 Ok(()) => Exit::Ok,
+                Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Exit::Ok,
                 Err(error) => {
                     let _ = writeln!(err, "error: cannot print the result: {error}");
                     Exit::Error

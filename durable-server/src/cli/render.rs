@@ -174,7 +174,7 @@ pub(crate) fn write_failure(
         OutputFormat::Json => json(
             err,
             &ErrorReply {
-                error: failure.error.clone(),
+                error: (*failure.error).clone(),
             },
         ),
         OutputFormat::Table => {

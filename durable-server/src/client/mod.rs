@@ -220,6 +220,10 @@ impl Client {
     }
 
     /// The URL of `segments` below the base URL, each segment percent-encoded.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error is the public ClientError; its size is nothing next to a request"
+    )]
     fn url(&self, segments: &[&str]) -> Result<Url, ClientError> {
         let invalid = |reason: String| ClientError::InvalidUrl {
             url: self.base_url.clone(),
@@ -239,6 +243,10 @@ impl Client {
         Ok(url)
     }
 
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error is the public ClientError; its size is nothing next to a request"
+    )]
     fn request(&self, method: Method, segments: &[&str]) -> Result<RequestBuilder, ClientError> {
         let request = self.http.request(method, self.url(segments)?);
         Ok(match &self.token {
