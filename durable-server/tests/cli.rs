@@ -610,3 +610,110 @@ fn gateway_refusals_exit_3() {
     let (code, _, _) = durable(&["types", "--gateway", address]);
     assert_eq!(code, 3);
 }
+
+/// A Postgres schema private to one test, dropped with its tables at the end.
+struct PostgresSchema {
+    url: String,
+    name: String,
+}
+
+impl PostgresSchema {
+    /// `None` (the test is skipped) when `DATABASE_URL` is unset outside CI.
+    fn new(test: &str) -> Option<Self> {
+        let Ok(url) = std::env::var("DATABASE_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "DATABASE_URL must be set when CI is set"
+            );
+            eprintln!("skipped: DATABASE_URL not set");
+            return None;
+        };
+        let name = format!("cli_{test}_{}", std::process::id());
+        Some(Self { url, name })
+    }
+}
+
+impl Drop for PostgresSchema {
+    fn drop(&mut self) {
+        let tokio = tokio::runtime::Runtime::new().unwrap();
+        tokio.block_on(async {
+            let pool = durable_sqlx::sqlx::PgPool::connect(&self.url)
+                .await
+                .unwrap();
+            let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+            durable_sqlx::sqlx::query(durable_sqlx::sqlx::AssertSqlSafe(drop))
+                .execute(&pool)
+                .await
+                .unwrap();
+        });
+    }
+}
+
+#[test]
+fn the_generic_binary_reads_postgres_in_its_schema() {
+    let Some(schema) = PostgresSchema::new("generic") else {
+        return;
+    };
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    tokio.block_on(async {
+        let store = durable_sqlx::PostgresStore::builder(&schema.url)
+            .schema(schema.name.as_str())
+            .table_prefix("app_")
+            .connect()
+            .await
+            .unwrap();
+        let rt = Runtime::builder(store)
+            .expose::<Counter>()
+            .manual_alarms()
+            .build();
+        Counter::increment(&rt, "a", 4).await.unwrap();
+        rt.schedule_alarm("a", Counter::RESET, Duration::from_secs(60))
+            .await
+            .unwrap();
+        rt.shutdown().await;
+    });
+    let url = schema.url.as_str();
+    let tables = [
+        "--db-schema",
+        schema.name.as_str(),
+        "--table-prefix",
+        "app_",
+    ];
+
+    let (code, types) = durable_json(url, &[&["types"][..], &tables].concat());
+    assert_eq!(code, 0);
+    assert_eq!(types["types"][0]["name"], "Counter");
+    assert_eq!(types["types"].as_array().unwrap().len(), 1);
+    let (code, object) = durable_json(
+        url,
+        &[&["objects", "get", "Counter", "a"][..], &tables].concat(),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(object["state"], json!({"count": 4}));
+    assert_eq!(object["alarms"][0]["name"], "reset");
+    let (code, dead) = durable_json(url, &[&["alarms", "dead"][..], &tables].concat());
+    assert_eq!(
+        (code, dead),
+        (0, json!({"alarms": [], "next_cursor": null}))
+    );
+
+    let cancel = ["alarms", "cancel", "Counter", "a", "reset", "--offline"];
+    let (code, reply) = durable_json(url, &[&cancel[..], &tables].concat());
+    assert_eq!((code, reply), (0, json!({"cancelled": true})));
+
+    // The same application through the application's command line, directly.
+    let direct = [
+        &[
+            "objects",
+            "call",
+            "Counter",
+            "a",
+            "get",
+            "--database-url",
+            url,
+        ][..],
+        &tables,
+    ]
+    .concat();
+    assert_eq!(app_json(&direct), (Exit::Ok, json!({"result": 4})));
+}

@@ -58,6 +58,20 @@ pub(crate) struct Globals {
     #[arg(long, env = "DURABLE_DATABASE_URL", global = true, value_name = "URL")]
     pub(crate) database_url: Option<String>,
 
+    /// The Postgres schema of the store's tables, when not the connection's default.
+    #[arg(long, env = "DURABLE_DB_SCHEMA", global = true, value_name = "NAME")]
+    pub(crate) db_schema: Option<String>,
+
+    /// The prefix of the store's table names, when it has one.
+    #[arg(
+        long,
+        env = "DURABLE_TABLE_PREFIX",
+        global = true,
+        value_name = "PREFIX",
+        default_value = ""
+    )]
+    pub(crate) table_prefix: String,
+
     /// Allow writes to the database given by --database-url: asserts that no live runtime
     /// uses it.
     #[arg(long, global = true)]

@@ -8,9 +8,26 @@ use durable_sqlx::{PostgresStore, SqliteStore};
 use super::Store;
 use super::failure::Failure;
 
+/// Where the store's tables are, when not the defaults (`--db-schema`, `--table-prefix`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tables {
+    /// The Postgres schema holding the tables (default: the connection's).
+    pub(crate) schema: Option<String>,
+    /// The prefix of the table names (default: none).
+    pub(crate) prefix: String,
+}
+
 /// An opened database, of a known backend (the inspection of stored types needs to know it).
 #[derive(Clone, Debug)]
-pub(crate) enum Database {
+pub(crate) struct Database {
+    pub(crate) backend: Backend,
+    /// The objects table's name, qualified by its schema; the names were checked by the store
+    /// (lowercase letters, digits and `_`), so it can be written into a query.
+    pub(crate) objects_table: String,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
     Sqlite(SqliteStore),
     Postgres(PostgresStore),
 }
@@ -27,18 +44,28 @@ pub(crate) enum Create {
 impl Database {
     /// Opens `url`: `postgres://` or `postgresql://` for Postgres; `sqlite:` URLs and plain
     /// paths for SQLite. Pending migrations are applied.
-    pub(crate) async fn open(url: &str, create: Create) -> Result<Self, Failure> {
+    pub(crate) async fn open(url: &str, tables: &Tables, create: Create) -> Result<Self, Failure> {
         let unopened = |error: durable_sqlx::Error| {
             Failure::local(
                 "database_unavailable",
                 format!("cannot open the database: {error}"),
             )
         };
+        let objects_table = format!("{}durable_objects", tables.prefix);
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return PostgresStore::connect(url)
-                .await
-                .map(Self::Postgres)
-                .map_err(unopened);
+            let mut builder = PostgresStore::builder(url).table_prefix(tables.prefix.as_str());
+            if let Some(schema) = &tables.schema {
+                builder = builder.schema(schema.as_str());
+            }
+            let store = builder.connect().await.map_err(unopened)?;
+            let objects_table = match &tables.schema {
+                Some(schema) => format!("{schema}.{objects_table}"),
+                None => objects_table,
+            };
+            return Ok(Self {
+                backend: Backend::Postgres(store),
+                objects_table,
+            });
         }
         if let Some(scheme) = url.split_once("://").map(|(scheme, _)| scheme)
             && scheme != "sqlite"
@@ -46,6 +73,12 @@ impl Database {
             return Err(Failure::local(
                 "invalid_database_url",
                 format!("unsupported database URL scheme `{scheme}` (expected sqlite or postgres)"),
+            ));
+        }
+        if tables.schema.is_some() {
+            return Err(Failure::local(
+                "usage",
+                "--db-schema applies to Postgres only",
             ));
         }
         if create == Create::Refused
@@ -57,17 +90,22 @@ impl Database {
                 format!("no SQLite database at `{path}`"),
             ));
         }
-        SqliteStore::open(url)
+        let store = SqliteStore::builder(url)
+            .table_prefix(tables.prefix.as_str())
+            .open()
             .await
-            .map(Self::Sqlite)
-            .map_err(unopened)
+            .map_err(unopened)?;
+        Ok(Self {
+            backend: Backend::Sqlite(store),
+            objects_table,
+        })
     }
 
     /// The database as the runtime's storage.
     pub(crate) fn store(&self) -> Store {
-        match self {
-            Self::Sqlite(store) => Arc::new(store.clone()),
-            Self::Postgres(store) => Arc::new(store.clone()),
+        match &self.backend {
+            Backend::Sqlite(store) => Arc::new(store.clone()),
+            Backend::Postgres(store) => Arc::new(store.clone()),
         }
     }
 }

@@ -7,7 +7,7 @@ use durable_sqlx::sqlx;
 
 use crate::client::{DeadAlarm, DeadAlarmPage};
 
-use super::database::Database;
+use super::database::{Backend, Database};
 use super::failure::Failure;
 
 /// How many ids are read per `list_ids` page while looking for dead alarms.
@@ -16,18 +16,20 @@ const SCAN_PAGE: usize = 500;
 /// The names of the types that have stored objects (deleted ones left out), in order.
 ///
 /// The `Storage` trait cannot enumerate types, so this reads the store's object table
-/// (default table names) directly.
+/// directly.
 pub(crate) async fn stored_type_names(database: &Database) -> Result<Vec<String>, Failure> {
-    const QUERY: &str = "SELECT DISTINCT object_type FROM durable_objects \
-                         WHERE state IS NOT NULL ORDER BY object_type";
-    let names = match database {
-        Database::Sqlite(store) => {
-            sqlx::query_scalar::<_, String>(QUERY)
+    let query = format!(
+        "SELECT DISTINCT object_type FROM {} WHERE state IS NOT NULL ORDER BY object_type",
+        database.objects_table
+    );
+    let names = match &database.backend {
+        Backend::Sqlite(store) => {
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query))
                 .fetch_all(store.pool())
                 .await
         }
-        Database::Postgres(store) => {
-            sqlx::query_scalar::<_, String>(QUERY)
+        Backend::Postgres(store) => {
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query))
                 .fetch_all(store.pool())
                 .await
         }

@@ -70,7 +70,7 @@ use durable_runtime::storage::Storage;
 use crate::client::Client;
 
 use args::{AppCli, AppCommand, GenericCli, Globals, ObjectsCommand, Operation};
-use database::{Create, Database};
+use database::{Create, Database, Tables};
 use direct::Direct;
 use failure::Failure;
 
@@ -273,6 +273,10 @@ impl App {
                 Some(_) => None,
                 None => self.default_database_url.clone(),
             });
+        let tables = Tables {
+            schema: globals.db_schema.clone(),
+            prefix: globals.table_prefix.clone(),
+        };
         let operation = match command {
             AppCommand::Serve(serve) => {
                 let url = database_url.ok_or_else(|| {
@@ -281,7 +285,7 @@ impl App {
                 let build = self.build.ok_or_else(|| {
                     Failure::local("usage", "serve needs the object types of your own binary")
                 })?;
-                serve_command(build, &url, serve).await?;
+                serve_command(build, &url, &tables, serve).await?;
                 return Ok(None);
             }
             AppCommand::Operation(operation) => read_arguments(operation)?,
@@ -299,7 +303,7 @@ impl App {
                 gateway::run(&client, operation).await.map(Some)
             }
             (None, Some(url)) => {
-                let database = Database::open(&url, Create::Refused).await?;
+                let database = Database::open(&url, &tables, Create::Refused).await?;
                 let store = database.store();
                 let runtime = self
                     .build
@@ -359,6 +363,7 @@ fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
 async fn serve_command(
     build: BuildRuntime,
     database_url: &str,
+    tables: &Tables,
     args: args::ServeArgs,
 ) -> Result<(), Failure> {
     init_tracing();
@@ -370,7 +375,7 @@ async fn serve_command(
     if let Some(bind) = args.bind {
         config.bind = bind;
     }
-    let database = Database::open(database_url, Create::Allowed).await?;
+    let database = Database::open(database_url, tables, Create::Allowed).await?;
     let runtime = build(database.store()).build();
     crate::serve(runtime, config)
         .await
