@@ -26,6 +26,8 @@
 //! sqlite://app.db --config gateway.toml`, `my-server objects call Counter user-1 increment
 //! '{"by": 5}' --gateway http://127.0.0.1:8080`.
 
+#![deny(missing_docs)]
+
 pub mod cli;
 pub mod client;
 

@@ -67,10 +67,9 @@ pub(crate) struct Globals {
         long,
         env = "DURABLE_TABLE_PREFIX",
         global = true,
-        value_name = "PREFIX",
-        default_value = ""
+        value_name = "PREFIX"
     )]
-    pub(crate) table_prefix: String,
+    pub(crate) table_prefix: Option<String>,
 
     /// Allow writes to the database given by --database-url: asserts that no live runtime
     /// uses it.

@@ -41,7 +41,8 @@
 //!
 //! Every command but `serve` goes to a gateway (`--gateway URL --token TOKEN`, or the
 //! environment variables `DURABLE_GATEWAY` / `DURABLE_TOKEN`) or reads a database directly
-//! (`--database-url URL` or `DURABLE_DATABASE_URL`: `sqlite://app.db`, `postgres://...`).
+//! (`--database-url URL` or `DURABLE_DATABASE_URL`: `sqlite://app.db`, `postgres://...`;
+//! `--db-schema` and `--table-prefix` name a store opened with a schema or a table prefix).
 //! Directly, only stored objects are seen (the command line's runtime has nothing live), no
 //! alarm fires, and writes (a write handler, a delete, alarm changes) are refused unless
 //! `--offline` asserts that no live runtime uses the database. Results print as tables, or
@@ -275,7 +276,7 @@ impl App {
             });
         let tables = Tables {
             schema: globals.db_schema.clone(),
-            prefix: globals.table_prefix.clone(),
+            prefix: globals.table_prefix.clone().unwrap_or_default(),
         };
         let operation = match command {
             AppCommand::Serve(serve) => {
