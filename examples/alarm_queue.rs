@@ -39,7 +39,7 @@ pub struct EventQueue {
     drains: u32,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl EventQueue {
     /// Adds (or replaces) events.
     #[handler]

@@ -19,7 +19,7 @@ pub struct Counter {
     count: i64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Counter {
     /// Adds `by` and returns the new count.
     #[handler]

@@ -18,7 +18,7 @@ use durable_runtime::{Context, Error, Runtime, durable_object};
 use serde::{Deserialize, Serialize};
 
 /// Why a lock operation was refused.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum LockError {
     /// Someone else holds the lock.
     Held { holder: String },
@@ -54,7 +54,7 @@ pub struct Lock {
     fence: u64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Lock {
     /// Takes the lock for `lease`, or extends the lease if `who` already holds it. Returns the
     /// fencing token to pass along with the work done under the lock.

@@ -15,6 +15,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use durable_runtime::{Context, Error, Runtime, durable_object};
+use serde::Serialize;
 
 /// The most tokens a bucket holds: the longest burst a key may send.
 const CAPACITY: f64 = 5.0;
@@ -22,7 +23,7 @@ const CAPACITY: f64 = 5.0;
 const REFILL_PER_SEC: f64 = 2.0;
 
 /// Why a request was refused.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum RateLimitError {
     /// Not enough tokens now; enough will have refilled after `retry_after`.
     Limited { retry_after: Duration },
@@ -51,7 +52,7 @@ pub struct RateLimiter {
     updated_at: Option<SystemTime>,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl RateLimiter {
     /// Takes `cost` tokens; returns how many whole tokens are left.
     #[handler]

@@ -16,9 +16,10 @@ use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
 use durable_runtime::{Context, Error, Runtime, durable_object};
+use serde::Serialize;
 
 /// Why a session operation was refused.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum SessionError {
     /// No session was started under this id (or it was deleted).
     NotFound,
@@ -53,7 +54,7 @@ pub struct Session {
     expired: bool,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Session {
     /// Starts the session for `user`; it expires after `idle_timeout` without use.
     #[handler]

@@ -38,7 +38,7 @@ pub struct CounterShard {
     count: u64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl CounterShard {
     #[handler]
     fn handle_add(&mut self, by: u64) -> u64 {
@@ -60,7 +60,7 @@ pub struct ShardedCounter {
     last_refresh: Option<SystemTime>,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl ShardedCounter {
     /// Asks every shard for its count, all at once, and returns the sum.
     #[handler]

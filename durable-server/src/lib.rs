@@ -31,7 +31,10 @@
 //! - [`ServerConfig`]: bind address, timeouts, body limit and [`auth`] (deny by default);
 //! - [`ApiError`] / [`ErrorCode`]: the one error body and the mapping table of every failure;
 //! - [`model`]: the JSON bodies, shared with clients;
-//! - [`audit`], [`metrics`]: the audit trail and `/metrics`.
+//! - [`audit`], [`metrics`]: the audit trail and `/metrics`;
+//! - [`client`]: a Rust client of the gateway;
+//! - [`cli`]: the command line of your own server binary (`serve`, `objects`, `alarms`, ...),
+//!   which is three lines: `durable_server::cli::run(|store| Runtime::builder(store).expose::<Counter>())`.
 //!
 //! Routes (all under `/v1`, and without the prefix as aliases):
 //!
@@ -50,6 +53,8 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cli;
+pub mod client;
 mod config;
 mod error;
 pub mod metrics;

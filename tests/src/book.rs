@@ -40,6 +40,9 @@ pub mod errors {}
 #[doc = include_str!("../../book/src/observability.md")]
 pub mod observability {}
 
+#[doc = include_str!("../../book/src/cli.md")]
+pub mod cli {}
+
 #[doc = include_str!("../../book/src/configuration.md")]
 pub mod configuration {}
 

@@ -1,0 +1,288 @@
+//! The command line's arguments (clap derive): the target and output options shared by every
+//! command, the operations both binaries have, and `serve`, which only a binary with object
+//! types has.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::client::ObjectStatus;
+
+/// Your server binary's command line: `serve` plus every operation.
+#[derive(Debug, Parser)]
+#[command(version, about = "Serve, call and inspect durable objects")]
+pub(crate) struct AppCli {
+    #[command(flatten)]
+    pub(crate) globals: Globals,
+    #[command(subcommand)]
+    pub(crate) command: AppCommand,
+}
+
+/// The generic `durable` binary's command line: the operations that need no object type.
+#[derive(Debug, Parser)]
+#[command(
+    name = "durable",
+    version,
+    about = "Inspect durable objects in a database, or operate them through a gateway",
+    after_help = "Reading a database (--database-url) needs no object types: it lists types, \
+                  ids, stored states and alarms. Calls and alarm scheduling need the types: \
+                  send them through a gateway (--gateway) or your own binary."
+)]
+pub(crate) struct GenericCli {
+    #[command(flatten)]
+    pub(crate) globals: Globals,
+    #[command(subcommand)]
+    pub(crate) command: Operation,
+}
+
+/// Where commands go and how their results are printed.
+#[derive(Debug, Args)]
+pub(crate) struct Globals {
+    /// The gateway to send commands to, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "DURABLE_GATEWAY", global = true, value_name = "URL")]
+    pub(crate) gateway: Option<String>,
+
+    /// The bearer token for the gateway.
+    #[arg(
+        long,
+        env = "DURABLE_TOKEN",
+        global = true,
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub(crate) token: Option<String>,
+
+    /// The database to read directly (sqlite://file.db, postgres://...), or to serve from.
+    #[arg(long, env = "DURABLE_DATABASE_URL", global = true, value_name = "URL")]
+    pub(crate) database_url: Option<String>,
+
+    /// The Postgres schema of the store's tables, when not the connection's default.
+    #[arg(long, env = "DURABLE_DB_SCHEMA", global = true, value_name = "NAME")]
+    pub(crate) db_schema: Option<String>,
+
+    /// The prefix of the store's table names, when it has one.
+    #[arg(
+        long,
+        env = "DURABLE_TABLE_PREFIX",
+        global = true,
+        value_name = "PREFIX"
+    )]
+    pub(crate) table_prefix: Option<String>,
+
+    /// Allow writes to the database given by --database-url: asserts that no live runtime
+    /// uses it.
+    #[arg(long, global = true)]
+    pub(crate) offline: bool,
+
+    /// How results are printed.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Table, global = true)]
+    pub(crate) output: OutputFormat,
+}
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// Aligned columns for people.
+    Table,
+    /// The gateway's JSON replies, for scripts.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AppCommand {
+    /// Serve the objects over HTTP.
+    Serve(ServeArgs),
+    #[command(flatten)]
+    Operation(Operation),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The gateway's configuration (TOML: bind, timeouts, tokens and grants).
+    #[arg(long, env = "DURABLE_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// The address to listen on, overriding the configuration's `bind`.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) bind: Option<SocketAddr>,
+}
+
+/// The operations both binaries have.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Operation {
+    /// Call, read, list and delete objects.
+    #[command(subcommand)]
+    Objects(ObjectsCommand),
+    /// List, schedule and cancel alarms; list and re-queue dead alarms.
+    #[command(subcommand)]
+    Alarms(AlarmsCommand),
+    /// List the object types with their handlers, alarms and options.
+    Types,
+    /// Print the gateway's OpenAPI document.
+    Openapi,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ObjectsCommand {
+    /// List the objects of a type.
+    List {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// Only objects in this state (active and hibernated need a gateway).
+        #[arg(long, value_parser = parse_status)]
+        status: Option<ObjectStatus>,
+        /// Where the previous page ended (its next_cursor).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// At most this many objects (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Show an object: status, stored state and version, alarms.
+    Get {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+    },
+    /// Call a handler.
+    Call {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The handler.
+        handler: String,
+        /// The arguments as a JSON object, e.g. '{"by": 5}'; `-` reads them from standard
+        /// input. None for a handler without arguments.
+        #[arg(value_name = "JSON")]
+        arguments: Option<String>,
+    },
+    /// Delete an object: its state and its alarms.
+    Delete {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AlarmsCommand {
+    /// List an object's alarms.
+    List {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+    },
+    /// Schedule an alarm, replacing a schedule of the same alarm.
+    #[command(group = clap::ArgGroup::new("when").required(true).args(["fire_at", "delay"]))]
+    Set {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The alarm.
+        name: String,
+        /// When it fires (RFC 3339, e.g. 2026-11-25T18:00:00Z).
+        #[arg(long, value_parser = parse_time)]
+        fire_at: Option<SystemTime>,
+        /// After how long it fires (e.g. 30s, 5m, 1h 30m).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        delay: Option<Duration>,
+    },
+    /// Cancel an alarm.
+    Cancel {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The alarm.
+        name: String,
+    },
+    /// List the alarms that exhausted their attempts.
+    Dead {
+        /// Only alarms of objects of this type.
+        #[arg(long = "type", value_name = "TYPE")]
+        type_name: Option<String>,
+        /// Where the previous page ended (its next_cursor).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// At most this many alarms (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Schedule a dead alarm again, due now with its attempts reset.
+    Requeue {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The alarm.
+        name: String,
+    },
+}
+
+fn parse_status(text: &str) -> Result<ObjectStatus, String> {
+    text.parse()
+        .map_err(|error: crate::client::UnknownStatus| error.to_string())
+}
+
+fn parse_time(text: &str) -> Result<SystemTime, String> {
+    humantime::parse_rfc3339_weak(text).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn both_command_lines_are_well_formed() {
+        AppCli::command().debug_assert();
+        GenericCli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_alarm_needs_exactly_one_time() {
+        let parse = |args: &[&str]| AppCli::try_parse_from(args.iter().copied());
+        let base = ["app", "alarms", "set", "Session", "s1", "expire"];
+        assert!(parse(&base).is_err());
+        assert!(parse(&[&base[..], &["--delay", "30s"]].concat()).is_ok());
+        let both = [
+            &base[..],
+            &["--delay", "30s", "--fire-at", "2026-01-01T00:00:00Z"],
+        ]
+        .concat();
+        assert!(parse(&both).is_err());
+    }
+
+    #[test]
+    fn global_options_go_anywhere() {
+        let cli = AppCli::try_parse_from([
+            "app",
+            "objects",
+            "get",
+            "Counter",
+            "a",
+            "--output",
+            "json",
+            "--offline",
+        ])
+        .unwrap();
+        assert_eq!(cli.globals.output, OutputFormat::Json);
+        assert!(cli.globals.offline);
+    }
+}

@@ -1,0 +1,135 @@
+//! Opening the database a `--database-url` names: an SQLite file or a Postgres server.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use durable_sqlx::{PostgresStore, SqliteStore};
+
+use super::Store;
+use super::failure::Failure;
+
+/// Where the store's tables are, when not the defaults (`--db-schema`, `--table-prefix`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tables {
+    /// The Postgres schema holding the tables (default: the connection's).
+    pub(crate) schema: Option<String>,
+    /// The prefix of the table names (default: none).
+    pub(crate) prefix: String,
+}
+
+/// An opened database, of a known backend (the inspection of stored types needs to know it).
+#[derive(Clone, Debug)]
+pub(crate) struct Database {
+    pub(crate) backend: Backend,
+    /// The objects table's name, qualified by its schema; the names were checked by the store
+    /// (lowercase letters, digits and `_`), so it can be written into a query.
+    pub(crate) objects_table: String,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+/// Whether opening may create a database that does not exist yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Create {
+    /// `serve`: a new SQLite file is created.
+    Allowed,
+    /// Inspection: a missing SQLite file is an error, not a new empty database.
+    Refused,
+}
+
+impl Database {
+    /// Opens `url`: `postgres://` or `postgresql://` for Postgres; `sqlite:` URLs and plain
+    /// paths for SQLite. Pending migrations are applied.
+    pub(crate) async fn open(url: &str, tables: &Tables, create: Create) -> Result<Self, Failure> {
+        let unopened = |error: durable_sqlx::Error| {
+            Failure::local(
+                "database_unavailable",
+                format!("cannot open the database: {error}"),
+            )
+        };
+        let objects_table = format!("{}durable_objects", tables.prefix);
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let mut builder = PostgresStore::builder(url).table_prefix(tables.prefix.as_str());
+            if let Some(schema) = &tables.schema {
+                builder = builder.schema(schema.as_str());
+            }
+            let store = builder.connect().await.map_err(unopened)?;
+            let objects_table = match &tables.schema {
+                Some(schema) => format!("{schema}.{objects_table}"),
+                None => objects_table,
+            };
+            return Ok(Self {
+                backend: Backend::Postgres(store),
+                objects_table,
+            });
+        }
+        if let Some(scheme) = url.split_once("://").map(|(scheme, _)| scheme)
+            && scheme != "sqlite"
+        {
+            return Err(Failure::local(
+                "invalid_database_url",
+                format!("unsupported database URL scheme `{scheme}` (expected sqlite or postgres)"),
+            ));
+        }
+        if tables.schema.is_some() {
+            return Err(Failure::local(
+                "usage",
+                "--db-schema applies to Postgres only",
+            ));
+        }
+        if create == Create::Refused
+            && let Some(path) = sqlite_file(url)
+            && !Path::new(path).exists()
+        {
+            return Err(Failure::local(
+                "database_not_found",
+                format!("no SQLite database at `{path}`"),
+            ));
+        }
+        let store = SqliteStore::builder(url)
+            .table_prefix(tables.prefix.as_str())
+            .open()
+            .await
+            .map_err(unopened)?;
+        Ok(Self {
+            backend: Backend::Sqlite(store),
+            objects_table,
+        })
+    }
+
+    /// The database as the runtime's storage.
+    pub(crate) fn store(&self) -> Store {
+        match &self.backend {
+            Backend::Sqlite(store) => Arc::new(store.clone()),
+            Backend::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+}
+
+/// The file of an SQLite location (`app.db`, `sqlite://app.db`, `sqlite:app.db?mode=rwc`),
+/// `None` for an in-memory database.
+fn sqlite_file(url: &str) -> Option<&str> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_locations_name_their_file() {
+        assert_eq!(sqlite_file("app.db"), Some("app.db"));
+        assert_eq!(sqlite_file("sqlite://data/app.db"), Some("data/app.db"));
+        assert_eq!(sqlite_file("sqlite:app.db?mode=rwc"), Some("app.db"));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! Commands sent to a gateway through the HTTP client.
+
+use serde_json::Value;
+
+use crate::client::{
+    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Requeued, TypeList,
+};
+
+use super::args::{AlarmsCommand, ObjectsCommand, Operation};
+use super::failure::Failure;
+use super::render::Reply;
+
+pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, Failure> {
+    Ok(match operation {
+        Operation::Types => Reply::Types(TypeList {
+            types: client.types().await?,
+        }),
+        Operation::Openapi => Reply::Document(client.openapi().await?),
+        Operation::Objects(command) => objects(client, command).await?,
+        Operation::Alarms(command) => alarms(client, command).await?,
+    })
+}
+
+async fn objects(client: &Client, command: ObjectsCommand) -> Result<Reply, Failure> {
+    let objects = client.objects();
+    Ok(match command {
+        ObjectsCommand::List {
+            type_name,
+            status,
+            cursor,
+            limit,
+        } => Reply::Objects(
+            objects
+                .list(&type_name, status, cursor.as_deref(), Some(limit))
+                .await?,
+        ),
+        ObjectsCommand::Get { type_name, id } => Reply::Object(objects.get(&type_name, &id).await?),
+        ObjectsCommand::Call {
+            type_name,
+            id,
+            handler,
+            arguments,
+        } => {
+            let arguments: Value = match arguments {
+                Some(text) => serde_json::from_str(&text).map_err(|error| {
+                    Failure::new(
+                        Some(400),
+                        "invalid_arguments",
+                        format!("the arguments are not JSON: {error}"),
+                    )
+                })?,
+                None => Value::Object(serde_json::Map::new()),
+            };
+            let result = objects.call(&type_name, &id, &handler, &arguments).await?;
+            Reply::Call(CallReply { result })
+        }
+        ObjectsCommand::Delete { type_name, id } => Reply::Deleted(Deleted {
+            deleted: objects.delete(&type_name, &id).await?,
+        }),
+    })
+}
+
+async fn alarms(client: &Client, command: AlarmsCommand) -> Result<Reply, Failure> {
+    let alarms = client.alarms();
+    Ok(match command {
+        AlarmsCommand::List { type_name, id } => Reply::Alarms(AlarmList {
+            alarms: alarms.list(&type_name, &id).await?,
+        }),
+        AlarmsCommand::Set {
+            type_name,
+            id,
+            name,
+            fire_at,
+            delay,
+        } => {
+            let when = match (fire_at, delay) {
+                (Some(time), _) => AlarmWhen::At(time),
+                (None, delay) => AlarmWhen::After(delay.unwrap_or_default()),
+            };
+            Reply::Scheduled(alarms.set(&type_name, &id, &name, when).await?)
+        }
+        AlarmsCommand::Cancel {
+            type_name,
+            id,
+            name,
+        } => Reply::Cancelled(Cancelled {
+            cancelled: alarms.cancel(&type_name, &id, &name).await?,
+        }),
+        AlarmsCommand::Dead {
+            type_name,
+            cursor,
+            limit,
+        } => Reply::Dead(
+            alarms
+                .dead(type_name.as_deref(), cursor.as_deref(), Some(limit))
+                .await?,
+        ),
+        AlarmsCommand::Requeue {
+            type_name,
+            id,
+            name,
+        } => Reply::Requeued(Requeued {
+            requeued: alarms.requeue(&type_name, &id, &name).await?,
+        }),
+    })
+}

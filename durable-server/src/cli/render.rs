@@ -1,0 +1,242 @@
+//! Printing a command's result: the gateway's JSON reply (`--output json`), or aligned columns
+//! for people (`--output table`).
+
+use std::io::{self, Write};
+
+use comfy_table::{Table, presets};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::client::{
+    AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarmPage, Deleted, ErrorReply, ObjectInfo,
+    ObjectPage, Requeued, ScheduledAlarm, TypeList, format_time,
+};
+
+use super::args::OutputFormat;
+use super::failure::Failure;
+
+/// A command's result: one of the gateway's replies.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Object(ObjectInfo),
+    Objects(ObjectPage),
+    Call(CallReply),
+    Deleted(Deleted),
+    Alarms(AlarmList),
+    Scheduled(ScheduledAlarm),
+    Cancelled(Cancelled),
+    Dead(DeadAlarmPage),
+    Requeued(Requeued),
+    Types(TypeList),
+    Document(Value),
+}
+
+impl Reply {
+    pub(crate) fn write(&self, format: OutputFormat, out: &mut dyn Write) -> io::Result<()> {
+        match format {
+            OutputFormat::Json => self.write_json(out),
+            OutputFormat::Table => self.write_table(out),
+        }
+    }
+
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        match self {
+            Self::Object(reply) => json(out, reply),
+            Self::Objects(reply) => json(out, reply),
+            Self::Call(reply) => json(out, reply),
+            Self::Deleted(reply) => json(out, reply),
+            Self::Alarms(reply) => json(out, reply),
+            Self::Scheduled(reply) => json(out, reply),
+            Self::Cancelled(reply) => json(out, reply),
+            Self::Dead(reply) => json(out, reply),
+            Self::Requeued(reply) => json(out, reply),
+            Self::Types(reply) => json(out, reply),
+            Self::Document(reply) => json(out, reply),
+        }
+    }
+
+    fn write_table(&self, out: &mut dyn Write) -> io::Result<()> {
+        match self {
+            Self::Object(object) => {
+                writeln!(out, "type:    {}", object.type_name)?;
+                writeln!(out, "id:      {}", object.id)?;
+                writeln!(out, "status:  {}", object.status)?;
+                match object.version {
+                    Some(version) => writeln!(out, "version: {version}")?,
+                    None => writeln!(out, "version: -")?,
+                }
+                writeln!(out, "state:   {}", pretty(&object.state))?;
+                if !object.alarms.is_empty() {
+                    writeln!(out, "alarms:")?;
+                    table(out, alarm_table(&object.alarms))?;
+                }
+                Ok(())
+            }
+            Self::Objects(page) => {
+                let mut rows = new_table(["TYPE", "ID", "STATUS"]);
+                for object in &page.objects {
+                    rows.add_row(vec![
+                        object.type_name.clone(),
+                        object.id.clone(),
+                        object.status.to_string(),
+                    ]);
+                }
+                table(out, rows)?;
+                next_page(out, page.next_cursor.as_deref())
+            }
+            Self::Call(reply) => writeln!(out, "{}", pretty(&reply.result)),
+            Self::Deleted(reply) => writeln!(
+                out,
+                "{}",
+                if reply.deleted {
+                    "deleted"
+                } else {
+                    "nothing stored: nothing deleted"
+                }
+            ),
+            Self::Alarms(list) => table(out, alarm_table(&list.alarms)),
+            Self::Scheduled(alarm) => writeln!(
+                out,
+                "alarm `{}` fires at {}",
+                alarm.name,
+                format_time(alarm.fire_at)
+            ),
+            Self::Cancelled(reply) => writeln!(
+                out,
+                "{}",
+                if reply.cancelled {
+                    "cancelled"
+                } else {
+                    "not scheduled: nothing cancelled"
+                }
+            ),
+            Self::Dead(page) => {
+                let mut rows = new_table(["TYPE", "ID", "ALARM", "FIRE AT", "ATTEMPTS"]);
+                for alarm in &page.alarms {
+                    rows.add_row(vec![
+                        alarm.type_name.clone(),
+                        alarm.id.clone(),
+                        alarm.name.clone(),
+                        format_time(alarm.fire_at),
+                        alarm.attempts.to_string(),
+                    ]);
+                }
+                table(out, rows)?;
+                next_page(out, page.next_cursor.as_deref())
+            }
+            Self::Requeued(reply) => writeln!(
+                out,
+                "{}",
+                if reply.requeued {
+                    "requeued"
+                } else {
+                    "no such dead alarm: nothing requeued"
+                }
+            ),
+            Self::Types(list) => {
+                let mut rows = new_table(["TYPE", "HANDLERS", "ALARMS"]);
+                for ty in &list.types {
+                    let handlers: Vec<String> = ty
+                        .handlers
+                        .iter()
+                        .map(|handler| {
+                            let access = match handler.access {
+                                crate::client::Access::Read => "read",
+                                crate::client::Access::Write => "write",
+                            };
+                            format!(
+                                "{}({}) {access}",
+                                handler.name,
+                                handler.arguments.join(", ")
+                            )
+                        })
+                        .collect();
+                    rows.add_row(vec![
+                        ty.name.clone(),
+                        handlers.join("\n"),
+                        ty.alarms.join(", "),
+                    ]);
+                }
+                table(out, rows)
+            }
+            Self::Document(document) => json(out, document),
+        }
+    }
+}
+
+/// Prints a failure: its error body as JSON, or one line for people.
+pub(crate) fn write_failure(
+    failure: &Failure,
+    format: OutputFormat,
+    err: &mut dyn Write,
+) -> io::Result<()> {
+    match format {
+        OutputFormat::Json => json(
+            err,
+            &ErrorReply {
+                error: (*failure.error).clone(),
+            },
+        ),
+        OutputFormat::Table => {
+            let error = &failure.error;
+            write!(err, "error: {} ({}", error.message, error.code)?;
+            if let Some(status) = failure.status {
+                write!(err, ", HTTP {status}")?;
+            }
+            if error.retryable {
+                write!(err, ", retryable")?;
+            }
+            writeln!(err, ")")?;
+            if !error.details.is_null() {
+                writeln!(err, "details: {}", pretty(&error.details))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+fn new_table<const N: usize>(header: [&str; N]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).set_header(header);
+    table
+}
+
+fn alarm_table(alarms: &[AlarmInfo]) -> Table {
+    let mut rows = new_table(["ALARM", "FIRE AT", "ATTEMPTS", "DEAD"]);
+    for alarm in alarms {
+        rows.add_row(vec![
+            alarm.name.clone(),
+            format_time(alarm.fire_at),
+            alarm.attempts.to_string(),
+            if alarm.dead { "yes" } else { "no" }.to_owned(),
+        ]);
+    }
+    rows
+}
+
+fn table(out: &mut dyn Write, mut table: Table) -> io::Result<()> {
+    // Flush left, two spaces between columns.
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    for line in table.lines() {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+fn next_page(out: &mut dyn Write, cursor: Option<&str>) -> io::Result<()> {
+    match cursor {
+        Some(cursor) => writeln!(out, "(more: --cursor '{cursor}')"),
+        None => Ok(()),
+    }
+}
