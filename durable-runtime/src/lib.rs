@@ -71,7 +71,7 @@ extern crate self as durable_runtime;
 pub use activation::call::Access;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use error::Error;
-pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, Invoke};
+pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, HandlerSchemas, Invoke};
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
 pub use inventory::{DeadAlarmPage, InvalidCursor, LiveStatus, ObjectView};
 pub use object::context::Context;

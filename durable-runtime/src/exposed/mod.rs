@@ -8,12 +8,14 @@
 //!
 //! One concern per module: `table` holds the generated table and the registry, `calls` the
 //! calls by name, `ops` the typed operations on one object by type name, `live` the live
-//! objects and the whole view of one object, and `dead` the dead alarms across objects.
+//! objects and the whole view of one object, `dead` the dead alarms across objects, and
+//! `schema` the JSON schemas of handlers (feature `schemars`).
 
 mod calls;
 mod dead;
 mod live;
 mod ops;
+mod schema;
 mod table;
 
 use serde_json::Value;
@@ -22,6 +24,12 @@ use crate::error::Error;
 use crate::inventory::InvalidCursor;
 
 pub use calls::{ExposedError, arguments, fallible_reply, reply};
+#[cfg(feature = "schemars")]
+pub use schema::{
+    ArgumentsSchema, KnownSchema, OptionalArgument, RequiredArgument, SchemaProbe, UnknownSchema,
+    handler_schemas,
+};
+pub use schema::{HandlerSchemas, no_schemas};
 pub(crate) use table::Registry;
 pub use table::{Exposed, ExposedHandler, ExposedType, Invoke};
 

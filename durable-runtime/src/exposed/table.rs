@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::CallByNameError;
+use super::{CallByNameError, HandlerSchemas};
 use crate::activation::call::Access;
 use crate::alarms::{Alarm, AlarmTime};
 use crate::error::Error;
@@ -50,6 +50,9 @@ pub struct ExposedHandler {
     pub arguments: &'static [&'static str],
     /// Decodes the arguments and calls the typed client.
     pub invoke: Invoke,
+    /// The JSON schemas of its arguments object, output and error: generated with the
+    /// `schemars` feature, `None` without it (see [`HandlerSchemas`]).
+    pub schemas: fn() -> Option<HandlerSchemas>,
 }
 
 impl fmt::Debug for ExposedHandler {
