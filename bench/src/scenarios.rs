@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use durable_runtime::storage::{
-    AlarmChange, AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey,
-    ObjectWrite, Storage, StorageError, truncate_to_micros,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded,
+    MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError, truncate_to_micros,
 };
 use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
 use hdrhistogram::Histogram;
@@ -511,6 +511,17 @@ impl Storage for NullStorage {
     }
     async fn list_alarms(&self, _: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
         Ok(Vec::new())
+    }
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+        Ok(Vec::new())
+    }
+    async fn list_dead_alarms(
+        &self,
+        _: Option<&str>,
+        _: Option<&AlarmKey>,
+        _: usize,
+    ) -> Result<AlarmPage, StorageError> {
+        Ok(AlarmPage::default())
     }
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
         Ok(None)

@@ -184,7 +184,14 @@ pub const fn nanos(nanos: u64) -> ::core::time::Duration {
     ::core::time::Duration::from_nanos(nanos)
 }
 
+#[cfg(feature = "schemars")]
 pub use crate::exposed::{
-    CallByNameError, Exposed, ExposedError, ExposedHandler, arguments, fallible_reply, reply,
+    ArgumentsSchema, KnownSchema, OptionalArgument, RequiredArgument, SchemaProbe, UnknownSchema,
+    handler_schemas,
 };
+pub use crate::exposed::{
+    CallByNameError, Exposed, ExposedError, ExposedHandler, HandlerSchemas, arguments,
+    fallible_reply, no_schemas, reply,
+};
+
 pub use serde_json::Value as JsonValue;

@@ -145,6 +145,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "claim leases",
         sql: include_str!("../migrations/sqlite/0005_claim_leases.sql"),
     },
+    Migration {
+        version: 6,
+        description: "dead alarm index",
+        sql: include_str!("../migrations/sqlite/0006_dead_alarm_index.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -175,6 +180,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 5,
         description: "claim leases",
         sql: include_str!("../migrations/postgres/0005_claim_leases.sql"),
+    },
+    Migration {
+        version: 6,
+        description: "dead alarm index",
+        sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
     },
 ];
 
@@ -327,6 +337,18 @@ pub(crate) fn stored_versions(
 }
 
 /// Turns the rows fetched with [`fetch_limit`] into a page.
+/// The page of dead alarms made of `rows` (fetched with [`fetch_limit`]).
+pub(crate) fn alarm_page<R>(
+    rows: &[R],
+    limit: usize,
+    read: impl Fn(&R) -> Result<durable_runtime::storage::AlarmRecord, StorageError>,
+) -> Result<durable_runtime::storage::AlarmPage, StorageError> {
+    let alarms = rows.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+    Ok(durable_runtime::storage::AlarmPage::from_listed(
+        alarms, limit,
+    ))
+}
+
 pub(crate) fn id_page(mut ids: Vec<String>, limit: usize) -> durable_runtime::storage::IdPage {
     let next = if ids.len() > limit {
         ids.truncate(limit);

@@ -1,15 +1,19 @@
 //! Handlers callable by name, on every storage backend: a call by name has the semantics of
 //! the typed call (same result, state committed before the reply, the read path), the
 //! handler's own error comes back as JSON, arguments that do not fit are refused naming the
-//! field, only exposed types and handlers are reachable, and objects of an exposed type are
-//! inspected and deleted by its name.
+//! field, only exposed types and handlers are reachable, objects of an exposed type are
+//! inspected and deleted by its name, its live objects are listed by status and seen whole,
+//! and the dead alarms of exposed types are listed across objects and re-queued.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use durable_runtime::storage::{ObjectKey, Storage};
-use durable_runtime::{Access, CallByNameError, Error, ObjectStatus, Runtime, durable_object};
-use durable_tests::backend_tests;
+use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, Storage};
+use durable_runtime::{
+    Access, AlarmSettings, CallByNameError, Context, DeadAlarmPage, Error, LiveStatus,
+    ObjectStatus, RetryPolicy, Runtime, durable_object,
+};
+use durable_tests::{backend_tests, eventually};
 use serde::Serialize;
 use serde_json::json;
 
@@ -81,6 +85,63 @@ impl Hidden {
     fn handle_bump(&mut self) -> u32 {
         self.n += 1;
         self.n
+    }
+}
+
+/// Hibernates soon after its last call.
+#[durable_object(hibernate_after = "2s")]
+pub struct Note {
+    text: String,
+}
+
+#[durable_object(expose)]
+impl Note {
+    #[handler]
+    fn handle_write(&mut self, text: String) {
+        self.text = text;
+    }
+
+    #[handler]
+    fn handle_read(&self) -> String {
+        self.text.clone()
+    }
+
+    #[alarm]
+    fn remind(&mut self) {}
+}
+
+/// Its alarm fails until it is fixed.
+#[durable_object]
+pub struct Mailer {
+    #[field(default = true)]
+    broken: bool,
+    sent: u32,
+}
+
+#[durable_object(expose)]
+impl Mailer {
+    #[handler]
+    fn handle_queue(&mut self, ctx: &Context) {
+        ctx.schedule_alarm(Mailer::SEND, Duration::ZERO);
+    }
+
+    #[handler]
+    fn handle_fix(&mut self) {
+        self.broken = false;
+    }
+
+    #[handler]
+    fn handle_sent(&self) -> u32 {
+        self.sent
+    }
+
+    #[alarm]
+    fn send(&mut self) -> Result<(), String> {
+        if self.broken {
+            return Err("SMTP refused".to_owned());
+        }
+        self.sent += 1;
+        Ok(())
     }
 }
 
@@ -348,7 +409,289 @@ async fn calls_by_name_and_typed_calls_interleave_one_at_a_time(store: Arc<dyn S
     rt.shutdown().await;
 }
 
+async fn live_objects_are_listed_by_status_and_seen_whole(store: Arc<dyn Storage>) {
+    let rt = Runtime::builder(Arc::clone(&store))
+        .expose::<Note>()
+        .register::<Hidden>()
+        .build();
+    let live = |status| rt.list_live_by_name("Note", status, None, 100).unwrap().ids;
+    for id in ["n3", "n1", "n2"] {
+        rt.call_by_name("Note", id, "write", json!({"text": id}))
+            .await
+            .unwrap();
+    }
+    let page = rt
+        .list_live_by_name("Note", LiveStatus::Active, None, 2)
+        .unwrap();
+    assert_eq!(
+        (page.ids, page.next.as_deref()),
+        (vec!["n1".to_owned(), "n2".to_owned()], Some("n2"))
+    );
+    let rest = rt.list_live_by_name("Note", LiveStatus::Active, Some("n2"), 2);
+    assert_eq!(rest.unwrap().ids, ["n3"]);
+    let in_an_hour = Duration::from_secs(3600);
+    rt.schedule_alarm_by_name("Note", "n1", "remind", in_an_hour)
+        .await
+        .unwrap();
+
+    // Past `hibernate_after`, every one hibernates; a call wakes one.
+    eventually(|| async { live(LiveStatus::Hibernated) == ["n1", "n2", "n3"] }).await;
+    assert!(live(LiveStatus::Active).is_empty());
+    assert_eq!(
+        rt.call_by_name("Note", "n2", "read", json!({}))
+            .await
+            .unwrap(),
+        json!("n2")
+    );
+    assert_eq!(live(LiveStatus::Active), ["n2"]);
+    assert_eq!(live(LiveStatus::Hibernated), ["n1", "n3"]);
+
+    // Whole views: status, committed state, version, alarms; of a hibernated one without
+    // waking it.
+    let n2 = rt.inspect_by_name("Note", "n2").await.unwrap().unwrap();
+    assert_eq!(
+        (n2.status, n2.state, n2.version, n2.alarms.len()),
+        (ObjectStatus::Active, json!({"text": "n2"}), Some(1), 0)
+    );
+    let n1 = rt.inspect_by_name("Note", "n1").await.unwrap().unwrap();
+    assert_eq!((n1.status, n1.version), (ObjectStatus::Hibernated, Some(2)));
+    assert_eq!(n1.state, json!({"text": "n1"}));
+    let alarms: Vec<_> = n1.alarms.iter().map(|alarm| alarm.name.as_str()).collect();
+    assert_eq!(alarms, ["remind"]);
+    assert_eq!(
+        live(LiveStatus::Hibernated),
+        ["n1", "n3"],
+        "inspected, not woken"
+    );
+    // Another runtime on the same database sees it stored.
+    let other = Runtime::builder(Arc::clone(&store))
+        .expose::<Note>()
+        .build();
+    let seen = other.inspect_by_name("Note", "n1").await.unwrap().unwrap();
+    assert_eq!((seen.status, seen.version), (ObjectStatus::Stored, Some(2)));
+    assert!(
+        other
+            .list_live_by_name("Note", LiveStatus::Hibernated, None, 10)
+            .unwrap()
+            .ids
+            .is_empty()
+    );
+    other.shutdown().await;
+
+    // Live without ever being stored: its default state, no version.
+    assert_eq!(
+        rt.call_by_name("Note", "n9", "read", json!({}))
+            .await
+            .unwrap(),
+        json!("")
+    );
+    let n9 = rt.inspect_by_name("Note", "n9").await.unwrap().unwrap();
+    assert_eq!(
+        (n9.status, n9.state, n9.version),
+        (ObjectStatus::Active, json!({"text": ""}), None)
+    );
+    // Neither live nor stored: nothing. Deleted: nothing either, and no longer listed.
+    assert_eq!(rt.inspect_by_name("Note", "n0").await.unwrap(), None);
+    assert!(rt.delete_by_name("Note", "n2").await.unwrap());
+    assert_eq!(rt.inspect_by_name("Note", "n2").await.unwrap(), None);
+    assert_eq!(live(LiveStatus::Active), ["n9"]);
+
+    for err in [
+        rt.list_live_by_name("Hidden", LiveStatus::Active, None, 10)
+            .map(drop),
+        rt.inspect_by_name("Hidden", "h").await.map(drop),
+    ] {
+        assert!(
+            matches!(err, Err(CallByNameError::UnknownType { .. })),
+            "{err:?}"
+        );
+    }
+    let invalid = rt.inspect_by_name("Note", "").await;
+    assert!(
+        matches!(invalid, Err(CallByNameError::Runtime(Error::InvalidId(_)))),
+        "{invalid:?}"
+    );
+    rt.shutdown().await;
+}
+
+/// Leaves the alarm `name` of `(object_type, id)` dead in storage, as a runtime whose every
+/// attempt failed would.
+async fn dead_in_storage(store: &Arc<dyn Storage>, object_type: &str, id: &str, name: &str) {
+    let key = ObjectKey::new(object_type, id);
+    let due = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+    let write = ObjectWrite {
+        key: key.clone(),
+        expected_version: 0,
+        state: Some(b"{}".to_vec()),
+        alarms: vec![AlarmChange::Set {
+            name: name.to_owned(),
+            due_at: due,
+        }],
+    };
+    store.commit(&[write]).await.unwrap();
+    let lease = due + Duration::from_secs(60);
+    let claimed = store.claim_due_alarms(due, due, lease, 100).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only this alarm is due");
+    assert!(
+        store
+            .fail_alarm(&key, name, due, 10, "boom", None)
+            .await
+            .unwrap()
+    );
+}
+
+/// `(type, id, name)` of each alarm of a page.
+fn listed(page: &DeadAlarmPage) -> Vec<(String, String, String)> {
+    page.alarms
+        .iter()
+        .map(|alarm| {
+            let key = alarm.key.clone();
+            (key.object_type, key.object_id, alarm.name.clone())
+        })
+        .collect()
+}
+
+async fn dead_alarms_are_listed_across_objects_and_requeued(store: Arc<dyn Storage>) {
+    // Dead before the runtime starts: of an exposed type, and of one that is not.
+    dead_in_storage(&store, "Account", "a1", "audit").await;
+    dead_in_storage(&store, "Hidden", "h1", "tick").await;
+    // One attempt in all: a failing alarm dies at once.
+    let settings = AlarmSettings::default().with_retry(RetryPolicy::new(
+        Duration::from_millis(10),
+        Duration::from_millis(10),
+        1,
+    ));
+    let rt = Runtime::builder(Arc::clone(&store))
+        .alarm_settings(settings)
+        .expose::<Account>()
+        .expose::<Mailer>()
+        .register::<Hidden>()
+        .build();
+    for id in ["m2", "m1"] {
+        rt.call_by_name("Mailer", id, "queue", json!({}))
+            .await
+            .unwrap();
+    }
+    let dead_mailers = || async {
+        let page = rt
+            .list_dead_alarms_by_name(Some("Mailer"), None, 10)
+            .await
+            .unwrap();
+        page.alarms.len() == 2
+    };
+    eventually(dead_mailers).await;
+
+    // Every exposed type, by type, id, name, one at a time; the hidden type's is left out.
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = rt
+            .list_dead_alarms_by_name(None, cursor.as_deref(), 1)
+            .await
+            .unwrap();
+        assert!(page.alarms.len() <= 1);
+        all.extend(listed(&page));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let key = |ty: &str, id: &str, name: &str| (ty.to_owned(), id.to_owned(), name.to_owned());
+    assert_eq!(
+        all,
+        [
+            key("Account", "a1", "audit"),
+            key("Mailer", "m1", "send"),
+            key("Mailer", "m2", "send"),
+        ]
+    );
+    let page = rt.list_dead_alarms_by_name(None, None, 10).await.unwrap();
+    let m1 = &page.alarms[1];
+    assert_eq!(
+        (m1.attempts, m1.last_error.as_deref(), m1.dead),
+        (1, Some("SMTP refused"), true)
+    );
+    let accounts = rt
+        .list_dead_alarms_by_name(Some("Account"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed(&accounts), [key("Account", "a1", "audit")]);
+    assert_eq!(accounts.next_cursor, None);
+    // A cursor of one listing resumes another, filtered or not.
+    let first = rt.list_dead_alarms_by_name(None, None, 1).await.unwrap();
+    let mailers = rt
+        .list_dead_alarms_by_name(Some("Mailer"), first.next_cursor.as_deref(), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&mailers),
+        [key("Mailer", "m1", "send"), key("Mailer", "m2", "send")]
+    );
+
+    let hidden = rt.list_dead_alarms_by_name(Some("Hidden"), None, 10).await;
+    assert!(
+        matches!(hidden, Err(CallByNameError::UnknownType { .. })),
+        "{hidden:?}"
+    );
+    let foreign = rt
+        .list_dead_alarms_by_name(None, Some("a1/audit"), 10)
+        .await;
+    assert!(
+        matches!(foreign, Err(CallByNameError::InvalidCursor(_))),
+        "{foreign:?}"
+    );
+
+    // Re-queued once the cause is fixed: it fires now, succeeds and is gone.
+    let refused = rt
+        .requeue_dead_alarm_by_name("Mailer", "m1", "deliver")
+        .await;
+    assert!(
+        matches!(refused, Err(CallByNameError::UnknownAlarm { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        !rt.requeue_dead_alarm_by_name("Mailer", "m3", "send")
+            .await
+            .unwrap()
+    );
+    rt.call_by_name("Mailer", "m1", "fix", json!({}))
+        .await
+        .unwrap();
+    assert!(
+        rt.requeue_dead_alarm_by_name("Mailer", "m1", "send")
+            .await
+            .unwrap()
+    );
+    eventually(|| async { Mailer::sent(&rt, "m1").await.unwrap() == 1 }).await;
+    eventually(|| async { rt.list_alarms::<Mailer>("m1").await.unwrap().is_empty() }).await;
+    // Still broken: re-queued, it fails its one attempt and is dead again.
+    assert!(rt.requeue_dead_alarm("m2", Mailer::SEND).await.unwrap());
+    eventually(|| async {
+        let alarms = rt.list_alarms::<Mailer>("m2").await.unwrap();
+        alarms.len() == 1 && alarms[0].dead && alarms[0].attempts == 1
+    })
+    .await;
+    // One that died before this runtime started: its handler runs.
+    assert!(
+        rt.requeue_dead_alarm_by_name("Account", "a1", "audit")
+            .await
+            .unwrap()
+    );
+    eventually(|| async { rt.list_alarms::<Account>("a1").await.unwrap().is_empty() }).await;
+    let left = rt.list_dead_alarms_by_name(None, None, 10).await.unwrap();
+    assert_eq!(listed(&left), [key("Mailer", "m2", "send")]);
+    // The hidden type's dead alarm was never touched.
+    let hidden_alarms = store
+        .list_alarms(&ObjectKey::new("Hidden", "h1"))
+        .await
+        .unwrap();
+    assert!(hidden_alarms[0].dead);
+    rt.shutdown().await;
+}
+
 backend_tests!(
+    live_objects_are_listed_by_status_and_seen_whole,
+    dead_alarms_are_listed_across_objects_and_requeued,
     calls_by_name_and_typed_calls_interleave_one_at_a_time,
     objects_are_inspected_and_deleted_by_type_name,
     same_result_as_typed_call_and_committed_before_reply,

@@ -1,9 +1,12 @@
 //! Metrics through the `metrics` facade: what is recorded, with which labels (never an object
-//! id). One test in its own binary, because it installs the process-wide recorder.
+//! id). One test installs the process-wide recorder (so it is the only one of this binary to
+//! use it); the others record on their own thread, with a local recorder.
 
 use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
 use durable_runtime::testing::FaultyStorage;
-use durable_runtime::{Runtime, durable_object, metrics as names};
+use std::time::Duration;
+
+use durable_runtime::{LiveStatus, Runtime, durable_object, metrics as names};
 use metrics::{SharedString, Unit};
 use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -199,6 +202,89 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
     );
 }
 
+#[durable_object(hibernate_after = "1m", shutdown_after = "1h")]
+pub struct Idler {
+    n: u64,
+}
+
+#[durable_object]
+impl Idler {
+    #[handler]
+    fn handle_tick(&mut self) -> u64 {
+        self.n += 1;
+        self.n
+    }
+
+    #[handler]
+    fn handle_peek(&self) -> u64 {
+        self.n
+    }
+}
+
+/// The active objects (live, not hibernated) are counted exactly: as objects load, wake,
+/// hibernate, fail a commit, are deleted, shut down when idle, and leave with the runtime;
+/// and the count is always the registry's.
+#[tokio::test(start_paused = true)]
+async fn active_objects_are_counted_exactly() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // This test's tasks all run on this thread (a current-thread runtime).
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let rt = Runtime::new(store.clone());
+    // A snapshot drains what it reports: each holds the gauges' moves since the one before.
+    let totals = std::cell::Cell::new((0.0, 0.0));
+    let counts = || {
+        let snapshot = snapshotter.snapshot().into_vec();
+        let (active, live) = totals.get();
+        let active = active + gauge(&snapshot, names::ACTIVE_OBJECTS, &[("type", "Idler")]);
+        let live = live + gauge(&snapshot, names::LIVE_OBJECTS, &[("type", "Idler")]);
+        totals.set((active, live));
+        let listed = rt
+            .list_live::<Idler>(LiveStatus::Active, None, 100)
+            .ids
+            .len();
+        assert_eq!(active, listed as f64, "the gauge and the registry disagree");
+        assert_eq!(live, rt.live_objects::<Idler>() as f64);
+        (active, live)
+    };
+    for id in ["a", "b", "c"] {
+        Idler::tick(&rt, id).await.unwrap();
+    }
+    assert_eq!(counts(), (3.0, 3.0), "loaded");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(counts(), (0.0, 3.0), "hibernated");
+    Idler::peek(&rt, "a").await.unwrap();
+    assert_eq!(counts(), (1.0, 3.0), "woken by a read");
+    assert!(rt.delete::<Idler>("a").await.unwrap());
+    assert_eq!(
+        counts(),
+        (0.0, 3.0),
+        "deleted while active: live, nothing loaded"
+    );
+    assert!(rt.delete::<Idler>("b").await.unwrap());
+    assert_eq!(counts(), (0.0, 3.0), "deleted while hibernated");
+    Idler::tick(&rt, "c").await.unwrap();
+    assert_eq!(counts(), (1.0, 3.0), "woken by a write");
+    store.fail_commits(1);
+    assert!(Idler::tick(&rt, "c").await.is_err());
+    assert_eq!(counts(), (0.0, 3.0), "a failed commit drops the state");
+    assert_eq!(
+        Idler::tick(&rt, "c").await.unwrap(),
+        3,
+        "the failed write was not applied"
+    );
+    assert_eq!(counts(), (1.0, 3.0), "loaded again");
+    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
+    assert_eq!(counts(), (0.0, 0.0), "shut down when idle");
+    for id in ["d", "e"] {
+        Idler::tick(&rt, id).await.unwrap();
+    }
+    assert_eq!(counts(), (2.0, 2.0));
+    rt.shutdown().await;
+    assert_eq!(counts(), (0.0, 0.0), "left with the runtime");
+}
+
 /// A recorder's snapshot: each metric's key, unit, description and value.
 type Snapshot = [(CompositeKey, Option<Unit>, Option<SharedString>, DebugValue)];
 
@@ -227,6 +313,16 @@ fn counter(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> u64 {
         .map(|value| match value {
             DebugValue::Counter(n) => *n,
             _ => 0,
+        })
+        .sum()
+}
+
+/// The sum of the matching gauges' moves since the last snapshot.
+fn gauge(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> f64 {
+    values(snapshot, name, labels)
+        .map(|value| match value {
+            DebugValue::Gauge(value) => value.into_inner(),
+            _ => 0.0,
         })
         .sum()
 }

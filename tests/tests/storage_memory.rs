@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage, ObjectKey,
-        ObjectWrite, Storage, StorageError,
+        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage,
+        ObjectKey, ObjectWrite, Storage, StorageError,
     };
 
     #[derive(Default)]
@@ -77,6 +77,19 @@ mod broken {
 
         async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
             self.0.list_alarms(key).await
+        }
+
+        async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+            self.0.list_object_types().await
+        }
+
+        async fn list_dead_alarms(
+            &self,
+            object_type: Option<&str>,
+            after: Option<&AlarmKey>,
+            limit: usize,
+        ) -> Result<AlarmPage, StorageError> {
+            self.0.list_dead_alarms(object_type, after, limit).await
         }
 
         async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {

@@ -118,7 +118,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -129,7 +129,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -171,7 +171,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
 }
 
@@ -230,7 +230,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -277,6 +277,14 @@ async fn upgrade_from_first_migration_keeps_data() {
         indexes.contains(&"durable_alarms_due".to_owned()),
         "{indexes:?}"
     );
+    assert!(
+        indexes.contains(&"durable_alarms_dead".to_owned()),
+        "{indexes:?}"
+    );
+    // The alarm that died in the upgraded store is listed among the dead ones.
+    let dead = store.list_dead_alarms(None, None, 10).await.unwrap();
+    assert_eq!(dead.alarms, store.list_alarms(&key).await.unwrap());
+    assert_eq!(dead.next, None);
     // The upgraded table keeps tombstones: deleted, then recreated above every old version.
     assert!(store.delete(&key).await.unwrap());
     assert_eq!(
@@ -353,7 +361,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(

@@ -92,7 +92,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -101,7 +101,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     assert_eq!(
         store.load(&key).await.unwrap().object(),
@@ -127,7 +127,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
 }
 
@@ -161,7 +161,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -206,6 +206,14 @@ async fn upgrade_from_first_migration_keeps_data() {
         indexes.contains(&"durable_alarms_due".to_owned()),
         "{indexes:?}"
     );
+    assert!(
+        indexes.contains(&"durable_alarms_dead".to_owned()),
+        "{indexes:?}"
+    );
+    // The alarm that died in the upgraded store is listed among the dead ones.
+    let dead = store.list_dead_alarms(None, None, 10).await.unwrap();
+    assert_eq!(dead.alarms, store.list_alarms(&key).await.unwrap());
+    assert_eq!(dead.next, None);
     // The upgraded table keeps tombstones: deleted, then recreated above every old version.
     assert!(store.delete(&key).await.unwrap());
     assert_eq!(
@@ -277,7 +285,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
 }
@@ -341,7 +349,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 4, 5, 6]
     );
 }
 

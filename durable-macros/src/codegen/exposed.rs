@@ -2,6 +2,11 @@
 //! unknown fields refused) and a function that decodes it and calls the typed client; and the
 //! `Exposed` impl holding the table of those handlers and the alarm names. An exposed
 //! handler's error type must be `Serialize`: the call that encodes it is spanned at it.
+//!
+//! With this crate's `schemars` feature, the argument struct also derives `JsonSchema` and
+//! each entry gets a function building the handler's JSON schemas (spanned at the output and
+//! error types, where a type without a schema is reported); without it, every entry names
+//! the runtime's `no_schemas`, so the table has the same shape either way.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -41,12 +46,14 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
     })
 }
 
-/// The names generated for one handler: its argument struct and its invoke function.
-fn names(handler: &Handler) -> (syn::Ident, syn::Ident) {
+/// The names generated for one handler: its argument struct, its invoke function and its
+/// schemas function.
+fn names(handler: &Handler) -> (syn::Ident, syn::Ident, syn::Ident) {
     let client = handler.client.unraw();
     (
         format_ident!("__Arguments_{}", client),
         format_ident!("__invoke_{}", client),
+        format_ident!("__schemas_{}", client),
     )
 }
 
@@ -54,7 +61,7 @@ fn names(handler: &Handler) -> (syn::Ident, syn::Ident) {
 fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenStream {
     let self_ty = &set.self_ty;
     let serde_crate = set.root.serde_crate();
-    let (arguments, function) = names(handler);
+    let (arguments, function, _) = names(handler);
     let Handler {
         client,
         args,
@@ -79,6 +86,7 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
         }
         Output::Unit | Output::Value(_) => quote!(#private::reply(#name, #call)),
     };
+    let schemas = schemas(set, handler, private);
     quote! {
         #(#cfgs)*
         #[derive(#private::serde::Deserialize)]
@@ -101,12 +109,76 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
                 #reply
             })
         }
+
+        #schemas
     }
+}
+
+/// With the `schemars` feature, the function building one handler's JSON schemas. Each
+/// type is asked for its schema through the runtime's `SchemaProbe`, which answers `true` (any
+/// value) for a type without one, so the feature never makes a user's code fail to compile.
+#[cfg(feature = "schemars")]
+fn schemas(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenStream {
+    let self_ty = &set.self_ty;
+    let (_, _, function) = names(handler);
+    let name = handler.client.unraw().to_string();
+    let cfgs = &handler.cfgs;
+    let probe = |ty: TokenStream| quote!((&#private::SchemaProbe::<#ty>::new()));
+    let arguments = handler.args.iter().map(|argument| {
+        let argument_name = argument.ident.unraw().to_string();
+        let ty = replace_self(&argument.ty, self_ty);
+        let probe = probe(quote!(#ty));
+        quote! {
+            let __schema = #probe.argument_schema(__arguments.generator());
+            __arguments.argument(#argument_name, __schema, #probe.is_optional());
+        }
+    });
+    let reply = |ty: TokenStream| {
+        let probe = probe(ty);
+        quote!(#probe.reply_schema())
+    };
+    let none = quote!(::core::option::Option::None);
+    let (output, error) = match &handler.output {
+        Output::Unit => (reply(quote!(())), none),
+        Output::Value(ty) => {
+            let ty = replace_self(ty, self_ty);
+            (reply(quote!(#ty)), none)
+        }
+        Output::Fallible { ok, err } => {
+            let ok = replace_self(ok, self_ty);
+            let error = reply(super::error_type(err, self_ty, private));
+            (
+                reply(quote!(#ok)),
+                quote!(::core::option::Option::Some(#error)),
+            )
+        }
+    };
+    quote! {
+        #(#cfgs)*
+        fn #function() -> ::core::option::Option<#private::HandlerSchemas> {
+            #[allow(unused_imports)]
+            use #private::{KnownSchema as _, OptionalArgument as _, RequiredArgument as _, UnknownSchema as _};
+            let mut __arguments = #private::ArgumentsSchema::new();
+            #(#arguments)*
+            #private::handler_schemas(__arguments.finish(#name), #output, #error)
+        }
+    }
+}
+
+/// Without the `schemars` feature, no schemas function: the entry names `no_schemas`.
+#[cfg(not(feature = "schemars"))]
+fn schemas(_: &HandlerSet, _: &Handler, _: &TokenStream) -> TokenStream {
+    TokenStream::new()
 }
 
 /// One entry of the handler table.
 fn entry(handler: &Handler, private: &TokenStream) -> TokenStream {
-    let (_, function) = names(handler);
+    let (_, function, schemas) = names(handler);
+    let schemas = if cfg!(feature = "schemars") {
+        quote!(#schemas)
+    } else {
+        quote!(#private::no_schemas)
+    };
     let name = handler.client.unraw().to_string();
     let cfgs = &handler.cfgs;
     let access = match handler.access {
@@ -124,6 +196,7 @@ fn entry(handler: &Handler, private: &TokenStream) -> TokenStream {
             access: #access,
             arguments: &[#(#argument_names),*],
             invoke: #function,
+            schemas: #schemas,
         }
     }
 }

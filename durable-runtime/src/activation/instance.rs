@@ -108,6 +108,7 @@ impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
         // Calls still queued (the task panicked or was aborted) fail at once.
         self.inbox.abandon();
+        self.set_residency(Residency::Unloaded);
         if !self.dormant {
             self.runtime().release_live_slot();
             metrics::live_objects(O::TYPE_NAME, -1.0);
@@ -375,6 +376,8 @@ impl<O: DurableObject> Instance<O> {
         else {
             return false;
         };
+        // Counted as hibernated from here, whether the object goes dormant or keeps its task.
+        self.set_residency(Residency::Hibernated);
         let runtime = self.ctx.runtime();
         let idle_since = self.inbox.last_used();
         let dormant =
@@ -391,11 +394,21 @@ impl<O: DurableObject> Instance<O> {
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)
         {
             self.slot = Slot::Hibernated { committed, version };
-            self.inbox.set_residency(Residency::Hibernated);
         }
         metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
         self.emit(|key| Event::Hibernated { key });
         dormant
+    }
+
+    /// Records what the object holds in memory, keeping the count of active objects exact:
+    /// it moves only when the object enters or leaves the active state.
+    fn set_residency(&self, residency: Residency) {
+        let before = self.inbox.set_residency(residency);
+        match (before == Residency::Active, residency == Residency::Active) {
+            (false, true) => metrics::active_objects(O::TYPE_NAME, 1.0),
+            (true, false) => metrics::active_objects(O::TYPE_NAME, -1.0),
+            _ => {}
+        }
     }
 
     fn emit(&self, event: impl FnOnce(ObjectKey) -> Event) {
@@ -416,7 +429,7 @@ impl<O: DurableObject> Instance<O> {
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
         self.inbox.clear_state();
-        self.inbox.set_residency(Residency::Unloaded);
+        self.set_residency(Residency::Unloaded);
     }
 
     /// Handles one envelope, taken at `started`.
@@ -645,7 +658,7 @@ impl<O: DurableObject> Instance<O> {
                     version,
                     stored: true,
                 };
-                self.inbox.set_residency(Residency::Active);
+                self.set_residency(Residency::Active);
                 metrics::woken(O::TYPE_NAME, started.elapsed());
                 self.emit(|key| Event::Woken { key });
                 Ok(())
@@ -720,7 +733,7 @@ impl<O: DurableObject> Instance<O> {
                     return Err(error);
                 }
                 Ok(()) => {
-                    self.inbox.set_residency(Residency::Active);
+                    self.set_residency(Residency::Active);
                     metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
                     return Ok(());
                 }

@@ -32,7 +32,7 @@ use crate::object::chain::Root;
 use crate::object::handle::{Objects, Runtime, Shared, ceil_millis};
 use crate::observe::events::Event;
 use crate::observe::metrics;
-use crate::storage::{Loaded, ObjectKey};
+use crate::storage::{IdPage, Loaded, ObjectKey};
 
 /// What travels through an object's mailbox.
 pub(crate) enum Envelope<O> {
@@ -64,6 +64,16 @@ pub(crate) enum Residency {
     Active = 1,
     /// Only the encoded state is kept.
     Hibernated = 2,
+}
+
+impl Residency {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            1 => Self::Active,
+            2 => Self::Hibernated,
+            _ => Self::Unloaded,
+        }
+    }
 }
 
 /// Why an envelope was not enqueued.
@@ -233,16 +243,13 @@ impl<O> Inbox<O> {
         self.lock().envelopes.is_empty()
     }
 
-    pub(crate) fn set_residency(&self, residency: Residency) {
-        self.residency.store(residency as u8, Ordering::Relaxed);
+    /// Sets what the object holds in memory; returns what it held before.
+    pub(crate) fn set_residency(&self, residency: Residency) -> Residency {
+        Residency::from_u8(self.residency.swap(residency as u8, Ordering::Relaxed))
     }
 
     pub(crate) fn residency(&self) -> Residency {
-        match self.residency.load(Ordering::Relaxed) {
-            1 => Residency::Active,
-            2 => Residency::Hibernated,
-            _ => Residency::Unloaded,
-        }
+        Residency::from_u8(self.residency.load(Ordering::Relaxed))
     }
 
     /// An envelope was handled.
@@ -577,6 +584,50 @@ impl<O: DurableObject> TypeEntry<O> {
             Entry::Live(mailbox) => mailbox.inbox.residency(),
             Entry::Dormant(_) => Residency::Hibernated,
         })
+    }
+
+    /// Up to `limit` ids (at least one) of the live objects of this type that hold `residency`,
+    /// after `after`, in ascending byte order, and where the next page starts. Looks at every
+    /// live object once, keeping only the page's worth of ids.
+    pub(crate) fn live_ids(
+        &self,
+        residency: Residency,
+        after: Option<&str>,
+        limit: usize,
+    ) -> IdPage {
+        let keep = limit.max(1).saturating_add(1);
+        // The smallest ids seen so far, the largest on top to be pushed out.
+        let mut smallest: BinaryHeap<Box<str>> = BinaryHeap::new();
+        for entry in self.objects.iter() {
+            let id = entry.key();
+            let held = match entry.value() {
+                Entry::Live(mailbox) => mailbox.inbox.residency(),
+                Entry::Dormant(_) => Residency::Hibernated,
+            };
+            if held != residency || after.is_some_and(|after| &**id <= after) {
+                continue;
+            }
+            if smallest.len() == keep {
+                if smallest.peek().is_some_and(|largest| id < largest) {
+                    smallest.pop();
+                } else {
+                    continue;
+                }
+            }
+            smallest.push(id.clone());
+        }
+        let mut ids: Vec<String> = smallest
+            .into_sorted_vec()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let next = if ids.len() > limit.max(1) {
+            ids.truncate(limit.max(1));
+            ids.last().cloned()
+        } else {
+            None
+        };
+        IdPage { ids, next }
     }
 
     /// Removes the object's entry if it still holds `inbox` and that inbox is empty while the

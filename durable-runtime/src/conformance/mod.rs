@@ -44,6 +44,7 @@ use crate::storage::Storage;
 mod alarms;
 mod claims;
 mod concurrency;
+mod inventory;
 mod listing;
 mod outcomes;
 mod states;
@@ -61,6 +62,10 @@ pub use claims::{
 pub use concurrency::{
     concurrent_increments_lose_nothing, concurrent_inserts_one_winner,
     concurrent_writers_one_winner,
+};
+pub use inventory::{
+    dead_alarms_leave_when_set_again_or_deleted, dead_alarms_listed_in_order_and_paged,
+    list_object_types_skips_deleted,
 };
 pub use listing::{
     large_state_round_trips, list_ids_byte_order, list_ids_pages, nul_escape_round_trips,
@@ -217,6 +222,9 @@ macro_rules! __conformance_cases {
             fail_alarm_dead
             release_alarm_keeps_it_due
             time_round_trip_micros
+            list_object_types_skips_deleted
+            dead_alarms_listed_in_order_and_paged
+            dead_alarms_leave_when_set_again_or_deleted
         }
     };
 }

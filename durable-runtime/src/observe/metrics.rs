@@ -29,6 +29,7 @@
 //! assert_eq!(metrics::CALLS, "durable_calls_total");
 //! assert_eq!(metrics::CALL_DURATION, "durable_call_duration_seconds");
 //! assert_eq!(metrics::LIVE_OBJECTS, "durable_live_objects");
+//! assert_eq!(metrics::ACTIVE_OBJECTS, "durable_active_objects");
 //! assert_eq!(metrics::ACTIVATIONS, "durable_activations_total");
 //! assert_eq!(metrics::HIBERNATIONS, "durable_hibernations_total");
 //! assert_eq!(metrics::WAKES, "durable_wakes_total");
@@ -56,6 +57,9 @@ pub const CALLS: &str = "durable_calls_total";
 pub const CALL_DURATION: &str = "durable_call_duration_seconds";
 /// Objects live in memory (active or hibernated), by `type`.
 pub const LIVE_OBJECTS: &str = "durable_live_objects";
+/// Objects live in memory with their state decoded, not hibernated (those whose
+/// [`status`](crate::Runtime::status) is [`Active`](crate::ObjectStatus::Active)), by `type`.
+pub const ACTIVE_OBJECTS: &str = "durable_active_objects";
 /// Activations (state loaded or created), by `type`.
 pub const ACTIVATIONS: &str = "durable_activations_total";
 /// Hibernations, by `type`.
@@ -162,6 +166,10 @@ impl CallMetrics {
 
 pub(crate) fn live_objects(object_type: &'static str, delta: f64) {
     metrics::gauge!(LIVE_OBJECTS, "type" => object_type).increment(delta);
+}
+
+pub(crate) fn active_objects(object_type: &'static str, delta: f64) {
+    metrics::gauge!(ACTIVE_OBJECTS, "type" => object_type).increment(delta);
 }
 
 pub(crate) fn count(name: &'static str, object_type: &'static str) {

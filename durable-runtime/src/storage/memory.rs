@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite,
-    Storage, StorageError, StoredObject,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded,
+    ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
 };
 
 /// Objects and alarms kept in process memory.
@@ -241,6 +241,41 @@ impl Storage for MemoryStorage {
             .collect();
         alarms.sort_by(|a, b| (a.due_at, &a.name).cmp(&(b.due_at, &b.name)));
         Ok(alarms)
+    }
+
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+        let tables = self.tables();
+        let mut types: Vec<String> = Vec::new();
+        // Keys are ordered by type first: each type's rows are adjacent.
+        for (key, row) in &tables.objects {
+            if row.state.is_some() && types.last() != Some(&key.object_type) {
+                types.push(key.object_type.clone());
+            }
+        }
+        Ok(types)
+    }
+
+    async fn list_dead_alarms(
+        &self,
+        object_type: Option<&str>,
+        after: Option<&AlarmKey>,
+        limit: usize,
+    ) -> Result<AlarmPage, StorageError> {
+        let tables = self.tables();
+        // The map is ordered by (key, name), which is the listing's order.
+        let listed = tables
+            .alarms
+            .iter()
+            .filter(|((key, name), _)| {
+                after.is_none_or(|after| (key, name) > (&after.key, &after.name))
+            })
+            .filter(|((key, _), alarm)| {
+                alarm.dead && object_type.is_none_or(|ty| key.object_type == ty)
+            })
+            .map(|(_, alarm)| alarm.clone())
+            .take(limit.saturating_add(1))
+            .collect();
+        Ok(AlarmPage::from_listed(listed, limit))
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {

@@ -416,6 +416,127 @@ pub struct IdPage {
     pub next: Option<String>,
 }
 
+/// The address of one alarm: the object it belongs to and its name (unique per object).
+///
+/// Alarms listed across objects ([`Storage::list_dead_alarms`]) are ordered by it: by type,
+/// then id, then name, each in byte order. A page's [`AlarmPage::next`] is the address of its
+/// last alarm, where the next page resumes.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{AlarmKey, ObjectKey};
+///
+/// let ring = AlarmKey::new(ObjectKey::new("Reminder", "r1"), "ring");
+/// assert_eq!(ring.to_string(), "Reminder/r1#ring");
+/// let later = AlarmKey::new(ObjectKey::new("Reminder", "r2"), "buzz");
+/// assert!(ring < later); // by type, then id, then name
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AlarmKey {
+    /// The object the alarm belongs to.
+    pub key: ObjectKey,
+    /// The alarm's name.
+    pub name: String,
+}
+
+impl AlarmKey {
+    /// The alarm `name` of the object `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{AlarmKey, ObjectKey};
+    ///
+    /// let alarm = AlarmKey::new(ObjectKey::new("Session", "s1"), "expire");
+    /// assert_eq!((alarm.key.object_id.as_str(), alarm.name.as_str()), ("s1", "expire"));
+    /// ```
+    pub fn new(key: ObjectKey, name: impl Into<String>) -> Self {
+        Self {
+            key,
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for AlarmKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.key, self.name)
+    }
+}
+
+impl From<&AlarmRecord> for AlarmKey {
+    fn from(alarm: &AlarmRecord) -> Self {
+        Self::new(alarm.key.clone(), alarm.name.clone())
+    }
+}
+
+/// A page of alarms listed across objects, ordered by [`AlarmKey`] (type, id, name).
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::{AlarmPage, MemoryStorage, Storage};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryStorage::new();
+/// // Follow `next` until it is `None`.
+/// let (mut dead, mut after) = (Vec::new(), None);
+/// loop {
+///     let page = store.list_dead_alarms(None, after.as_ref(), 100).await.unwrap();
+///     let AlarmPage { alarms, next } = page;
+///     dead.extend(alarms);
+///     match next {
+///         Some(next) => after = Some(next),
+///         None => break,
+///     }
+/// }
+/// assert!(dead.is_empty());
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct AlarmPage {
+    /// The alarms on this page.
+    pub alarms: Vec<AlarmRecord>,
+    /// Where the next page starts: the last alarm of this one (`None` when this is the last
+    /// page).
+    pub next: Option<AlarmKey>,
+}
+
+impl AlarmPage {
+    /// The page made of the first `limit` of `alarms` (listed in order, up to `limit + 1` of
+    /// them: one more than the page holds tells that another page follows).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::UNIX_EPOCH;
+    /// use durable_runtime::storage::{AlarmKey, AlarmPage, AlarmRecord, ObjectKey};
+    ///
+    /// let alarm = |id: &str| AlarmRecord {
+    ///     key: ObjectKey::new("Job", id),
+    ///     name: "run".into(),
+    ///     due_at: UNIX_EPOCH,
+    ///     attempts: 3,
+    ///     claimed_at: None,
+    ///     last_error: Some("boom".into()),
+    ///     dead: true,
+    /// };
+    /// let page = AlarmPage::from_listed(vec![alarm("a"), alarm("b"), alarm("c")], 2);
+    /// assert_eq!(page.alarms.len(), 2);
+    /// assert_eq!(page.next, Some(AlarmKey::new(ObjectKey::new("Job", "b"), "run")));
+    /// assert_eq!(AlarmPage::from_listed(vec![alarm("a")], 2).next, None);
+    /// ```
+    pub fn from_listed(mut alarms: Vec<AlarmRecord>, limit: usize) -> Self {
+        if alarms.len() <= limit {
+            return Self { alarms, next: None };
+        }
+        alarms.truncate(limit);
+        let next = alarms.last().map(AlarmKey::from);
+        Self { alarms, next }
+    }
+}
+
 /// Why a batch was not committed.
 ///
 /// # Examples
@@ -917,6 +1038,75 @@ pub trait Storage: Send + Sync + 'static {
     /// ```
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError>;
 
+    /// Lists the types that have stored objects (deleted ones left out), in ascending byte
+    /// order: what a tool that knows no Rust type finds in a database.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// for key in [("Lock", "x"), ("Counter", "a"), ("Counter", "b"), ("Gone", "g")] {
+    ///     let write = ObjectWrite {
+    ///         key: ObjectKey::new(key.0, key.1),
+    ///         expected_version: 0,
+    ///         state: Some(b"{}".to_vec()),
+    ///         alarms: vec![],
+    ///     };
+    ///     store.commit(&[write]).await.unwrap();
+    /// }
+    /// store.delete(&ObjectKey::new("Gone", "g")).await.unwrap();
+    /// assert_eq!(store.list_object_types().await.unwrap(), ["Counter", "Lock"]);
+    /// # }
+    /// ```
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError>;
+
+    /// Lists dead alarms (those that exhausted their attempts, see
+    /// [`fail_alarm`](Storage::fail_alarm)) across objects: of every type, or of
+    /// `object_type` only; ordered by [`AlarmKey`] (type, id, name, each in byte order),
+    /// starting after `after` (a position, not necessarily an alarm that exists), up to
+    /// `limit` of them. The page's [`next`](AlarmPage::next) is where the next page starts, or
+    /// `None` on the last page.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let due = UNIX_EPOCH + Duration::from_secs(100);
+    /// for id in ["b", "a"] {
+    ///     let key = ObjectKey::new("Job", id);
+    ///     let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    ///     let write = ObjectWrite {
+    ///         key: key.clone(),
+    ///         expected_version: 0,
+    ///         state: Some(b"{}".to_vec()),
+    ///         alarms: vec![set],
+    ///     };
+    ///     store.commit(&[write]).await.unwrap();
+    ///     // Claimed, then failed for the last time: dead.
+    ///     store.claim_due_alarms(due, due, due + Duration::from_secs(60), 10).await.unwrap();
+    ///     assert!(store.fail_alarm(&key, "run", due, 3, "boom", None).await.unwrap());
+    /// }
+    /// let page = store.list_dead_alarms(Some("Job"), None, 1).await.unwrap();
+    /// assert_eq!((page.alarms[0].key.object_id.as_str(), page.alarms[0].attempts), ("a", 3));
+    /// let rest = store.list_dead_alarms(None, page.next.as_ref(), 10).await.unwrap();
+    /// assert_eq!(rest.alarms[0].key.object_id, "b");
+    /// assert_eq!(rest.next, None);
+    /// # }
+    /// ```
+    async fn list_dead_alarms(
+        &self,
+        object_type: Option<&str>,
+        after: Option<&AlarmKey>,
+        limit: usize,
+    ) -> Result<AlarmPage, StorageError>;
+
     /// The earliest time at which an alarm becomes claimable, if any: the due time of an
     /// unclaimed alarm, or, for a claimed one, the later of its due time and the end of its
     /// claim's lease. Dead alarms are never claimable. The scheduler sleeps until then, so a
@@ -1231,6 +1421,19 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
 
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
         (**self).list_alarms(key).await
+    }
+
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+        (**self).list_object_types().await
+    }
+
+    async fn list_dead_alarms(
+        &self,
+        object_type: Option<&str>,
+        after: Option<&AlarmKey>,
+        limit: usize,
+    ) -> Result<AlarmPage, StorageError> {
+        (**self).list_dead_alarms(object_type, after, limit).await
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
-    StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
+    ObjectWrite, Storage, StorageError,
 };
 
 /// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
@@ -483,6 +483,19 @@ impl<S: Storage> Storage for FaultyStorage<S> {
 
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
         self.inner.list_alarms(key).await
+    }
+
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+        self.inner.list_object_types().await
+    }
+
+    async fn list_dead_alarms(
+        &self,
+        object_type: Option<&str>,
+        after: Option<&AlarmKey>,
+        limit: usize,
+    ) -> Result<AlarmPage, StorageError> {
+        self.inner.list_dead_alarms(object_type, after, limit).await
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {

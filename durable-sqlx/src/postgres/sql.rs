@@ -41,6 +41,10 @@ pub(super) struct Sql {
     pub(super) list_first: SqlStr,
     pub(super) list_after: SqlStr,
     pub(super) list_alarms: SqlStr,
+    /// The types with stored objects, in order.
+    pub(super) list_types: SqlStr,
+    /// Dead alarms (see [`dead_alarms`]).
+    pub(super) dead: DeadAlarms,
     pub(super) next_due: SqlStr,
     pub(super) claim: SqlStr,
     /// `$1`–`$4`: types, ids, names and claim times of claims; `$5`: their new lease end.
@@ -49,6 +53,35 @@ pub(super) struct Sql {
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
     pub(super) release: SqlStr,
+}
+
+/// The statements listing dead alarms across objects, ordered by type, id and name: `$1` is
+/// the page's row limit, then the type if filtered, then the position `(type, id, name)` to
+/// start after if any.
+#[derive(Debug)]
+pub(super) struct DeadAlarms {
+    pub(super) first: SqlStr,
+    pub(super) after: SqlStr,
+    pub(super) of_type_first: SqlStr,
+    pub(super) of_type_after: SqlStr,
+}
+
+/// One of the [`DeadAlarms`] statements.
+fn dead_alarms(alarms: &str, columns: &str, of_type: bool, after: bool) -> SqlStr {
+    let (of_type, position) = match (of_type, after) {
+        (true, true) => (
+            "AND object_type = $2",
+            "AND (object_type, object_id, name) > ($3, $4, $5)",
+        ),
+        (true, false) => ("AND object_type = $2", ""),
+        (false, true) => ("", "AND (object_type, object_id, name) > ($2, $3, $4)"),
+        (false, false) => ("", ""),
+    };
+    statement(format!(
+        "SELECT {columns} FROM {alarms}
+         WHERE dead {of_type} {position}
+         ORDER BY object_type, object_id, name LIMIT $1"
+    ))
 }
 
 impl Sql {
@@ -169,6 +202,27 @@ impl Sql {
                 "SELECT {columns} FROM {alarms} WHERE object_type = $1 AND object_id = $2
                  ORDER BY due_at, name"
             )),
+            // One step of the primary key per type (a loose index scan), rather than a scan of
+            // every object: a type holding only tombstones is left out.
+            list_types: statement(format!(
+                "WITH RECURSIVE types(t) AS (
+                     SELECT (SELECT min(object_type) FROM {objects})
+                     UNION ALL
+                     SELECT (SELECT min(object_type) FROM {objects} WHERE object_type > types.t)
+                     FROM types WHERE types.t IS NOT NULL
+                 )
+                 SELECT t FROM types
+                 WHERE t IS NOT NULL AND EXISTS (
+                     SELECT 1 FROM {objects} o WHERE o.object_type = types.t AND o.state IS NOT NULL
+                 )
+                 ORDER BY t"
+            )),
+            dead: DeadAlarms {
+                first: dead_alarms(alarms, columns, false, false),
+                after: dead_alarms(alarms, columns, false, true),
+                of_type_first: dead_alarms(alarms, columns, true, false),
+                of_type_after: dead_alarms(alarms, columns, true, true),
+            },
             // Unclaimed alarms by due time (the due index), then the few claimed ones (the
             // claimed index): a claimed alarm is claimable once due and its lease ended
             // (`greatest` skips a missing lease: a claim written before leases has lapsed).

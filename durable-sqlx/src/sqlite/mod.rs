@@ -11,16 +11,16 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey, ObjectWrite, Storage,
-    StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
+    ObjectWrite, Storage, StorageError,
 };
 use sqlx::SqlStr;
 use sqlx::sqlite::SqlitePool;
 
 use crate::error::{Dialect, Error, storage_error};
 use crate::schema::{
-    Names, claim_limit, claimed_alarms, fetch_limit, from_micros, id_page, loaded, loaded_rows,
-    now_micros, to_micros,
+    Names, alarm_page, claim_limit, claimed_alarms, fetch_limit, from_micros, id_page, loaded,
+    loaded_rows, now_micros, to_micros,
 };
 
 mod batch;
@@ -315,6 +315,40 @@ impl Storage for SqliteStore {
             .await
             .map_err(db_err)?;
         rows.iter().map(alarm_from_row).collect()
+    }
+
+    async fn list_object_types(&self) -> Result<Vec<String>, StorageError> {
+        sqlx::query_scalar(self.sql.list_types.clone())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn list_dead_alarms(
+        &self,
+        object_type: Option<&str>,
+        after: Option<&AlarmKey>,
+        limit: usize,
+    ) -> Result<AlarmPage, StorageError> {
+        let dead = &self.sql.dead;
+        let sql = match (object_type, after) {
+            (Some(_), Some(_)) => &dead.of_type_after,
+            (Some(_), None) => &dead.of_type_first,
+            (None, Some(_)) => &dead.after,
+            (None, None) => &dead.first,
+        };
+        let mut query = sqlx::query(sql.clone()).bind(fetch_limit(limit));
+        if let Some(object_type) = object_type {
+            query = query.bind(object_type);
+        }
+        if let Some(after) = after {
+            query = query
+                .bind(&after.key.object_type)
+                .bind(&after.key.object_id)
+                .bind(&after.name);
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_err)?;
+        alarm_page(&rows, limit, alarm_from_row)
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {

@@ -1,0 +1,166 @@
+//! Calls by `(type name, id, handler, JSON arguments)`, and the decoding and encoding that
+//! generated code does around the typed client it calls.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::CallByNameError;
+use crate::error::Error;
+use crate::object::handle::Runtime;
+
+impl Runtime {
+    /// Calls the handler `handler` of the object `(type_name, id)` with arguments given as a
+    /// JSON object (field names are argument names; `null` stands for no arguments), and
+    /// returns its output as JSON. The call goes through the type's typed client: it queues,
+    /// commits and replies exactly as a typed call does.
+    ///
+    /// # Errors
+    ///
+    /// See [`CallByNameError`]: an unknown type or handler, arguments that do not fit, the
+    /// handler's own error as JSON, or the runtime's [`Error`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Account { balance: u64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Account {
+    ///     #[handler]
+    ///     fn handle_withdraw(&mut self, amount: u64) -> Result<u64, String> {
+    ///         self.balance = self.balance.checked_sub(amount).ok_or("insufficient funds")?;
+    ///         Ok(self.balance)
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Account>().build();
+    /// let err = rt.call_by_name("Account", "a", "withdraw", json!({"amount": 5})).await;
+    /// assert!(matches!(err, Err(CallByNameError::Handler { error, .. }) if error == json!("insufficient funds")));
+    /// let err = rt.call_by_name("Account", "a", "withdraw", json!({"amout": 5})).await;
+    /// assert!(err.unwrap_err().to_string().contains("unknown field `amout`"));
+    /// # }
+    /// ```
+    pub async fn call_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: Value,
+    ) -> Result<Value, CallByNameError> {
+        let exposed = self.registry().entry(type_name)?.handler(handler)?;
+        (exposed.invoke)(self, id, arguments).await
+    }
+
+    /// [`call_by_name`](Runtime::call_by_name) with the arguments as JSON text, as received
+    /// from a network request or a command line: text that is not JSON is refused with
+    /// [`CallByNameError::BadArguments`], like arguments that do not fit, before anything is
+    /// called.
+    ///
+    /// # Errors
+    ///
+    /// As `call_by_name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let reply = rt.call_by_name_json("Counter", "a", "add", br#"{"by": 3}"#).await;
+    /// assert_eq!(reply.unwrap(), serde_json::json!(3));
+    /// let err = rt.call_by_name_json("Counter", "a", "add", b"{by: 3}").await;
+    /// assert!(matches!(err, Err(CallByNameError::BadArguments { .. })));
+    /// # }
+    /// ```
+    pub async fn call_by_name_json(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: &[u8],
+    ) -> Result<Value, CallByNameError> {
+        let exposed = self.registry().entry(type_name)?.handler(handler)?;
+        let arguments =
+            serde_json::from_slice(arguments).map_err(|error| CallByNameError::BadArguments {
+                handler: exposed.name,
+                path: ".".to_owned(),
+                message: error.to_string(),
+            })?;
+        (exposed.invoke)(self, id, arguments).await
+    }
+}
+
+/// Decodes the JSON arguments of `handler` into its argument struct; `null` is no arguments.
+pub fn arguments<A: DeserializeOwned>(
+    handler: &'static str,
+    arguments: Value,
+) -> Result<A, CallByNameError> {
+    let arguments = match arguments {
+        Value::Null => Value::Object(serde_json::Map::new()),
+        other => other,
+    };
+    serde_path_to_error::deserialize(arguments).map_err(|error| CallByNameError::BadArguments {
+        handler,
+        path: error.path().to_string(),
+        message: error.inner().to_string(),
+    })
+}
+
+/// The reply of an infallible handler's client, as JSON.
+pub fn reply<T: Serialize>(
+    handler: &'static str,
+    result: Result<T, Error>,
+) -> Result<Value, CallByNameError> {
+    encode(handler, &result?)
+}
+
+/// An exposed handler's error type must be encodable as JSON, to be sent to callers by name.
+#[diagnostic::on_unimplemented(
+    message = "the error type `{Self}` of an exposed handler cannot be encoded as JSON",
+    label = "`{Self}` must implement `Serialize`",
+    note = "derive `serde::Serialize` for `{Self}`, or keep the handler out of the table with `#[handler(internal)]`"
+)]
+pub trait ExposedError: Serialize {}
+
+impl<T: Serialize> ExposedError for T {}
+
+/// The reply of a fallible handler's client, its own error encoded as JSON. Generated code
+/// names it at the error type, where an error that is not `Serialize` is reported.
+pub fn fallible_reply<T: Serialize, E: ExposedError>(
+    handler: &'static str,
+    result: Result<T, Error<E>>,
+) -> Result<Value, CallByNameError> {
+    match result {
+        Ok(output) => encode(handler, &output),
+        Err(error) => match error.split() {
+            Ok(runtime) => Err(runtime.into()),
+            Err(own) => Err(CallByNameError::Handler {
+                handler,
+                error: encode(handler, &own)?,
+            }),
+        },
+    }
+}
+
+fn encode<T: Serialize>(handler: &'static str, value: &T) -> Result<Value, CallByNameError> {
+    serde_json::to_value(value).map_err(|error| CallByNameError::Encode {
+        handler,
+        message: error.to_string(),
+    })
+}

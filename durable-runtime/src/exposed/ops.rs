@@ -1,0 +1,288 @@
+//! The runtime's typed operations on one object, reached by the name of an exposed type: its
+//! stored state, status, deletion, listing and alarms.
+
+use serde_json::Value;
+
+use super::CallByNameError;
+use crate::alarms::AlarmTime;
+use crate::error::Error;
+use crate::object::handle::Runtime;
+use crate::runtime::ObjectStatus;
+use crate::storage::{AlarmRecord, IdPage, ObjectKey};
+
+impl Runtime {
+    /// The stored state of the object `(type_name, id)` as JSON, or `None` if it was never
+    /// stored (or was deleted). Reads storage; does not activate the object.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed;
+    /// [`CallByNameError::Runtime`] for an invalid id, a storage failure, or a stored state
+    /// that is not JSON.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// assert_eq!(rt.read_state_json("Counter", "a").await.unwrap(), None);
+    /// Counter::add(&rt, "a", 4).await.unwrap();
+    /// assert_eq!(rt.read_state_json("Counter", "a").await.unwrap(), Some(json!({"count": 4})));
+    /// # }
+    /// ```
+    pub async fn read_state_json(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> Result<Option<Value>, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        crate::id::validate_id(id).map_err(Error::from)?;
+        let key = ObjectKey::new(entry.name, id);
+        Ok(self.read_stored(key).await?)
+    }
+
+    /// [`status`](Runtime::status) of the object `(type_name, id)`, the type given by name.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `status`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, ObjectStatus, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// assert_eq!(rt.status_by_name("Counter", "a").await.unwrap(), ObjectStatus::Absent);
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert_eq!(rt.status_by_name("Counter", "a").await.unwrap(), ObjectStatus::Active);
+    /// # }
+    /// ```
+    pub async fn status_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> Result<ObjectStatus, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.status)(self, id).await?)
+    }
+
+    /// [`delete`](Runtime::delete) the object `(type_name, id)`, the type given by name:
+    /// through the object, after the calls queued before it. Returns whether a stored state
+    /// existed.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `delete`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert!(rt.delete_by_name("Counter", "a").await.unwrap());
+    /// assert_eq!(rt.read_state_json("Counter", "a").await.unwrap(), None);
+    /// # }
+    /// ```
+    pub async fn delete_by_name(&self, type_name: &str, id: &str) -> Result<bool, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.delete)(self, id).await?)
+    }
+
+    /// [`list_ids`](Runtime::list_ids) of the stored objects of a type given by name: up to
+    /// `limit` ids after `after`, in order, and where the next page starts.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `list_ids`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// for id in ["b", "a", "c"] {
+    ///     Counter::add(&rt, id, 1).await.unwrap();
+    /// }
+    /// let page = rt.list_ids_by_name("Counter", None, 2).await.unwrap();
+    /// assert_eq!(page.ids, ["a", "b"]);
+    /// let rest = rt.list_ids_by_name("Counter", page.next.as_deref(), 2).await.unwrap();
+    /// assert_eq!(rest.ids, ["c"]);
+    /// # }
+    /// ```
+    pub async fn list_ids_by_name(
+        &self,
+        type_name: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<IdPage, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.list_ids)(self, after, limit).await?)
+    }
+
+    /// [`list_alarms`](Runtime::list_alarms) of the object `(type_name, id)`, the type given
+    /// by name.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `list_alarms`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// rt.schedule_alarm("r", Reminder::RING, Duration::from_secs(60)).await.unwrap();
+    /// let alarms = rt.list_alarms_by_name("Reminder", "r").await.unwrap();
+    /// assert_eq!(alarms[0].name, "ring");
+    /// # }
+    /// ```
+    pub async fn list_alarms_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+    ) -> Result<Vec<AlarmRecord>, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.list_alarms)(self, id).await?)
+    }
+
+    /// [`schedule_alarm`](Runtime::schedule_alarm) for the object `(type_name, id)`, the type
+    /// and its alarm given by name: through the object, replacing a schedule of the same alarm.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] or [`CallByNameError::UnknownAlarm`], else as
+    /// `schedule_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// let in_an_hour = Duration::from_secs(3600);
+    /// rt.schedule_alarm_by_name("Reminder", "r", "ring", in_an_hour).await.unwrap();
+    /// assert_eq!(rt.list_alarms::<Reminder>("r").await.unwrap()[0].name, "ring");
+    /// rt.cancel_alarm_by_name("Reminder", "r", "ring").await.unwrap();
+    /// assert!(rt.list_alarms::<Reminder>("r").await.unwrap().is_empty());
+    /// # }
+    /// ```
+    pub async fn schedule_alarm_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        alarm: &str,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        let alarm = entry.alarm(alarm)?;
+        Ok((entry.schedule_alarm)(self, id, alarm, when.into()).await?)
+    }
+
+    /// [`cancel_alarm`](Runtime::cancel_alarm) for the object `(type_name, id)`, the type and
+    /// its alarm given by name (see [`schedule_alarm_by_name`](Runtime::schedule_alarm_by_name)).
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] or [`CallByNameError::UnknownAlarm`], else as
+    /// `cancel_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Reminder { fired: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Reminder {
+    ///     #[alarm]
+    ///     fn ring(&mut self) { self.fired += 1; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Reminder>().build();
+    /// let err = rt.cancel_alarm_by_name("Reminder", "r", "buzz").await.unwrap_err();
+    /// assert!(matches!(err, CallByNameError::UnknownAlarm { .. }));
+    /// # }
+    /// ```
+    pub async fn cancel_alarm_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        alarm: &str,
+    ) -> Result<(), CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        let alarm = entry.alarm(alarm)?;
+        Ok((entry.cancel_alarm)(self, id, alarm).await?)
+    }
+}
