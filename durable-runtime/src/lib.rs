@@ -55,6 +55,8 @@ pub mod storage;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "fsm")]
+pub mod fsm;
 #[cfg(feature = "testing")]
 pub mod testing;
 

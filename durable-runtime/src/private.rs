@@ -188,3 +188,7 @@ pub use crate::exposed::{
     CallByNameError, Exposed, ExposedError, ExposedHandler, arguments, fallible_reply, reply,
 };
 pub use serde_json::Value as JsonValue;
+
+/// Items `#[durable_fsm]` generates code against.
+#[cfg(feature = "fsm")]
+pub use crate::fsm::private as fsm;
