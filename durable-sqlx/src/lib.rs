@@ -91,6 +91,8 @@ mod schema;
 mod sqlite;
 
 pub use error::Error;
+#[cfg(all(feature = "postgres", feature = "fsm"))]
+pub use postgres::fsm::PostgresFsmStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sqlite")]
