@@ -22,7 +22,8 @@ pub(crate) struct FsmArgs {
     /// `priority = -1`.
     pub(crate) priority: Option<PriorityArg>,
     /// `result = Receipt`.
-    pub(crate) result: Option<syn::Type>,
+    #[darling(default)]
+    pub(crate) result: ResultArg,
     /// `crate = "path"`: where `durable_runtime` is found, when renamed.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<syn::Path>,
@@ -202,6 +203,37 @@ impl FromMeta for PriorityArg {
 
 fn priority_error(expr: &Expr) -> Error {
     Error::custom("expected an integer, such as `priority = -1` (lower runs first)").with_span(expr)
+}
+
+/// `result = Type`: any type, generic ones included (`result = Vec<String>`), which are not
+/// expressions and reach darling as verbatim tokens.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ResultArg(pub(crate) Option<syn::Type>);
+
+impl FromMeta for ResultArg {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        match expr {
+            Expr::Group(group) => Self::from_expr(&group.expr),
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => lit.parse().map(|ty| Self(Some(ty))).map_err(Error::from),
+            _ => syn::parse2(quote::ToTokens::to_token_stream(expr))
+                .map(|ty| Self(Some(ty)))
+                .map_err(|error| Error::from(error).with_span(expr)),
+        }
+    }
+
+    fn from_invalid_expr(value: &darling::ast::MetaNameValueInvalidExpr) -> darling::Result<Self> {
+        syn::parse2(value.value.clone())
+            .map(|ty| Self(Some(ty)))
+            .map_err(Error::from)
+    }
+
+    fn from_word() -> darling::Result<Self> {
+        Err(Error::custom(
+            "`result` needs a type: write `result = Receipt` (what `Outcome::done` carries)",
+        ))
+    }
 }
 
 /// The options of `#[step(..)]`.

@@ -71,7 +71,7 @@ impl FsmStruct {
                 .queue
                 .map_or_else(|| "default".to_owned(), |queue| queue.0),
             priority: args.priority.map_or(0, |priority| priority.0),
-            result: args.result,
+            result: args.result.0,
             shape: shape?,
         })
     }
