@@ -580,7 +580,18 @@ impl Engine {
     ///
     /// [`Error::Storage`].
     pub async fn await_settled(&self, id: InstanceId, timeout: Duration) -> Result<Settled, Error> {
-        settle::await_settled(&self.shared, id, timeout).await
+        settle::await_settled(&self.shared, id, timeout, false).await
+    }
+
+    /// Waits, at most `timeout`, for the instance `id` to end (`Done` or `Failed`), through
+    /// its parked states too. At the deadline it answers where the instance stands: `Awaiting`
+    /// or `Busy`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`].
+    pub async fn await_ended(&self, id: InstanceId, timeout: Duration) -> Result<Settled, Error> {
+        settle::await_settled(&self.shared, id, timeout, true).await
     }
 
     /// The engine's clock: the time it stamps on rows.

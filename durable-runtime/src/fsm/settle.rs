@@ -74,7 +74,7 @@ impl Settled {
     }
 }
 
-/// What `record` says, or `None` while it is still working.
+/// Where `record` stands: settled, or the snapshot of an instance still working.
 fn settled(record: &InstanceRecord) -> Result<Settled, Snapshot> {
     let snapshot = || Snapshot {
         status: record.status,
@@ -93,10 +93,12 @@ fn settled(record: &InstanceRecord) -> Result<Settled, Snapshot> {
     }
 }
 
+/// Waits for `id` to settle (`until_terminal`: to end, waiting through parked states too).
 pub(crate) async fn await_settled(
     shared: &Shared,
     id: InstanceId,
     timeout: Duration,
+    until_terminal: bool,
 ) -> Result<Settled, Error> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -104,15 +106,20 @@ pub(crate) async fn await_settled(
         let changed = shared.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let snapshot = match shared.store.get(id).await? {
+        let (snapshot, parked) = match shared.store.get(id).await? {
             None => return Ok(Settled::NotFound),
             Some(record) => match settled(&record) {
+                Ok(Settled::Awaiting(snapshot)) if until_terminal => (snapshot, true),
                 Ok(settled) => return Ok(settled),
-                Err(snapshot) => snapshot,
+                Err(snapshot) => (snapshot, false),
             },
         };
         if tokio::time::Instant::now() >= deadline {
-            return Ok(Settled::Busy(snapshot));
+            return Ok(if parked {
+                Settled::Awaiting(snapshot)
+            } else {
+                Settled::Busy(snapshot)
+            });
         }
         tokio::select! {
             () = changed => {}
