@@ -77,15 +77,14 @@ pub(crate) fn state(fsm: &FsmStruct) -> TokenStream {
     let queue = LitStr::new(queue, ident.span());
     let version = Literal::i32_unsuffixed(*version);
     let priority = Literal::i16_unsuffixed(*priority);
-    let (result_ty, result_check) = match result {
+    // Spanned at the user's type, so that a result type that cannot be stored is reported
+    // there (through `FsmResult`, the bound of `FsmState::Result`).
+    let result_ty = match result {
         Some(ty) => {
             let replaced = replace_self(ty, &fsm_ty);
-            (
-                quote!(#replaced),
-                quote_spanned!(ty.span()=> #private::fsm::assert_result::<#replaced>();),
-            )
+            quote_spanned!(ty.span()=> #replaced)
         }
-        None => (quote!(()), TokenStream::new()),
+        None => quote!(()),
     };
     let hidden = hidden(quote! {
         #[automatically_derived]
@@ -105,7 +104,6 @@ pub(crate) fn state(fsm: &FsmStruct) -> TokenStream {
         }
 
         #checks
-        #result_check
     });
     quote! {
         #[derive(#private::serde::Serialize, #private::serde::Deserialize)]

@@ -60,8 +60,19 @@ pub trait FsmState: Serialize + DeserializeOwned + Default + Send + Sync + 'stat
     /// The priority of new instances (`priority = ..`, 0 by default; lower runs first).
     const PRIORITY: i16;
     /// What `Outcome::done` carries (`result = Type`, `()` by default).
-    type Result: Serialize + DeserializeOwned + Send + 'static;
+    type Result: FsmResult;
 }
+
+/// What an FSM's result must be: storable as JSON and sendable. Every type that is
+/// `Serialize + DeserializeOwned + Send + 'static` is one.
+#[diagnostic::on_unimplemented(
+    message = "the FSM result type `{Self}` cannot be stored",
+    label = "`{Self}` does not implement `Serialize` and `Deserialize`",
+    note = "results are stored as JSON: derive `serde::Serialize` and `serde::Deserialize` for `{Self}`"
+)]
+pub trait FsmResult: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> FsmResult for T {}
 
 /// The behaviour half of a durable FSM, implemented by `#[durable_fsm]` on an impl block: its
 /// steps, which one is initial, and the error handler.

@@ -101,7 +101,7 @@ mod workers;
 pub mod conformance;
 
 pub use context::{ChildInfo, Signal, StepContext};
-pub use definition::{Fsm, FsmState, Step};
+pub use definition::{Fsm, FsmResult, FsmState, Step};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{BuildError, Error, StepError, StepErrorKind};
 pub use outcome::{AnyInstance, Instance, Outcome, OutcomeKind};

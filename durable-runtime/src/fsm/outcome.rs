@@ -2,6 +2,7 @@
 //! erased as [`AnyInstance`]).
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
 
 use super::definition::{Fsm, FsmState, Step};
@@ -52,11 +53,12 @@ use super::status::Status;
 /// let outcome = Outcome::<Order>::retry(Duration::from_secs(1));
 /// assert_eq!(outcome.kind(), OutcomeKind::Retry);
 /// ```
-pub struct Outcome<F: FsmState> {
-    pub(crate) inner: Inner<F>,
+pub struct Outcome<F> {
+    pub(crate) inner: Inner,
+    fsm: PhantomData<fn() -> F>,
 }
 
-pub(crate) enum Inner<F: FsmState> {
+pub(crate) enum Inner {
     Next(&'static str),
     Retry(Duration),
     Await {
@@ -68,7 +70,8 @@ pub(crate) enum Inner<F: FsmState> {
         step: &'static str,
         children: Vec<AnyInstance>,
     },
-    Done(F::Result),
+    /// The result, encoded when the outcome is made (or why it cannot be).
+    Done(Result<String, String>),
     Stop(String),
 }
 
@@ -133,12 +136,13 @@ impl fmt::Display for OutcomeKind {
     }
 }
 
-impl<F: FsmState> Outcome<F> {
+impl<F> Outcome<F> {
     /// Moves on to `step`, runnable at once, attempt reset to 0. Consumes the awaited signals
     /// the step was handed.
     pub fn next(step: Step<F>) -> Self {
         Self {
             inner: Inner::Next(step.name()),
+            fsm: PhantomData,
         }
     }
 
@@ -148,6 +152,7 @@ impl<F: FsmState> Outcome<F> {
     pub fn retry(delay: Duration) -> Self {
         Self {
             inner: Inner::Retry(delay),
+            fsm: PhantomData,
         }
     }
 
@@ -168,6 +173,7 @@ impl<F: FsmState> Outcome<F> {
                 step: step.name(),
                 timeout: None,
             },
+            fsm: PhantomData,
         }
     }
 
@@ -198,14 +204,7 @@ impl<F: FsmState> Outcome<F> {
                 step: step.name(),
                 children: children.into_iter().map(Into::into).collect(),
             },
-        }
-    }
-
-    /// Ends the instance with `result`. Deletes its inbox; a parent joining on it is
-    /// released by one.
-    pub fn done(result: F::Result) -> Self {
-        Self {
-            inner: Inner::Done(result),
+            fsm: PhantomData,
         }
     }
 
@@ -214,6 +213,7 @@ impl<F: FsmState> Outcome<F> {
     pub fn stop(reason: impl fmt::Display) -> Self {
         Self {
             inner: Inner::Stop(reason.to_string()),
+            fsm: PhantomData,
         }
     }
 
@@ -230,7 +230,19 @@ impl<F: FsmState> Outcome<F> {
     }
 }
 
-impl<F: FsmState> fmt::Debug for Outcome<F> {
+impl<F: FsmState> Outcome<F> {
+    /// Ends the instance with `result`. Deletes its inbox; a parent joining on it is
+    /// released by one. (The result is encoded here; one that cannot be stored is an error
+    /// of the step, for its error handler.)
+    pub fn done(result: F::Result) -> Self {
+        Self {
+            inner: Inner::Done(json::encode_state(&result)),
+            fsm: PhantomData,
+        }
+    }
+}
+
+impl<F> fmt::Debug for Outcome<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner {
             Inner::Next(step) => f.debug_tuple("Next").field(step).finish(),

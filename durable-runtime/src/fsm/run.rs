@@ -272,7 +272,7 @@ fn encode<F: Fsm>(
                 .collect::<Result<_, _>>()?,
         },
         Inner::Done(result) => Transition::Done {
-            result: json::encode_state(&result).map_err(|e| unencodable("result", e))?,
+            result: result.map_err(|e| unencodable("result", e))?,
         },
         Inner::Stop(reason) => Transition::Stop { reason },
     };
