@@ -50,7 +50,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tracing::Instrument;
+
 use super::engine::Engine;
+use super::metrics;
 use super::outcome::OutcomeKind;
 use super::run::Executed;
 use super::store::{Committed, Swept};
@@ -202,21 +205,36 @@ pub async fn drain_with(engine: &Engine, options: DrainOptions) -> Result<Tally,
                     version: claimed.fsm_version,
                 });
             };
-            let executed: Executed = runner.execute(&claimed, &shared.clock).await;
-            workers::record_error(runner.name(), runner.step_label(&claimed.step), &executed);
+            let (fsm, step) = (runner.name(), runner.step_label(&claimed.step));
+            let span = workers::step_span(fsm, step, &claimed);
+            let started = tokio::time::Instant::now();
+            let executed: Executed = runner
+                .execute(&claimed, &shared.clock)
+                .instrument(span.clone())
+                .await;
+            workers::record_error(fsm, step, &executed);
             tally.steps += 1;
             if executed.error.is_some() {
                 tally.errors += 1;
             }
             let kind = executed.kind;
             let result = workers::commit_batch(shared, vec![executed.commit])
+                .instrument(span)
                 .await
                 .pop()
                 .unwrap_or(Ok(Committed::Stale))?;
-            match result {
-                Committed::Applied => tally.count(kind),
-                Committed::Stale => tally.stale += 1,
-            }
+            let outcome = match result {
+                Committed::Applied => {
+                    tally.count(kind);
+                    kind.as_str()
+                }
+                Committed::Stale => {
+                    tally.stale += 1;
+                    metrics::stale(fsm);
+                    "stale"
+                }
+            };
+            metrics::step(fsm, step, outcome, started.elapsed());
         }
         if !ran {
             return Ok(tally);

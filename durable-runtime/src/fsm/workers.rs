@@ -140,13 +140,7 @@ pub(crate) async fn run_claimed(shared: &Shared, claimed: Claimed) {
     };
     let fsm = runner.name();
     let step = runner.step_label(&claimed.step);
-    let span = tracing::debug_span!(
-        "durable.fsm.step",
-        fsm,
-        step,
-        id = claimed.id.get(),
-        attempt = claimed.attempt
-    );
+    let span = step_span(fsm, step, &claimed);
     let started = Instant::now();
     let executed = runner
         .execute(&claimed, &shared.clock)
@@ -169,6 +163,17 @@ pub(crate) async fn run_claimed(shared: &Shared, claimed: Claimed) {
         }
     };
     metrics::step(fsm, step, outcome, started.elapsed());
+}
+
+/// The span a step runs in (and its outcome is committed in).
+pub(crate) fn step_span(fsm: &'static str, step: &'static str, claimed: &Claimed) -> tracing::Span {
+    tracing::debug_span!(
+        "durable.fsm.step",
+        fsm,
+        step,
+        id = claimed.id.get(),
+        attempt = claimed.attempt
+    )
 }
 
 pub(crate) fn record_error(fsm: &'static str, step: &'static str, executed: &Executed) {
