@@ -43,25 +43,14 @@ pub(super) struct Sql {
     pub(super) lock_held: SqlStr,
     /// `$1` target ids, `$2` signal ids: consumes received signals.
     pub(super) consume: SqlStr,
-    /// `$1` ids: deletes whole inboxes.
-    pub(super) clear_inboxes: SqlStr,
-    /// `$1` ids, `$2` steps, `$3` states, `$4` now.
-    pub(super) next: SqlStr,
-    /// `$1` ids, `$2` states, `$3` eligible_at, `$4` now.
-    pub(super) retry: SqlStr,
+    /// Every `next`, `retry`, `done` and `stop` outcome of a batch in one statement, each
+    /// guarded by its claim (see [`simple_outcomes`]); returns the ids that held.
+    pub(super) simple: SqlStr,
     /// `$1` ids, `$2` steps, `$3` states, `$4` names (JSON arrays), `$5` received ids (JSON
     /// arrays), `$6` deadlines, `$7` now.
     pub(super) park: SqlStr,
     /// `$1` ids, `$2` steps, `$3` states, `$4` children inserted, `$5` now.
     pub(super) spawned: SqlStr,
-    /// `$1` ids, `$2` results, `$3` now.
-    pub(super) done: SqlStr,
-    /// `$1` ids, `$2` reasons, `$3` now.
-    pub(super) stop: SqlStr,
-    /// `$1` ended ids: locks their parents, in id order.
-    pub(super) lock_parents: SqlStr,
-    /// `$1` ended ids, `$2` now: the join decrement.
-    pub(super) join: SqlStr,
     /// `$1` id: resolves and locks a live or ended target.
     pub(super) lock_by_id: SqlStr,
     /// `$1` key: resolves and locks the occupant.
@@ -89,6 +78,82 @@ const RECORD: &str = "id, fsm, fsm_version, step, status::text AS status, state:
      result::text AS result, awaits, queue, priority, eligible_at, attempt, last_error, \
      await_deadline, locked_by, lease_expires_at, parent_id, children_pending, correlation_key, \
      correlation_scope::text[] AS correlation_scope, inserted_at, updated_at";
+
+/// The statement committing a batch's `next`, `retry`, `done` and `stop` outcomes at once:
+/// one `UPDATE` per kind, each guarded by the claim (`executing` under the outcome's token),
+/// then, for the rows that held, the consumption of received signals (`next`), the deletion of
+/// ended instances' inboxes, and their parents' join decrement (the parents locked in id order
+/// first, so that concurrent batches cannot deadlock on them). It returns the ids that held.
+///
+/// Parameters: `$1`–`$4` next (ids, tokens, steps, states); `$5`–`$8` retry (ids, tokens,
+/// states, eligible_at); `$9`–`$11` done (ids, tokens, results); `$12`–`$14` stop (ids,
+/// tokens, reasons); `$15`, `$16` received signals (target ids, signal ids); `$17` now.
+fn simple_outcomes(fsm: &str, signals: &str, status: &str) -> String {
+    format!(
+        "WITH next_rows AS (
+             UPDATE {fsm} f
+             SET step = u.step, state = u.state::jsonb, status = 'runnable', eligible_at = $17,
+                 attempt = 0, awaits = NULL, {RELEASE}, updated_at = $17
+             FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[]) AS u(id, token, step, state)
+             WHERE f.id = u.id AND f.lease_token = u.token AND f.status = 'executing'
+             RETURNING f.id
+         ), retry_rows AS (
+             UPDATE {fsm} f
+             SET state = u.state::jsonb, status = 'runnable', eligible_at = u.eligible_at,
+                 attempt = f.attempt + 1, {RELEASE}, updated_at = $17
+             FROM unnest($5::int8[], $6::int8[], $7::text[], $8::timestamptz[])
+                  AS u(id, token, state, eligible_at)
+             WHERE f.id = u.id AND f.lease_token = u.token AND f.status = 'executing'
+             RETURNING f.id
+         ), done_rows AS (
+             UPDATE {fsm} f
+             SET result = u.result::jsonb, status = 'done', awaits = NULL, {RELEASE},
+                 updated_at = $17
+             FROM unnest($9::int8[], $10::int8[], $11::text[]) AS u(id, token, result)
+             WHERE f.id = u.id AND f.lease_token = u.token AND f.status = 'executing'
+             RETURNING f.id, f.parent_id
+         ), stop_rows AS (
+             UPDATE {fsm} f
+             SET status = 'failed', last_error = u.reason, awaits = NULL, {RELEASE},
+                 updated_at = $17
+             FROM unnest($12::int8[], $13::int8[], $14::text[]) AS u(id, token, reason)
+             WHERE f.id = u.id AND f.lease_token = u.token AND f.status = 'executing'
+             RETURNING f.id, f.parent_id
+         ), consumed AS (
+             DELETE FROM {signals} s
+             USING unnest($15::int8[], $16::int8[]) AS r(target_id, id)
+             WHERE s.target_id = r.target_id AND s.id = r.id
+               AND s.target_id IN (SELECT id FROM next_rows)
+         ), ended AS (
+             SELECT id, parent_id FROM done_rows
+             UNION ALL SELECT id, parent_id FROM stop_rows
+         ), cleared AS (
+             DELETE FROM {signals} WHERE target_id IN (SELECT id FROM ended)
+         ), parents AS (
+             SELECT p.id FROM {fsm} p
+             WHERE p.id IN (SELECT parent_id FROM ended)
+             ORDER BY p.id
+             FOR NO KEY UPDATE
+         ), joined AS (
+             UPDATE {fsm} p
+             SET children_pending = p.children_pending - d.ended,
+                 status = CASE WHEN p.children_pending - d.ended <= 0
+                                    AND p.status = 'awaiting_children'
+                               THEN 'runnable' ELSE p.status END::{status},
+                 eligible_at = CASE WHEN p.children_pending - d.ended <= 0
+                                         AND p.status = 'awaiting_children'
+                                    THEN $17 ELSE p.eligible_at END,
+                 updated_at = $17
+             FROM (SELECT parent_id, count(*)::int4 AS ended FROM ended
+                   WHERE parent_id IS NOT NULL GROUP BY parent_id) AS d,
+                  parents AS l
+             WHERE p.id = d.parent_id AND l.id = d.parent_id
+         )
+         SELECT id FROM next_rows
+         UNION ALL SELECT id FROM retry_rows
+         UNION ALL SELECT id FROM ended"
+    )
+}
 
 /// The columns an outcome releases.
 const RELEASE: &str = "locked_by = NULL, lease_expires_at = NULL, await_deadline = NULL";
@@ -159,21 +224,7 @@ impl Sql {
                  USING unnest($1::int8[], $2::int8[]) AS r(target_id, id)
                  WHERE s.target_id = r.target_id AND s.id = r.id"
             )),
-            clear_inboxes: statement(format!("DELETE FROM {signals} WHERE target_id = ANY($1)")),
-            next: statement(format!(
-                "UPDATE {fsm} f
-                 SET step = u.step, state = u.state::jsonb, status = 'runnable', eligible_at = $4,
-                     attempt = 0, awaits = NULL, {RELEASE}, updated_at = $4
-                 FROM unnest($1::int8[], $2::text[], $3::text[]) AS u(id, step, state)
-                 WHERE f.id = u.id"
-            )),
-            retry: statement(format!(
-                "UPDATE {fsm} f
-                 SET state = u.state::jsonb, status = 'runnable', eligible_at = u.eligible_at,
-                     attempt = f.attempt + 1, {RELEASE}, updated_at = $4
-                 FROM unnest($1::int8[], $2::text[], $3::timestamptz[]) AS u(id, state, eligible_at)
-                 WHERE f.id = u.id"
-            )),
+            simple: statement(simple_outcomes(fsm, signals, status)),
             // A new statement after `lock_held`, so its snapshot holds every signal whose
             // sender held the row's lock before us: with the sender's lock-then-flip, no
             // interleaving parks an instance whose awaited signal is in its inbox.
@@ -203,41 +254,6 @@ impl Sql {
                      eligible_at = $5, attempt = 0, awaits = NULL, {RELEASE}, updated_at = $5
                  FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[]) AS u(id, step, state, inserted)
                  WHERE f.id = u.id"
-            )),
-            done: statement(format!(
-                "UPDATE {fsm} f
-                 SET result = u.result::jsonb, status = 'done', awaits = NULL, {RELEASE},
-                     updated_at = $3
-                 FROM unnest($1::int8[], $2::text[]) AS u(id, result)
-                 WHERE f.id = u.id"
-            )),
-            stop: statement(format!(
-                "UPDATE {fsm} f
-                 SET status = 'failed', last_error = u.reason, awaits = NULL, {RELEASE},
-                     updated_at = $3
-                 FROM unnest($1::int8[], $2::text[]) AS u(id, reason)
-                 WHERE f.id = u.id"
-            )),
-            lock_parents: statement(format!(
-                "SELECT p.id FROM {fsm} p
-                 WHERE p.id IN (SELECT c.parent_id FROM {fsm} c WHERE c.id = ANY($1))
-                 ORDER BY p.id
-                 FOR NO KEY UPDATE"
-            )),
-            join: statement(format!(
-                "UPDATE {fsm} p
-                 SET children_pending = p.children_pending - d.ended,
-                     status = CASE WHEN p.children_pending - d.ended <= 0
-                                        AND p.status = 'awaiting_children'
-                                   THEN 'runnable' ELSE p.status END,
-                     eligible_at = CASE WHEN p.children_pending - d.ended <= 0
-                                             AND p.status = 'awaiting_children'
-                                        THEN $2 ELSE p.eligible_at END,
-                     updated_at = $2
-                 FROM (SELECT parent_id, count(*)::int4 AS ended FROM {fsm}
-                       WHERE id = ANY($1) AND parent_id IS NOT NULL
-                       GROUP BY parent_id) AS d
-                 WHERE p.id = d.parent_id"
             )),
             lock_by_id: statement(format!(
                 "SELECT id, status::text AS status FROM {fsm} WHERE id = $1 FOR NO KEY UPDATE"
