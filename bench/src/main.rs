@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
-//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`. On SQLite, `spread` also runs its
+//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`; and, outside `all`, `fsm` (the FSM
+//! engine's steps per second with and without group commit, and its pick latency). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -20,6 +21,7 @@
 
 mod baseline;
 mod commits;
+mod fsm;
 mod objects;
 mod peer;
 mod report;
@@ -149,6 +151,8 @@ fn parse_args() -> Result<Settings, String> {
             }
             "--smoke" => settings.smoke = true,
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
+            // The FSM engine's figures (memory or postgres only), outside `all`.
+            "fsm" => settings.scenarios.push("fsm".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),
         }

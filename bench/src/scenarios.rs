@@ -167,6 +167,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "cold" => cold(settings).await,
         "memory" => memory(settings).await,
         "alarms" => alarms(settings).await,
+        "fsm" => crate::fsm::run(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
     }
 }

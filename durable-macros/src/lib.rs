@@ -30,6 +30,7 @@ mod codegen;
 mod duration;
 mod errors;
 mod expand;
+mod fsm;
 mod model;
 mod paths;
 mod validate;
@@ -107,4 +108,29 @@ pub fn after_load(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn alarm(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::stray_helper("alarm", args.into(), input.into()).into()
+}
+
+/// Declares a durable FSM: on a struct, its state and options; on an impl block, its steps.
+/// Use it through `durable_runtime::fsm::durable_fsm` (feature `fsm`), which documents it.
+#[proc_macro_attribute]
+pub fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {
+    fsm::durable_fsm(args.into(), input.into()).into()
+}
+
+/// Marks a step of a `#[durable_fsm]` impl block (`#[step(initial)]`: the first step).
+///
+/// `#[durable_fsm]` consumes this attribute; used anywhere else it is a compile error.
+#[proc_macro_attribute]
+pub fn step(args: TokenStream, input: TokenStream) -> TokenStream {
+    let _ = args;
+    fsm::stray_helper("step", input.into()).into()
+}
+
+/// Marks the error handler of a `#[durable_fsm]` impl block.
+///
+/// `#[durable_fsm]` consumes this attribute; used anywhere else it is a compile error.
+#[proc_macro_attribute]
+pub fn on_error(args: TokenStream, input: TokenStream) -> TokenStream {
+    let _ = args;
+    fsm::stray_helper("on_error", input.into()).into()
 }

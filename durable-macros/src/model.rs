@@ -131,7 +131,7 @@ fn handle_ident(object: &Ident) -> Ident {
 impl StateField {
     /// Reads one named field and its `#[field(..)]` attributes. Always yields a field (with
     /// no default when its attribute is bad), so that codegen can go on.
-    fn from_ast(field: &syn::Field, errors: &mut Errors) -> Option<Self> {
+    pub(crate) fn from_ast(field: &syn::Field, errors: &mut Errors) -> Option<Self> {
         let parsed = errors.handle(FieldAttrs::from_field(field));
         Some(Self {
             attrs: field

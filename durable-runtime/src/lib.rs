@@ -39,6 +39,9 @@
 //! handlers; it generates the typed clients (`Counter::increment(&rt, id, ..)`). The
 //! [`Runtime`] owns a [`Storage`](storage::Storage) backend: [`MemoryStorage`] here, SQLite or
 //! Postgres from the `durable-sqlx` crate in production.
+//!
+//! The `fsm` feature adds `durable_runtime::fsm`: durable state machines whose instances are
+//! rows, run step by step by a pool of workers (`#[durable_fsm]`, `fsm::Engine`).
 #![deny(missing_docs)]
 
 mod activation;
@@ -57,6 +60,8 @@ pub mod storage;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "fsm")]
+pub mod fsm;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -195,3 +195,7 @@ pub use crate::exposed::{
 };
 
 pub use serde_json::Value as JsonValue;
+
+/// Items `#[durable_fsm]` generates code against.
+#[cfg(feature = "fsm")]
+pub use crate::fsm::private as fsm;

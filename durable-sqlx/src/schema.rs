@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 use crate::error::{Error, rejected};
 
 /// The longest accepted table prefix, in bytes (Postgres identifiers hold at most 63 bytes and
-/// the longest name the prefix goes in front of is 25 bytes long).
+/// the longest name the prefix goes in front of, `durable_fsm_signals_target`, is 26 bytes long).
 pub(crate) const MAX_PREFIX_LEN: usize = 32;
 
 /// The longest accepted Postgres schema name, in bytes.
@@ -185,6 +185,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "dead alarm index",
         sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
+    },
+    Migration {
+        version: 100,
+        description: "fsm",
+        sql: include_str!("../migrations/postgres/0100_fsm.sql"),
     },
 ];
 

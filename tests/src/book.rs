@@ -55,5 +55,23 @@ pub mod coming_from_cloudflare {}
 #[doc = include_str!("../../book/src/coming-from-elixir.md")]
 pub mod coming_from_elixir {}
 
+#[doc = include_str!("../../book/src/fsm/concepts.md")]
+pub mod fsm_concepts {}
+
+#[doc = include_str!("../../book/src/fsm/outcomes.md")]
+pub mod fsm_outcomes {}
+
+#[doc = include_str!("../../book/src/fsm/signals.md")]
+pub mod fsm_signals {}
+
+#[doc = include_str!("../../book/src/fsm/children.md")]
+pub mod fsm_children {}
+
+#[doc = include_str!("../../book/src/fsm/operations.md")]
+pub mod fsm_operations {}
+
+#[doc = include_str!("../../book/src/fsm/coming-from-gen-durable.md")]
+pub mod fsm_coming_from_gen_durable {}
+
 #[doc = include_str!("../../README.md")]
 pub mod readme {}

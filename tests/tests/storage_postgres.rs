@@ -118,7 +118,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 100]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -129,7 +129,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 100]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -142,6 +142,8 @@ async fn migrations_applied_twice_are_a_no_op() {
         tables_in(fx.store.pool(), &fx.guard.name).await,
         [
             "durable_alarms",
+            "durable_fsm",
+            "durable_fsm_signals",
             "durable_objects",
             "durable_schema_migrations"
         ]
@@ -171,7 +173,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 100]
     );
 }
 
@@ -230,7 +232,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 100]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -361,7 +363,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 100]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
@@ -369,6 +371,8 @@ async fn user_sqlx_migrations_coexist() {
         [
             "_sqlx_migrations",
             "durable_alarms",
+            "durable_fsm",
+            "durable_fsm_signals",
             "durable_objects",
             "durable_schema_migrations",
             "users"
@@ -481,9 +485,13 @@ async fn schemas_and_prefixes_isolate_stores() {
         tables_in(store_b.pool(), &b.name).await,
         [
             "app2_durable_alarms",
+            "app2_durable_fsm",
+            "app2_durable_fsm_signals",
             "app2_durable_objects",
             "app2_durable_schema_migrations",
             "durable_alarms",
+            "durable_fsm",
+            "durable_fsm_signals",
             "durable_objects",
             "durable_schema_migrations"
         ]

@@ -62,7 +62,7 @@ fn error_type(err: &ErrorType, object: &Type, private: &TokenStream) -> TokenStr
     }
 }
 
-fn replace_self(ty: &Type, object: &Type) -> Type {
+pub(crate) fn replace_self(ty: &Type, object: &Type) -> Type {
     struct ReplaceSelf<'a>(&'a Type);
 
     impl VisitMut for ReplaceSelf<'_> {

@@ -24,6 +24,8 @@ use crate::schema::{
 
 mod builder;
 mod commit_connections;
+#[cfg(feature = "fsm")]
+pub(crate) mod fsm;
 mod migrate;
 mod sql;
 mod states;

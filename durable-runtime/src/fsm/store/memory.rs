@@ -1,0 +1,602 @@
+//! [`MemoryFsmStore`]: the FSM store in memory, for tests and examples.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use super::{
+    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, NewInstance,
+    NewSignal, OutcomeCommit, SignalRecord, Swept, Target, Transition,
+};
+use crate::fsm::status::{InstanceId, SignalId, Status};
+use crate::storage::StorageError;
+
+/// FSM instances and inboxes in memory: every rule of [`FsmStore`] without a database.
+///
+/// A batch of outcomes is applied under one lock, so it is atomic with respect to every other
+/// operation. Cloning shares the data.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::SystemTime;
+/// use durable_runtime::fsm::Status;
+/// use durable_runtime::fsm::store::{FsmStore, MemoryFsmStore, NewInstance};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let store = MemoryFsmStore::new();
+/// let now = SystemTime::now();
+/// let row = NewInstance {
+///     fsm: "order".into(),
+///     fsm_version: 1,
+///     step: "start".into(),
+///     state: "{}".into(),
+///     queue: "default".into(),
+///     priority: 0,
+///     eligible_at: now,
+///     correlation_key: Some("order:1".into()),
+///     correlation_scope: Status::LIVE.to_vec(),
+/// };
+/// let ids = store.insert(&[row.clone(), row], now).await.unwrap();
+/// assert_eq!(ids.len(), 1, "the key is occupied by the first row");
+/// assert_eq!(store.find("order:1").await.unwrap(), Some(ids[0]));
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct MemoryFsmStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    last_id: i64,
+    last_signal: i64,
+    rows: BTreeMap<i64, Row>,
+    signals: BTreeMap<i64, Signal>,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    record: InstanceRecord,
+    token: i64,
+}
+
+#[derive(Clone, Debug)]
+struct Signal {
+    target: i64,
+    record: SignalRecord,
+}
+
+impl Row {
+    /// The generated correlation guard: the key while the status is in the scope.
+    fn guard(&self) -> Option<&str> {
+        guard_of(&self.record, self.record.status)
+    }
+}
+
+/// The guard `record` would have in `status`.
+fn guard_of(record: &InstanceRecord, status: Status) -> Option<&str> {
+    record
+        .correlation_key
+        .as_deref()
+        .filter(|_| record.correlation_scope.contains(&status))
+}
+
+impl MemoryFsmStore {
+    /// An empty store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let store = durable_runtime::fsm::store::MemoryFsmStore::new();
+    /// # drop(store);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves whole rows behind (every change is a plain
+        // field assignment): the data stays consistent enough for the tests this store serves.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Inner {
+    /// The row whose guard is `key`, other than `except`.
+    fn occupant(&self, key: &str, except: Option<i64>) -> Option<i64> {
+        self.rows
+            .iter()
+            .find(|(id, row)| Some(**id) != except && row.guard() == Some(key))
+            .map(|(id, _)| *id)
+    }
+
+    /// Inserts the rows whose key is free, in key order; returns their ids.
+    fn insert(
+        &mut self,
+        instances: &[NewInstance],
+        parent: Option<i64>,
+        now: SystemTime,
+    ) -> Vec<InstanceId> {
+        let mut order: Vec<&NewInstance> = instances.iter().collect();
+        // Postgres' `ORDER BY correlation_key`: keys ascending, rows without one last.
+        order.sort_by(|a, b| match (&a.correlation_key, &b.correlation_key) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        let mut ids = Vec::new();
+        for new in order {
+            let record = InstanceRecord {
+                id: InstanceId::new(0),
+                fsm: new.fsm.clone(),
+                fsm_version: new.fsm_version,
+                step: new.step.clone(),
+                status: Status::Runnable,
+                state: new.state.clone(),
+                result: None,
+                awaits: None,
+                queue: new.queue.clone(),
+                priority: new.priority,
+                eligible_at: new.eligible_at,
+                attempt: 0,
+                last_error: None,
+                await_deadline: None,
+                locked_by: None,
+                lease_expires_at: None,
+                parent_id: parent.map(InstanceId::new),
+                children_pending: 0,
+                correlation_key: new.correlation_key.clone(),
+                correlation_scope: new.correlation_scope.clone(),
+                inserted_at: now,
+                updated_at: now,
+            };
+            if let Some(guard) = guard_of(&record, Status::Runnable)
+                && self.occupant(guard, None).is_some()
+            {
+                continue;
+            }
+            self.last_id += 1;
+            let id = self.last_id;
+            let mut record = record;
+            record.id = InstanceId::new(id);
+            self.rows.insert(id, Row { record, token: 0 });
+            ids.push(InstanceId::new(id));
+        }
+        ids
+    }
+
+    fn inbox(&self, id: i64) -> Vec<SignalRecord> {
+        self.signals
+            .values()
+            .filter(|signal| signal.target == id)
+            .map(|signal| signal.record.clone())
+            .collect()
+    }
+
+    fn children(&self, id: i64) -> Vec<ChildRecord> {
+        self.rows
+            .values()
+            .filter(|row| row.record.parent_id == Some(InstanceId::new(id)))
+            .map(|row| ChildRecord {
+                id: row.record.id,
+                fsm: row.record.fsm.clone(),
+                status: row.record.status,
+                state: row.record.state.clone(),
+                result: row.record.result.clone(),
+                last_error: row.record.last_error.clone(),
+            })
+            .collect()
+    }
+
+    /// Whether `lease` still holds.
+    fn holds(&self, lease: &Lease) -> bool {
+        self.rows
+            .get(&lease.id.get())
+            .is_some_and(|row| row.record.status == Status::Executing && row.token == lease.token)
+    }
+
+    /// The status `commit` leaves its row in (before any await match or barrier), for the
+    /// guard check.
+    fn landing_status(&self, commit: &OutcomeCommit) -> Status {
+        match &commit.transition {
+            Transition::Next { .. } | Transition::Retry { .. } => Status::Runnable,
+            Transition::Await { names, .. } => {
+                if self.matching_signal(commit.lease.id.get(), names, &commit.received) {
+                    Status::Runnable
+                } else {
+                    Status::AwaitingSignal
+                }
+            }
+            Transition::ScheduleChildren { .. } => Status::AwaitingChildren,
+            Transition::Done { .. } => Status::Done,
+            Transition::Stop { .. } => Status::Failed,
+        }
+    }
+
+    /// Whether a signal named in `names` that the step was not handed is in the inbox of `id`.
+    fn matching_signal(&self, id: i64, names: &[String], received: &[SignalId]) -> bool {
+        self.signals.values().any(|signal| {
+            signal.target == id
+                && names.contains(&signal.record.name)
+                && !received.contains(&signal.record.id)
+        })
+    }
+
+    /// Refuses a transition that would give its row a guard another row holds, as the unique
+    /// index does.
+    fn check_guard(&self, id: i64, status: Status) -> Result<(), StorageError> {
+        let Some(row) = self.rows.get(&id) else {
+            return Ok(());
+        };
+        if let Some(guard) = guard_of(&row.record, status)
+            && self.occupant(guard, Some(id)).is_some()
+        {
+            return Err(StorageError::rejected(format!(
+                "correlation key {guard:?} is occupied by another instance"
+            )));
+        }
+        Ok(())
+    }
+
+    fn delete_signals(&mut self, id: i64, only: Option<&[SignalId]>) {
+        self.signals.retain(|_, signal| {
+            signal.target != id || only.is_some_and(|ids| !ids.contains(&signal.record.id))
+        });
+    }
+
+    fn apply(&mut self, commit: &OutcomeCommit, now: SystemTime) {
+        let id = commit.lease.id.get();
+        let landing = self.landing_status(commit);
+        match &commit.transition {
+            Transition::Next { .. } | Transition::ScheduleChildren { .. } => {
+                self.delete_signals(id, Some(&commit.received));
+            }
+            Transition::Done { .. } | Transition::Stop { .. } => self.delete_signals(id, None),
+            Transition::Retry { .. } | Transition::Await { .. } => {}
+        }
+        let inserted = match &commit.transition {
+            Transition::ScheduleChildren { children, .. } => {
+                self.insert(children, Some(id), now).len()
+            }
+            _ => 0,
+        };
+        let Some(row) = self.rows.get_mut(&id) else {
+            return;
+        };
+        let record = &mut row.record;
+        record.locked_by = None;
+        record.lease_expires_at = None;
+        record.updated_at = now;
+        record.await_deadline = None;
+        match &commit.transition {
+            Transition::Next { step, state } => {
+                record.step.clone_from(step);
+                record.state.clone_from(state);
+                record.status = Status::Runnable;
+                record.eligible_at = now;
+                record.attempt = 0;
+                record.awaits = None;
+            }
+            Transition::Retry { state, eligible_at } => {
+                record.state.clone_from(state);
+                record.status = Status::Runnable;
+                record.eligible_at = *eligible_at;
+                record.attempt += 1;
+            }
+            Transition::Await {
+                step,
+                state,
+                names,
+                deadline,
+            } => {
+                record.step.clone_from(step);
+                record.state.clone_from(state);
+                record.awaits = Some(names.clone());
+                record.eligible_at = now;
+                record.status = landing;
+                record.await_deadline = *deadline;
+            }
+            Transition::ScheduleChildren { step, state, .. } => {
+                record.step.clone_from(step);
+                record.state.clone_from(state);
+                record.children_pending = i32::try_from(inserted).unwrap_or(i32::MAX);
+                record.status = if inserted == 0 {
+                    Status::Runnable
+                } else {
+                    Status::AwaitingChildren
+                };
+                record.eligible_at = now;
+                record.attempt = 0;
+                record.awaits = None;
+            }
+            Transition::Done { result } => {
+                record.result = Some(result.clone());
+                record.status = Status::Done;
+                record.awaits = None;
+            }
+            Transition::Stop { reason } => {
+                record.status = Status::Failed;
+                record.last_error = Some(reason.clone());
+                record.awaits = None;
+            }
+        }
+        if record.status.is_terminal()
+            && let Some(parent) = record.parent_id
+            && let Some(parent) = self.rows.get_mut(&parent.get())
+        {
+            let parent = &mut parent.record;
+            parent.children_pending -= 1;
+            if parent.children_pending <= 0 && parent.status == Status::AwaitingChildren {
+                parent.status = Status::Runnable;
+                parent.eligible_at = now;
+            }
+            parent.updated_at = now;
+        }
+    }
+}
+
+#[async_trait]
+impl FsmStore for MemoryFsmStore {
+    async fn insert(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<InstanceId>, StorageError> {
+        Ok(self.lock().insert(instances, None, now))
+    }
+
+    async fn pick(
+        &self,
+        queue: &str,
+        worker: &str,
+        eligible_by: SystemTime,
+        lease_until: SystemTime,
+        limit: usize,
+        now: SystemTime,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        let mut inner = self.lock();
+        let mut candidates: Vec<(i16, SystemTime, i64)> = inner
+            .rows
+            .values()
+            .filter(|row| {
+                row.record.status == Status::Runnable
+                    && row.record.queue == queue
+                    && row.record.eligible_at <= eligible_by
+            })
+            .map(|row| {
+                (
+                    row.record.priority,
+                    row.record.eligible_at,
+                    row.record.id.get(),
+                )
+            })
+            .collect();
+        candidates.sort();
+        candidates.truncate(limit);
+        // A claim that would collide on a correlation guard fails the whole pick, as the
+        // unique index fails the statement.
+        for (_, _, id) in &candidates {
+            inner.check_guard(*id, Status::Executing)?;
+        }
+        let mut claimed = Vec::with_capacity(candidates.len());
+        for (_, _, id) in candidates {
+            let inbox = inner.inbox(id);
+            let children = inner.children(id);
+            let Some(row) = inner.rows.get_mut(&id) else {
+                continue;
+            };
+            row.token += 1;
+            let record = &mut row.record;
+            record.status = Status::Executing;
+            record.locked_by = Some(worker.to_owned());
+            record.lease_expires_at = Some(lease_until);
+            record.updated_at = now;
+            claimed.push(Claimed {
+                id: record.id,
+                token: row.token,
+                fsm: record.fsm.clone(),
+                fsm_version: record.fsm_version,
+                step: record.step.clone(),
+                state: record.state.clone(),
+                attempt: record.attempt,
+                correlation_key: record.correlation_key.clone(),
+                awaits: record.awaits.clone(),
+                inbox,
+                children,
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn heartbeat(
+        &self,
+        leases: &[Lease],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        let mut inner = self.lock();
+        let mut extended = 0;
+        for lease in leases {
+            if inner.holds(lease)
+                && let Some(row) = inner.rows.get_mut(&lease.id.get())
+            {
+                row.record.lease_expires_at = Some(lease_until);
+                extended += 1;
+            }
+        }
+        Ok(extended)
+    }
+
+    async fn complete(
+        &self,
+        outcomes: &[OutcomeCommit],
+        now: SystemTime,
+    ) -> Result<Vec<Committed>, StorageError> {
+        let mut inner = self.lock();
+        // Checked before anything changes, so that a refused batch changes nothing.
+        for commit in outcomes.iter().filter(|commit| inner.holds(&commit.lease)) {
+            inner.check_guard(commit.lease.id.get(), inner.landing_status(commit))?;
+        }
+        let mut results = Vec::with_capacity(outcomes.len());
+        for commit in outcomes {
+            if inner.holds(&commit.lease) {
+                inner.apply(commit, now);
+                results.push(Committed::Applied);
+            } else {
+                results.push(Committed::Stale);
+            }
+        }
+        Ok(results)
+    }
+
+    async fn signal(
+        &self,
+        target: &Target,
+        signal: &NewSignal,
+        now: SystemTime,
+    ) -> Result<Option<Delivered>, StorageError> {
+        let mut inner = self.lock();
+        let id = match target {
+            Target::Id(id) => id.get(),
+            Target::Key(key) => match inner.occupant(key, None) {
+                Some(id) => id,
+                None => return Ok(None),
+            },
+        };
+        match inner.rows.get(&id) {
+            Some(row) if !row.record.status.is_terminal() => {}
+            _ => return Ok(None),
+        }
+        let duplicate = signal.dedup_key.as_ref().is_some_and(|key| {
+            inner
+                .signals
+                .values()
+                .any(|s| s.target == id && s.record.dedup_key.as_ref() == Some(key))
+        });
+        let inserted = if duplicate {
+            None
+        } else {
+            inner.last_signal += 1;
+            let signal_id = SignalId::new(inner.last_signal);
+            inner.signals.insert(
+                signal_id.get(),
+                Signal {
+                    target: id,
+                    record: SignalRecord {
+                        id: signal_id,
+                        name: signal.name.clone(),
+                        payload: signal.payload.clone(),
+                        dedup_key: signal.dedup_key.clone(),
+                        inserted_at: now,
+                    },
+                },
+            );
+            Some(signal_id)
+        };
+        let mut woke = false;
+        if let Some(row) = inner.rows.get_mut(&id) {
+            let record = &mut row.record;
+            if record.status == Status::AwaitingSignal
+                && record
+                    .awaits
+                    .as_ref()
+                    .is_some_and(|names| names.contains(&signal.name))
+            {
+                record.status = Status::Runnable;
+                record.eligible_at = now;
+                record.await_deadline = None;
+                record.updated_at = now;
+                woke = true;
+            }
+        }
+        Ok(Some(Delivered {
+            target: InstanceId::new(id),
+            signal: inserted,
+            woke,
+        }))
+    }
+
+    async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {
+        Ok(self
+            .lock()
+            .rows
+            .get(&id.get())
+            .map(|row| row.record.clone()))
+    }
+
+    async fn find(&self, key: &str) -> Result<Option<InstanceId>, StorageError> {
+        Ok(self.lock().occupant(key, None).map(InstanceId::new))
+    }
+
+    async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError> {
+        Ok(self.lock().inbox(id.get()))
+    }
+
+    async fn reap(&self, now: SystemTime) -> Result<Swept, StorageError> {
+        let mut inner = self.lock();
+        let mut swept = Swept::default();
+        for row in inner.rows.values_mut() {
+            let record = &mut row.record;
+            if record.status == Status::Executing
+                && record.lease_expires_at.is_some_and(|until| until < now)
+            {
+                record.status = Status::Runnable;
+                record.locked_by = None;
+                record.lease_expires_at = None;
+                record.attempt += 1;
+                record.updated_at = now;
+                swept.expired_leases += 1;
+            } else if record.status == Status::AwaitingSignal
+                && record
+                    .await_deadline
+                    .is_some_and(|deadline| deadline <= now)
+            {
+                record.status = Status::Runnable;
+                record.eligible_at = now;
+                record.await_deadline = None;
+                record.updated_at = now;
+                swept.await_timeouts += 1;
+            }
+        }
+        Ok(swept)
+    }
+
+    async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError> {
+        let mut inner = self.lock();
+        let doomed: Vec<i64> = inner
+            .rows
+            .values()
+            .filter(|row| {
+                let record = &row.record;
+                let parent_live = record.parent_id.is_some_and(|parent| {
+                    inner
+                        .rows
+                        .get(&parent.get())
+                        .is_some_and(|parent| !parent.record.status.is_terminal())
+                });
+                record.status.is_terminal() && record.updated_at < ended_before && !parent_live
+            })
+            .map(|row| row.record.id.get())
+            .take(limit)
+            .collect();
+        for id in &doomed {
+            inner.rows.remove(id);
+            inner.delete_signals(*id, None);
+        }
+        for row in inner.rows.values_mut() {
+            if row
+                .record
+                .parent_id
+                .is_some_and(|parent| doomed.contains(&parent.get()))
+            {
+                row.record.parent_id = None;
+            }
+        }
+        Ok(doomed.len() as u64)
+    }
+}

@@ -1,0 +1,503 @@
+//! [`PostgresFsmStore`]: the FSM engine's store on Postgres, in the tables of the
+//! [`PostgresStore`] it comes from (same pool, schema, table prefix and migrations).
+//!
+//! Every operation is the seed specification's SQL (`sql`), with the engine's clock readings
+//! as parameters. Outcomes are committed in `complete`, many per transaction.
+
+mod complete;
+mod sql;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use durable_runtime::fsm::store::{
+    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, NewInstance,
+    NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
+};
+use durable_runtime::fsm::{InstanceId, SignalId, Status};
+use durable_runtime::storage::StorageError;
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::{PgConnection, Row};
+
+use super::time::PgTime;
+use super::{PostgresStore, db_err};
+use crate::error::rejected;
+use sql::{Sql, Tables};
+
+/// The durable FSM engine's instances and inboxes in Postgres (feature `fsm`).
+///
+/// Built from a [`PostgresStore`] with [`PostgresStore::fsm`]: it shares the store's pool, its
+/// schema and table prefix, and its migrations, which create the tables `durable_fsm` and
+/// `durable_fsm_signals` and the enum type `durable_status` (the seed specification's DDL,
+/// plus a per-claim `lease_token` and an `await_deadline`).
+///
+/// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows),
+/// steps run outside any transaction, and each batch of outcomes is one transaction in which
+/// every outcome is guarded by its claim token. Cloning is cheap.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use durable_runtime::fsm::Engine;
+/// use durable_sqlx::PostgresStore;
+///
+/// let store = PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
+/// let engine = Engine::builder(store.fsm()).queue("default", 10).build()?;
+/// # drop(engine); Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PostgresFsmStore {
+    pool: PgPool,
+    sql: Arc<Sql>,
+}
+
+impl PostgresStore {
+    /// The FSM engine's store in this store's database, schema and table prefix (feature
+    /// `fsm`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// let fsm = store.fsm();
+    /// # drop(fsm); Ok(()) }
+    /// ```
+    pub fn fsm(&self) -> PostgresFsmStore {
+        PostgresFsmStore {
+            pool: self.pool.clone(),
+            sql: Arc::new(Sql::new(&Tables::new(&self.names))),
+        }
+    }
+}
+
+impl PostgresFsmStore {
+    /// The connection pool, for your own queries (the FSM tables are `durable_fsm` and
+    /// `durable_fsm_signals`, with the store's schema and prefix).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The text of the pick statement, for `EXPLAIN` (parameters: queue, eligible by, limit,
+    /// worker, lease end, now).
+    #[doc(hidden)]
+    pub fn pick_statement(&self) -> &str {
+        self.sql.pick.as_str()
+    }
+
+    /// The inboxes of `ids` and their children, for the claimed rows that have any.
+    async fn inputs(
+        &self,
+        with_signals: &[i64],
+        with_children: &[i64],
+    ) -> Result<(Inputs<SignalRecord>, Inputs<ChildRecord>), StorageError> {
+        let mut inboxes: Inputs<SignalRecord> = HashMap::new();
+        if !with_signals.is_empty() {
+            let rows = sqlx::query(self.sql.inboxes.clone())
+                .bind(with_signals)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?;
+            for row in &rows {
+                let target: i64 = row.try_get("target_id").map_err(db_err)?;
+                inboxes.entry(target).or_default().push(signal_record(row)?);
+            }
+        }
+        let mut children: Inputs<ChildRecord> = HashMap::new();
+        if !with_children.is_empty() {
+            let rows = sqlx::query(self.sql.children.clone())
+                .bind(with_children)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?;
+            for row in &rows {
+                let parent: i64 = row.try_get("parent_id").map_err(db_err)?;
+                children.entry(parent).or_default().push(child_record(row)?);
+            }
+        }
+        Ok((inboxes, children))
+    }
+
+    /// Inserts `instances` (children of `parent`, if any) on `conn`; returns the ids inserted
+    /// and their parents.
+    async fn insert_on(
+        &self,
+        conn: &mut PgConnection,
+        instances: &[(&NewInstance, Option<i64>)],
+        now: SystemTime,
+    ) -> Result<Vec<(i64, Option<i64>)>, StorageError> {
+        let mut columns = InsertColumns::default();
+        for (instance, parent) in instances {
+            columns.push(instance, *parent)?;
+        }
+        let rows = sqlx::query(self.sql.insert.clone())
+            .bind(columns.fsm)
+            .bind(columns.version)
+            .bind(columns.step)
+            .bind(columns.state)
+            .bind(columns.queue)
+            .bind(columns.priority)
+            .bind(columns.eligible_at)
+            .bind(columns.key)
+            .bind(columns.scope)
+            .bind(PgTime::new(now)?)
+            .bind(columns.parent)
+            .fetch_all(conn)
+            .await
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<i64, _>("id").map_err(db_err)?,
+                    row.try_get::<Option<i64>, _>("parent_id").map_err(db_err)?,
+                ))
+            })
+            .collect()
+    }
+}
+
+type Inputs<T> = HashMap<i64, Vec<T>>;
+
+/// The columns of a batch insert, one array each.
+#[derive(Default)]
+struct InsertColumns {
+    fsm: Vec<String>,
+    version: Vec<i32>,
+    step: Vec<String>,
+    state: Vec<String>,
+    queue: Vec<String>,
+    priority: Vec<i16>,
+    eligible_at: Vec<PgTime>,
+    key: Vec<Option<String>>,
+    scope: Vec<String>,
+    parent: Vec<Option<i64>>,
+}
+
+impl InsertColumns {
+    fn push(&mut self, instance: &NewInstance, parent: Option<i64>) -> Result<(), StorageError> {
+        self.fsm.push(instance.fsm.clone());
+        self.version.push(instance.fsm_version);
+        self.step.push(instance.step.clone());
+        self.state.push(instance.state.clone());
+        self.queue.push(instance.queue.clone());
+        self.priority.push(instance.priority);
+        self.eligible_at.push(PgTime::new(instance.eligible_at)?);
+        self.key.push(instance.correlation_key.clone());
+        self.scope.push(
+            instance
+                .correlation_scope
+                .iter()
+                .map(|status| status.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        self.parent.push(parent);
+        Ok(())
+    }
+}
+
+fn status(text: &str) -> Result<Status, StorageError> {
+    text.parse()
+        .map_err(|_| rejected(format!("unknown FSM status {text:?} in storage")))
+}
+
+fn attempt(value: i32) -> Result<u32, StorageError> {
+    u32::try_from(value).map_err(|_| rejected(format!("negative attempt count {value}")))
+}
+
+fn signal_record(row: &PgRow) -> Result<SignalRecord, StorageError> {
+    Ok(SignalRecord {
+        id: SignalId::new(row.try_get("id").map_err(db_err)?),
+        name: row.try_get("name").map_err(db_err)?,
+        payload: row.try_get("payload").map_err(db_err)?,
+        dedup_key: row.try_get("dedup_key").map_err(db_err)?,
+        inserted_at: row
+            .try_get::<PgTime, _>("inserted_at")
+            .map_err(db_err)?
+            .get()?,
+    })
+}
+
+fn child_record(row: &PgRow) -> Result<ChildRecord, StorageError> {
+    Ok(ChildRecord {
+        id: InstanceId::new(row.try_get("id").map_err(db_err)?),
+        fsm: row.try_get("fsm").map_err(db_err)?,
+        status: status(row.try_get("status").map_err(db_err)?)?,
+        state: row.try_get("state").map_err(db_err)?,
+        result: row.try_get("result").map_err(db_err)?,
+        last_error: row.try_get("last_error").map_err(db_err)?,
+    })
+}
+
+fn optional_time(row: &PgRow, column: &str) -> Result<Option<SystemTime>, StorageError> {
+    row.try_get::<Option<PgTime>, _>(column)
+        .map_err(db_err)?
+        .map(PgTime::get)
+        .transpose()
+}
+
+fn instance_record(row: &PgRow) -> Result<InstanceRecord, StorageError> {
+    let scope: Vec<String> = row.try_get("correlation_scope").map_err(db_err)?;
+    Ok(InstanceRecord {
+        id: InstanceId::new(row.try_get("id").map_err(db_err)?),
+        fsm: row.try_get("fsm").map_err(db_err)?,
+        fsm_version: row.try_get("fsm_version").map_err(db_err)?,
+        step: row.try_get("step").map_err(db_err)?,
+        status: status(row.try_get("status").map_err(db_err)?)?,
+        state: row.try_get("state").map_err(db_err)?,
+        result: row.try_get("result").map_err(db_err)?,
+        awaits: row.try_get("awaits").map_err(db_err)?,
+        queue: row.try_get("queue").map_err(db_err)?,
+        priority: row.try_get("priority").map_err(db_err)?,
+        eligible_at: row
+            .try_get::<PgTime, _>("eligible_at")
+            .map_err(db_err)?
+            .get()?,
+        attempt: attempt(row.try_get("attempt").map_err(db_err)?)?,
+        last_error: row.try_get("last_error").map_err(db_err)?,
+        await_deadline: optional_time(row, "await_deadline")?,
+        locked_by: row.try_get("locked_by").map_err(db_err)?,
+        lease_expires_at: optional_time(row, "lease_expires_at")?,
+        parent_id: row
+            .try_get::<Option<i64>, _>("parent_id")
+            .map_err(db_err)?
+            .map(InstanceId::new),
+        children_pending: row.try_get("children_pending").map_err(db_err)?,
+        correlation_key: row.try_get("correlation_key").map_err(db_err)?,
+        correlation_scope: scope
+            .iter()
+            .map(|text| status(text))
+            .collect::<Result<_, _>>()?,
+        inserted_at: row
+            .try_get::<PgTime, _>("inserted_at")
+            .map_err(db_err)?
+            .get()?,
+        updated_at: row
+            .try_get::<PgTime, _>("updated_at")
+            .map_err(db_err)?
+            .get()?,
+    })
+}
+
+fn limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl FsmStore for PostgresFsmStore {
+    async fn insert(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<InstanceId>, StorageError> {
+        if instances.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(&NewInstance, Option<i64>)> =
+            instances.iter().map(|instance| (instance, None)).collect();
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let inserted = self.insert_on(&mut conn, &rows, now).await?;
+        Ok(inserted
+            .into_iter()
+            .map(|(id, _)| InstanceId::new(id))
+            .collect())
+    }
+
+    async fn pick(
+        &self,
+        queue: &str,
+        worker: &str,
+        eligible_by: SystemTime,
+        lease_until: SystemTime,
+        limit_rows: usize,
+        now: SystemTime,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        if limit_rows == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(self.sql.pick.clone())
+            .bind(queue)
+            .bind(PgTime::new(eligible_by)?)
+            .bind(limit(limit_rows))
+            .bind(worker)
+            .bind(PgTime::new(lease_until)?)
+            .bind(PgTime::new(now)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let mut with_signals = Vec::new();
+        let mut with_children = Vec::new();
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut order = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: i64 = row.try_get("id").map_err(db_err)?;
+            let priority: i16 = row.try_get("priority").map_err(db_err)?;
+            let eligible_at = row
+                .try_get::<PgTime, _>("eligible_at")
+                .map_err(db_err)?
+                .get()?;
+            order.push((priority, eligible_at, id));
+            if row.try_get::<bool, _>("has_signals").map_err(db_err)? {
+                with_signals.push(id);
+            }
+            if row.try_get::<bool, _>("has_children").map_err(db_err)? {
+                with_children.push(id);
+            }
+            claimed.push(Claimed {
+                id: InstanceId::new(id),
+                token: row.try_get("lease_token").map_err(db_err)?,
+                fsm: row.try_get("fsm").map_err(db_err)?,
+                fsm_version: row.try_get("fsm_version").map_err(db_err)?,
+                step: row.try_get("step").map_err(db_err)?,
+                state: row.try_get("state").map_err(db_err)?,
+                attempt: attempt(row.try_get("attempt").map_err(db_err)?)?,
+                correlation_key: row.try_get("correlation_key").map_err(db_err)?,
+                awaits: row.try_get("awaits").map_err(db_err)?,
+                inbox: Vec::new(),
+                children: Vec::new(),
+            });
+        }
+        let (mut inboxes, mut children) = self.inputs(&with_signals, &with_children).await?;
+        for claim in &mut claimed {
+            claim.inbox = inboxes.remove(&claim.id.get()).unwrap_or_default();
+            claim.children = children.remove(&claim.id.get()).unwrap_or_default();
+        }
+        // RETURNING does not keep the pick's order: restore it.
+        let mut ordered: Vec<((i16, SystemTime, i64), Claimed)> =
+            order.into_iter().zip(claimed).collect();
+        ordered.sort_by_key(|(order, _)| *order);
+        Ok(ordered.into_iter().map(|(_, claim)| claim).collect())
+    }
+
+    async fn heartbeat(
+        &self,
+        leases: &[Lease],
+        lease_until: SystemTime,
+    ) -> Result<usize, StorageError> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<i64> = leases.iter().map(|lease| lease.id.get()).collect();
+        let tokens: Vec<i64> = leases.iter().map(|lease| lease.token).collect();
+        let done = sqlx::query(self.sql.heartbeat.clone())
+            .bind(ids)
+            .bind(tokens)
+            .bind(PgTime::new(lease_until)?)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+    }
+
+    async fn complete(
+        &self,
+        outcomes: &[OutcomeCommit],
+        now: SystemTime,
+    ) -> Result<Vec<Committed>, StorageError> {
+        complete::complete(self, outcomes, now).await
+    }
+
+    async fn signal(
+        &self,
+        target: &Target,
+        signal: &NewSignal,
+        now: SystemTime,
+    ) -> Result<Option<Delivered>, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        // Resolve and lock the target first: a step parking it concurrently then either sees
+        // this signal or is seen parked by the wake-up below (no lost wake-up).
+        let locked = match target {
+            Target::Id(id) => sqlx::query(self.sql.lock_by_id.clone()).bind(id.get()),
+            Target::Key(key) => sqlx::query(self.sql.lock_by_key.clone()).bind(key),
+        }
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        let Some(locked) = locked else {
+            return Ok(None);
+        };
+        let id: i64 = locked.try_get("id").map_err(db_err)?;
+        if status(locked.try_get("status").map_err(db_err)?)?.is_terminal() {
+            return Ok(None);
+        }
+        let row = sqlx::query(self.sql.deliver.clone())
+            .bind(id)
+            .bind(&signal.name)
+            .bind(&signal.payload)
+            .bind(&signal.dedup_key)
+            .bind(PgTime::new(now)?)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let inserted: Option<i64> = row.try_get("signal").map_err(db_err)?;
+        let woke: bool = row.try_get("woke").map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(Some(Delivered {
+            target: InstanceId::new(id),
+            signal: inserted.map(SignalId::new),
+            woke,
+        }))
+    }
+
+    async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {
+        sqlx::query(self.sql.get.clone())
+            .bind(id.get())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?
+            .as_ref()
+            .map(instance_record)
+            .transpose()
+    }
+
+    async fn find(&self, key: &str) -> Result<Option<InstanceId>, StorageError> {
+        let id: Option<i64> = sqlx::query_scalar(self.sql.find.clone())
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(id.map(InstanceId::new))
+    }
+
+    async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError> {
+        sqlx::query(self.sql.inbox.clone())
+            .bind(id.get())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?
+            .iter()
+            .map(signal_record)
+            .collect()
+    }
+
+    async fn reap(&self, now: SystemTime) -> Result<Swept, StorageError> {
+        let now = PgTime::new(now)?;
+        let leases = sqlx::query(self.sql.reap_leases.clone())
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let deadlines = sqlx::query(self.sql.reap_deadlines.clone())
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(Swept {
+            expired_leases: leases.rows_affected(),
+            await_timeouts: deadlines.rows_affected(),
+        })
+    }
+
+    async fn gc(&self, ended_before: SystemTime, limit_rows: usize) -> Result<u64, StorageError> {
+        let deleted = sqlx::query(self.sql.gc.clone())
+            .bind(PgTime::new(ended_before)?)
+            .bind(limit(limit_rows))
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(deleted.rows_affected())
+    }
+}
