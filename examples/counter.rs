@@ -21,10 +21,11 @@ pub struct Counter {
 
 #[durable_object(expose)]
 impl Counter {
-    /// Adds `by` and returns the new count.
+    /// Adds `by` and returns the new count (which stops at the limits of `i64` rather than
+    /// overflow: any `by` a caller sends over HTTP is answered).
     #[handler]
     fn handle_increment(&mut self, by: i64) -> i64 {
-        self.count += by;
+        self.count = self.count.saturating_add(by);
         self.count
     }
 

@@ -42,7 +42,8 @@ pub struct CounterShard {
 impl CounterShard {
     #[handler]
     fn handle_add(&mut self, by: u64) -> u64 {
-        self.count += by;
+        // At the limit of `u64` rather than overflow: any `by` a caller sends is answered.
+        self.count = self.count.saturating_add(by);
         self.count
     }
 
@@ -71,11 +72,12 @@ impl ShardedCounter {
             let id = shard_id(ctx.id(), shard);
             counts.spawn(async move { CounterShard::count(&rt, &id).await });
         }
-        let mut total = 0;
+        let mut total: u64 = 0;
         while let Some(count) = counts.join_next().await {
-            total += count
+            let count = count
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
+            total = total.saturating_add(count);
         }
         self.last_total = total;
         self.last_refresh = Some(ctx.now());

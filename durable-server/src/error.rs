@@ -42,7 +42,6 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
 /// | `forbidden` | 403 | no |
 /// | `method_not_allowed` | 405 | no |
-/// | `not_implemented` | 501 | no |
 ///
 /// # Examples
 ///
@@ -63,7 +62,8 @@ pub enum ErrorCode {
     InvalidArguments,
     /// The object id is refused.
     InvalidId,
-    /// A bad query string, path or request body.
+    /// A bad query string (a listing cursor no listing handed out, say), path or request
+    /// body.
     InvalidRequest,
     /// No exposed type of that name.
     UnknownType,
@@ -107,8 +107,6 @@ pub enum ErrorCode {
     Forbidden,
     /// The route exists, not with this method.
     MethodNotAllowed,
-    /// The route exists, not in this version of the server.
-    NotImplemented,
 }
 
 impl ErrorCode {
@@ -146,7 +144,6 @@ impl ErrorCode {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::NotImplemented => "not_implemented",
         }
     }
 
@@ -183,7 +180,6 @@ impl ErrorCode {
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -420,7 +416,7 @@ impl From<AuthError> for ApiError {
 
 /// The field an argument error is about: the path where decoding failed, or for an unknown
 /// or missing field (reported at the arguments object itself) the name serde quotes.
-fn argument_field(path: &str, message: &str) -> Option<String> {
+pub(crate) fn argument_field(path: &str, message: &str) -> Option<String> {
     if path != "." {
         return Some(path.to_owned());
     }
@@ -466,6 +462,9 @@ impl From<CallByNameError> for ApiError {
                 format!("the handler `{handler}` returned an error"),
             )
             .with_details(error),
+            CallByNameError::InvalidCursor(invalid) => Self::invalid_request(format!(
+                "{invalid}: pass the `next_cursor` of the previous page as it is"
+            )),
             CallByNameError::Encode { handler, message } => {
                 tracing::error!(handler, %message, "a reply could not be encoded as JSON");
                 Self::internal(format!(

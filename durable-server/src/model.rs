@@ -116,7 +116,8 @@ pub struct ObjectView {
     pub id: String,
     /// Where it is.
     pub status: Status,
-    /// Its committed state, as JSON; `null` for a live object that has stored nothing yet.
+    /// Its committed state, as JSON: the stored one, or the default state a live object that
+    /// has stored nothing yet runs on.
     pub state: Value,
     /// The version of its committed state; `null` if nothing is stored.
     pub version: Option<u64>,
@@ -157,8 +158,7 @@ pub struct ObjectSummary {
 pub struct ObjectList {
     /// The objects of this page, by id.
     pub objects: Vec<ObjectSummary>,
-    /// Pass it as `cursor` to get the next page; `null` on the last page. A page filtered by
-    /// status may hold fewer than `limit` objects (even none) before the last page.
+    /// Pass it as `cursor` to get the next page; `null` on the last page.
     pub next_cursor: Option<String>,
 }
 
@@ -267,6 +267,18 @@ pub struct DeadAlarm {
     pub attempts: u32,
 }
 
+impl From<&AlarmRecord> for DeadAlarm {
+    fn from(record: &AlarmRecord) -> Self {
+        Self {
+            type_name: record.key.object_type.clone(),
+            id: record.key.object_id.clone(),
+            name: record.name.clone(),
+            fire_at: format_time(record.due_at),
+            attempts: record.attempts,
+        }
+    }
+}
+
 /// `GET /v1/alarms/dead`: a page of dead alarms.
 ///
 /// # Examples
@@ -278,7 +290,7 @@ pub struct DeadAlarm {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DeadAlarmList {
-    /// The dead alarms of this page.
+    /// The dead alarms of this page, by type, id, then name.
     pub alarms: Vec<DeadAlarm>,
     /// Pass it as `cursor` to get the next page; `null` on the last page.
     pub next_cursor: Option<String>,

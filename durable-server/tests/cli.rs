@@ -515,6 +515,20 @@ fn gateway_and_direct_commands_print_the_same_json() {
             "check",
             r#"{"at_most": 1}"#,
         ],
+        &["objects", "call", "Counter", "a", "check", "[1]"],
+        &[
+            "objects",
+            "call",
+            "Counter",
+            "a",
+            "check",
+            r#"{"at_mots": 1}"#,
+        ],
+        &["alarms", "dead"],
+        &["alarms", "dead", "--type", "Reminder", "--limit", "1"],
+        &["alarms", "dead", "--type", "Counter"],
+        &["alarms", "dead", "--cursor", "not-a-cursor"],
+        &["alarms", "dead", "--type", "Nope"],
     ] {
         let direct = app_json(&[command, &directly[..]].concat());
         let remote = app_json(&[command, &through_gateway[..]].concat());

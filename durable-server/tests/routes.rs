@@ -7,12 +7,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use common::{
-    Counter, Gated, Other, TestServer, builder, code, gate, open_config, principals_config, within,
+    Counter, Gated, Other, Sleepy, TestServer, builder, code, gate, open_config, principals_config,
+    within,
 };
-use durable_runtime::storage::{MemoryStorage, Storage};
+use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
 use durable_runtime::{AlarmSettings, Error, RetryPolicy};
 use futures_util::StreamExt;
 use reqwest::Method;
@@ -134,9 +135,10 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     );
     let (_, body) = server.get("/v1/objects/Counter/reader").await;
     assert_eq!(
-        (body["state"].clone(), body["version"].clone()),
-        (Value::Null, Value::Null)
+        (body["status"].clone(), body["version"].clone()),
+        (json!("active"), Value::Null)
     );
+    assert_eq!(body["state"], json!({"count": 0, "ratio": 0.0}));
     server.stop().await;
 }
 
@@ -245,6 +247,21 @@ async fn a_dead_alarm_is_requeued() {
     })
     .await;
 
+    // Listed among the dead alarms.
+    let (status, body) = server.get("/v1/alarms/dead?type=Other").await;
+    assert_eq!(status, 200);
+    let fire_at = body["alarms"][0]["fire_at"].clone();
+    assert!(
+        fire_at.as_str().is_some_and(|at| at.ends_with('Z')),
+        "{body}"
+    );
+    assert_eq!(
+        body,
+        json!({"alarms": [
+            {"type": "Other", "id": "o", "name": "doomed", "fire_at": fire_at, "attempts": 1},
+        ], "next_cursor": null})
+    );
+
     let requeue = json!({"type": "Other", "id": "o", "name": "doomed"});
     let (status, body) = server.post("/v1/alarms/dead/requeue", &requeue).await;
     assert_eq!((status, body), (200, json!({"requeued": true})));
@@ -255,10 +272,339 @@ async fn a_dead_alarm_is_requeued() {
     let undeclared = json!({"type": "Other", "id": "o", "name": "nope"});
     let (status, body) = server.post("/v1/alarms/dead/requeue", &undeclared).await;
     assert_eq!((status, code(&body)), (404, "unknown_alarm"));
+    server.stop().await;
+}
 
-    // Listing dead alarms needs the runtime's listing, which this server does not have.
-    let (status, body) = server.get("/v1/alarms/dead?type=Other").await;
-    assert_eq!((status, code(&body)), (501, "not_implemented"));
+/// Leaves the alarm `name` of `(object_type, id)` dead in `storage` after `attempts`, as a
+/// runtime whose every attempt failed would; the object is stored with `state` if it is not
+/// already.
+async fn dead_in_storage(
+    storage: &dyn Storage,
+    (object_type, id, name): (&str, &str, &str),
+    state: Value,
+    attempts: u32,
+) {
+    let key = ObjectKey::new(object_type, id);
+    let version = storage
+        .load(&key)
+        .await
+        .unwrap()
+        .object()
+        .map_or(0, |stored| stored.version);
+    let due = UNIX_EPOCH + Duration::from_secs(1_000);
+    let write = ObjectWrite {
+        key: key.clone(),
+        expected_version: version,
+        state: (version == 0).then(|| serde_json::to_vec(&state).unwrap()),
+        alarms: vec![AlarmChange::Set {
+            name: name.to_owned(),
+            due_at: due,
+        }],
+    };
+    storage.commit(&[write]).await.unwrap();
+    let lease = due + Duration::from_secs(60);
+    let claimed = storage
+        .claim_due_alarms(due, due, lease, 100)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "only this alarm is due");
+    let failed = storage.fail_alarm(&key, name, due, attempts, "boom", None);
+    assert!(failed.await.unwrap());
+}
+
+/// `(type, id, name)` of each alarm of a page of dead alarms.
+fn dead_listed(page: &Value) -> Vec<(String, String, String)> {
+    page["alarms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|alarm| {
+            let text = |field: &str| alarm[field].as_str().unwrap().to_owned();
+            (text("type"), text("id"), text("name"))
+        })
+        .collect()
+}
+
+/// Every dead alarm `query` lists, following the cursors a page of `limit` at a time; each
+/// page but the last is full.
+async fn all_dead(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String, String)> {
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/alarms/dead?limit={limit}{query}");
+        if let Some(cursor) = &cursor {
+            path.push_str(&format!("&cursor={cursor}"));
+        }
+        let (status, page) = server.get(&path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        let alarms = dead_listed(&page);
+        match page["next_cursor"].as_str() {
+            Some(next) => {
+                assert_eq!(alarms.len(), limit, "{path}: a short page before the last");
+                cursor = Some(next.to_owned());
+            }
+            None => {
+                listed.extend(alarms);
+                return listed;
+            }
+        }
+        listed.extend(alarms);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_alarms_are_listed_by_type_a_page_at_a_time() {
+    let storage = MemoryStorage::new();
+    let counter = json!({"count": 0, "ratio": 0.0});
+    let other = json!({"pings": 0});
+    for (alarm, state) in [
+        (("Other", "p", "doomed"), &other),
+        (("Counter", "b", "reset"), &counter),
+        (("Other", "o", "wake"), &other),
+        (("Counter", "a", "reset"), &counter),
+        (("Other", "o", "doomed"), &other),
+        // A type this server does not expose: not listed.
+        (("Hidden", "h", "tick"), &json!({})),
+    ] {
+        dead_in_storage(&storage, alarm, state.clone(), 5).await;
+    }
+    // A pending alarm is not dead.
+    let pending = ObjectWrite {
+        key: ObjectKey::new("Counter", "c"),
+        expected_version: 0,
+        state: Some(serde_json::to_vec(&counter).unwrap()),
+        alarms: vec![AlarmChange::Set {
+            name: "reset".into(),
+            due_at: UNIX_EPOCH + Duration::from_secs(4_000_000_000),
+        }],
+    };
+    storage.commit(&[pending]).await.unwrap();
+    let runtime = builder(storage).manual_alarms().build();
+    let server = TestServer::start(runtime, open_config()).await;
+
+    let owned = |alarms: &[(&str, &str, &str)]| -> Vec<(String, String, String)> {
+        alarms
+            .iter()
+            .map(|&(t, i, n)| (t.to_owned(), i.to_owned(), n.to_owned()))
+            .collect()
+    };
+    let every = owned(&[
+        ("Counter", "a", "reset"),
+        ("Counter", "b", "reset"),
+        ("Other", "o", "doomed"),
+        ("Other", "o", "wake"),
+        ("Other", "p", "doomed"),
+    ]);
+    // By type, id, then name, whatever the page size; the pages cross types.
+    let (status, page) = server.get("/v1/alarms/dead").await;
+    assert_eq!((status, page["next_cursor"].clone()), (200, Value::Null));
+    assert_eq!(dead_listed(&page), every);
+    assert_eq!(page["alarms"][0]["attempts"], 5);
+    assert_eq!(page["alarms"][0]["fire_at"], "1970-01-01T00:16:40.000Z");
+    for limit in [1, 2, 3] {
+        assert_eq!(all_dead(&server, "", limit).await, every, "limit {limit}");
+    }
+    // One type's, paged too.
+    let others = every[2..].to_vec();
+    assert_eq!(all_dead(&server, "&type=Other", 100).await, others);
+    assert_eq!(all_dead(&server, "&type=Other", 2).await, others);
+    assert_eq!(all_dead(&server, "&type=Counter", 1).await, every[..2]);
+    assert!(all_dead(&server, "&type=Gated", 1).await.is_empty());
+    // The unversioned alias.
+    let (status, page) = server.get("/alarms/dead?type=Counter&limit=1").await;
+    assert_eq!(status, 200);
+    assert_eq!(dead_listed(&page), every[..1]);
+
+    // Re-queued, it is no longer dead, on the object and in the listing.
+    let requeue = json!({"type": "Other", "id": "o", "name": "doomed"});
+    let (status, body) = server.post("/v1/alarms/dead/requeue", &requeue).await;
+    assert_eq!((status, body), (200, json!({"requeued": true})));
+    let (status, body) = server.post("/v1/alarms/dead/requeue", &requeue).await;
+    assert_eq!((status, body), (200, json!({"requeued": false})));
+    let (_, alarms) = server.get("/v1/objects/Other/o/alarms").await;
+    let doomed = alarms["alarms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|alarm| alarm["name"] == "doomed")
+        .expect("the alarm is kept")
+        .clone();
+    assert_eq!(
+        (&doomed["dead"], &doomed["attempts"]),
+        (&json!(false), &json!(0))
+    );
+    let mut rest = every.clone();
+    rest.remove(2);
+    assert_eq!(all_dead(&server, "", 2).await, rest);
+    // A pending alarm is not re-queued.
+    let pending = json!({"type": "Counter", "id": "c", "name": "reset"});
+    let (status, body) = server.post("/v1/alarms/dead/requeue", &pending).await;
+    assert_eq!((status, body), (200, json!({"requeued": false})));
+    server.stop().await;
+}
+
+/// The ids and statuses of a page of objects.
+fn objects_listed(page: &Value) -> Vec<(String, String)> {
+    page["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| {
+            let text = |field: &str| object[field].as_str().unwrap().to_owned();
+            (text("id"), text("status"))
+        })
+        .collect()
+}
+
+/// Every object `query` lists, following the cursors a page of `limit` at a time; each page
+/// but the last is full.
+async fn all_objects(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String)> {
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/objects?limit={limit}&{query}");
+        if let Some(cursor) = &cursor {
+            path.push_str(&format!("&cursor={cursor}"));
+        }
+        let (status, page) = server.get(&path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        let objects = objects_listed(&page);
+        let next = page["next_cursor"].as_str().map(str::to_owned);
+        if next.is_some() {
+            assert_eq!(objects.len(), limit, "{path}: a short page before the last");
+        }
+        listed.extend(objects);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return listed,
+        }
+    }
+}
+
+fn statuses(objects: &[(&str, &str)]) -> Vec<(String, String)> {
+    objects
+        .iter()
+        .map(|&(id, status)| (id.to_owned(), status.to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_listed_by_status_a_full_page_at_a_time() {
+    let storage = MemoryStorage::new();
+    let runtime = builder(storage.clone()).expose::<Sleepy>().build();
+    let server = TestServer::start(runtime, open_config()).await;
+    for id in ["c3", "c1", "c2", "c4"] {
+        let path = format!("/v1/objects/Counter/{id}/call/increment");
+        assert_eq!(server.post(&path, &json!({"by": 1})).await.0, 200);
+    }
+    for id in ["s2", "s1", "s3"] {
+        let path = format!("/v1/objects/Sleepy/{id}/call/nap");
+        assert_eq!(server.post(&path, &json!({})).await.0, 200);
+    }
+    // The sleepy ones hibernate soon after their call; the counters stay active.
+    within("the objects hibernating", async {
+        loop {
+            let (_, page) = server
+                .get("/v1/objects?type=Sleepy&status=hibernated")
+                .await;
+            if page["objects"].as_array().unwrap().len() == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let sleepy = statuses(&[
+        ("s1", "hibernated"),
+        ("s2", "hibernated"),
+        ("s3", "hibernated"),
+    ]);
+    for limit in [1, 2, 3] {
+        let listed = all_objects(&server, "type=Sleepy&status=hibernated", limit).await;
+        assert_eq!(listed, sleepy, "limit {limit}");
+    }
+    assert!(
+        all_objects(&server, "type=Sleepy&status=active", 2)
+            .await
+            .is_empty()
+    );
+    assert_eq!(all_objects(&server, "class=Sleepy", 2).await, sleepy);
+    let (_, page) = server
+        .get("/v1/objects?type=Sleepy&status=hibernated&limit=2")
+        .await;
+    assert_eq!(page["objects"][0]["type"], "Sleepy");
+    assert_eq!(page["next_cursor"], "s2");
+
+    let counters = statuses(&[
+        ("c1", "active"),
+        ("c2", "active"),
+        ("c3", "active"),
+        ("c4", "active"),
+    ]);
+    for limit in [1, 3, 4, 100] {
+        let listed = all_objects(&server, "type=Counter&status=active", limit).await;
+        assert_eq!(listed, counters, "limit {limit}");
+    }
+    assert!(
+        all_objects(&server, "type=Counter&status=hibernated", 2)
+            .await
+            .is_empty()
+    );
+    // Only stored: none here, every object being live.
+    assert!(
+        all_objects(&server, "type=Counter&status=stored", 2)
+            .await
+            .is_empty()
+    );
+    assert_eq!(all_objects(&server, "type=Counter", 3).await, counters);
+
+    // Another runtime on the same storage has none live: all are only stored there, until a
+    // call makes one live; the stored-only pages are full all the same.
+    let other = TestServer::start(builder(storage).build(), open_config()).await;
+    assert!(
+        all_objects(&other, "type=Counter&status=active", 2)
+            .await
+            .is_empty()
+    );
+    let stored = statuses(&[
+        ("c1", "stored"),
+        ("c2", "stored"),
+        ("c3", "stored"),
+        ("c4", "stored"),
+    ]);
+    assert_eq!(
+        all_objects(&other, "type=Counter&status=stored", 3).await,
+        stored
+    );
+    for id in ["c1", "c3"] {
+        let path = format!("/v1/objects/Counter/{id}/call/get");
+        assert_eq!(other.post(&path, &json!({})).await.0, 200);
+    }
+    for limit in [1, 2, 3] {
+        let listed = all_objects(&other, "type=Counter&status=stored", limit).await;
+        assert_eq!(
+            listed,
+            statuses(&[("c2", "stored"), ("c4", "stored")]),
+            "{limit}"
+        );
+    }
+    let (_, page) = other
+        .get("/v1/objects?type=Counter&status=stored&limit=1")
+        .await;
+    assert_eq!(objects_listed(&page), statuses(&[("c2", "stored")]));
+    assert_eq!(page["next_cursor"], "c2");
+    let mixed = statuses(&[
+        ("c1", "active"),
+        ("c2", "stored"),
+        ("c3", "active"),
+        ("c4", "stored"),
+    ]);
+    assert_eq!(all_objects(&other, "type=Counter", 3).await, mixed);
+    assert_eq!(
+        all_objects(&other, "type=Counter&status=active", 1).await,
+        statuses(&[("c1", "active"), ("c3", "active")])
+    );
+    other.stop().await;
     server.stop().await;
 }
 
@@ -400,15 +746,72 @@ async fn the_openapi_document_is_valid_and_describes_every_exposed_handler() {
             assert_eq!(names, expected, "{path}");
             assert_eq!(arguments["additionalProperties"], false);
             for status in [
-                "200", "400", "401", "403", "404", "422", "429", "500", "503", "504",
+                "200", "400", "401", "403", "404", "429", "500", "503", "504",
             ] {
                 assert!(
                     operation["responses"][status].is_object(),
                     "{path}: no {status}"
                 );
             }
+            // `422` is the handler's own error: only a handler that can fail answers it.
+            let schemas = (handler.schemas)().expect("the gateway enables the schemas");
+            assert_eq!(
+                operation["responses"]["422"].is_object(),
+                schemas.error.is_some(),
+                "{path}"
+            );
+            let result = &operation["responses"]["200"]["content"]["application/json"]["schema"];
+            assert_eq!(result["required"], json!(["result"]), "{path}");
         }
     }
+
+    // The handlers' JSON schemas: the arguments, the output as `result`, the error as the
+    // `details` of `handler_error`.
+    let schema = |path: &str, at: &[&str]| {
+        let operation = &paths[&format!("/v1/objects/Counter/{{id}}/call/{path}")]["post"];
+        at.iter()
+            .fold(operation.clone(), |value, key| value[*key].clone())
+    };
+    let body = ["requestBody", "content", "application/json", "schema"];
+    let increment = schema("increment", &body);
+    assert_eq!(increment["type"], "object");
+    assert_eq!(increment["required"], json!(["by"]));
+    assert_eq!(increment["properties"]["by"]["type"], "integer");
+    assert_eq!(increment.get("$schema"), None);
+    let ok = ["responses", "200", "content", "application/json", "schema"];
+    assert_eq!(
+        schema("increment", &ok)["properties"]["result"]["type"],
+        "integer"
+    );
+    let failed = ["responses", "422", "content", "application/json", "schema"];
+    let error = schema("add_checked", &failed)["properties"]["error"].clone();
+    assert_eq!(error["properties"]["code"]["const"], "handler_error");
+    let details = error["properties"]["details"].to_string();
+    assert!(
+        details.contains("TooBig") && details.contains("wanted"),
+        "{details}"
+    );
+    assert!(schema("get", &["responses", "422"]).is_null());
+    // A named type moves to the components, under a name of its handler's, and the
+    // references follow it.
+    let components = &document["components"]["schemas"];
+    let span = schema("span", &body);
+    assert_eq!(
+        span["properties"]["around"]["$ref"],
+        "#/components/schemas/Counter_span_arguments_Span"
+    );
+    assert_eq!(span.get("$defs"), None);
+    assert_eq!(
+        components["Counter_span_arguments_Span"]["required"],
+        json!(["low", "high"])
+    );
+    let output = schema("span", &ok)["properties"]["result"].to_string();
+    assert!(
+        output.contains("#/components/schemas/Counter_span_output_Span"),
+        "{output}"
+    );
+    assert!(components["Counter_span_output_Span"].is_object());
+    assert!(!document.to_string().contains("#/$defs/"));
     // Health and readiness need no token; everything else does unless made public.
     assert_eq!(paths["/healthz"]["get"]["security"], json!([]));
     assert_eq!(paths["/v1/openapi.json"]["get"]["security"], json!([]));

@@ -147,3 +147,17 @@ def test_handler_errors_arrive_typed(spec, modules, client):
     assert error["error"]["code"] == "handler_error"
     assert error["error"]["details"] == {"TooExpensive": {"cost": 9}}
     assert error["error"]["retryable"] is False
+
+
+def test_dead_alarms_are_listed_a_page_at_a_time(spec, modules, client):
+    dead = operation(spec, "get", "/v1/alarms/dead", "/alarms/dead")
+    status, page = invoke(modules, client, dead, {"limit": 1})
+    assert status == 200, page
+    assert set(page) == {"alarms", "next_cursor"}
+    assert len(page["alarms"]) <= 1
+    if page["next_cursor"] is not None:
+        status, rest = invoke(modules, client, dead, {"limit": 1, "cursor": page["next_cursor"]})
+        assert status == 200, rest
+    status, error = invoke(modules, client, dead, {"cursor": "not-a-cursor"})
+    assert status == 400, error
+    assert error["error"]["code"] == "invalid_request"

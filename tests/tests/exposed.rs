@@ -250,6 +250,55 @@ async fn bad_arguments_name_the_field(store: Arc<dyn Storage>) {
     rt.shutdown().await;
 }
 
+async fn arguments_that_are_not_an_object_are_refused(store: Arc<dyn Storage>) {
+    let rt = runtime(&store);
+    // Each would fit the handler's arguments by position: `[amount, note]`.
+    for args in [
+        json!([5, null]),
+        json!([5, "note"]),
+        json!(5),
+        json!("5"),
+        json!(true),
+    ] {
+        let err = rt
+            .call_by_name("Account", "d", "deposit", args.clone())
+            .await
+            .unwrap_err();
+        match err {
+            CallByNameError::BadArguments {
+                handler,
+                path,
+                message,
+            } => {
+                assert_eq!((handler, path.as_str()), ("deposit", "."), "{args}");
+                assert!(
+                    message.contains("must be a JSON object"),
+                    "{args}: {message}"
+                );
+            }
+            other => panic!("{args}: expected bad arguments, got {other:?}"),
+        }
+    }
+    let text = rt.call_by_name_json("Account", "d", "deposit", b"[5, null]");
+    assert!(matches!(
+        text.await,
+        Err(CallByNameError::BadArguments { .. })
+    ));
+    // A handler without arguments takes `{}` or `null`, not an empty array.
+    let empty = rt.call_by_name("Account", "d", "reset", json!([]));
+    assert!(matches!(
+        empty.await,
+        Err(CallByNameError::BadArguments { .. })
+    ));
+    // Nothing was created by the refused calls.
+    assert_eq!(rt.read_state_json("Account", "d").await.unwrap(), None);
+    let reset = rt.call_by_name("Account", "d", "reset", serde_json::Value::Null);
+    assert_eq!(reset.await.unwrap(), serde_json::Value::Null);
+    let deposit = rt.call_by_name("Account", "d", "deposit", json!({"amount": 5}));
+    assert_eq!(deposit.await.unwrap(), json!(5));
+    rt.shutdown().await;
+}
+
 async fn only_exposed_types_and_handlers_are_reachable(store: Arc<dyn Storage>) {
     let rt = runtime(&store);
     Hidden::bump(&rt, "h").await.unwrap();
@@ -697,5 +746,6 @@ backend_tests!(
     same_result_as_typed_call_and_committed_before_reply,
     handler_error_comes_back_as_json_and_rolls_back,
     bad_arguments_name_the_field,
+    arguments_that_are_not_an_object_are_refused,
     only_exposed_types_and_handlers_are_reachable,
 );

@@ -11,8 +11,9 @@ use crate::object::handle::Runtime;
 
 impl Runtime {
     /// Calls the handler `handler` of the object `(type_name, id)` with arguments given as a
-    /// JSON object (field names are argument names; `null` stands for no arguments), and
-    /// returns its output as JSON. The call goes through the type's typed client: it queues,
+    /// JSON object (field names are argument names; `null` stands for no arguments; an array,
+    /// a number or a string is refused, never taken as arguments by position), and returns
+    /// its output as JSON. The call goes through the type's typed client: it queues,
     /// commits and replies exactly as a typed call does.
     ///
     /// # Errors
@@ -44,6 +45,8 @@ impl Runtime {
     /// assert!(matches!(err, Err(CallByNameError::Handler { error, .. }) if error == json!("insufficient funds")));
     /// let err = rt.call_by_name("Account", "a", "withdraw", json!({"amout": 5})).await;
     /// assert!(err.unwrap_err().to_string().contains("unknown field `amout`"));
+    /// let err = rt.call_by_name("Account", "a", "withdraw", json!([5])).await;
+    /// assert!(matches!(err, Err(CallByNameError::BadArguments { .. })));
     /// # }
     /// ```
     pub async fn call_by_name(
@@ -107,13 +110,25 @@ impl Runtime {
 }
 
 /// Decodes the JSON arguments of `handler` into its argument struct; `null` is no arguments.
+/// Anything but an object (or `null`) is refused: serde would otherwise take an array as the
+/// arguments by position.
 pub fn arguments<A: DeserializeOwned>(
     handler: &'static str,
     arguments: Value,
 ) -> Result<A, CallByNameError> {
     let arguments = match arguments {
         Value::Null => Value::Object(serde_json::Map::new()),
-        other => other,
+        object @ Value::Object(_) => object,
+        other => {
+            return Err(CallByNameError::BadArguments {
+                handler,
+                path: ".".to_owned(),
+                message: format!(
+                    "the arguments must be a JSON object of arguments by name, not {}",
+                    json_kind(&other)
+                ),
+            });
+        }
     };
     serde_path_to_error::deserialize(arguments).map_err(|error| CallByNameError::BadArguments {
         handler,
@@ -155,6 +170,18 @@ pub fn fallible_reply<T: Serialize, E: ExposedError>(
                 error: encode(handler, &own)?,
             }),
         },
+    }
+}
+
+/// What a JSON value is, for messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

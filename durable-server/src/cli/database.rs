@@ -17,21 +17,6 @@ pub(crate) struct Tables {
     pub(crate) prefix: String,
 }
 
-/// An opened database, of a known backend (the inspection of stored types needs to know it).
-#[derive(Clone, Debug)]
-pub(crate) struct Database {
-    pub(crate) backend: Backend,
-    /// The objects table's name, qualified by its schema; the names were checked by the store
-    /// (lowercase letters, digits and `_`), so it can be written into a query.
-    pub(crate) objects_table: String,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) enum Backend {
-    Sqlite(SqliteStore),
-    Postgres(PostgresStore),
-}
-
 /// Whether opening may create a database that does not exist yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Create {
@@ -41,73 +26,52 @@ pub(crate) enum Create {
     Refused,
 }
 
-impl Database {
-    /// Opens `url`: `postgres://` or `postgresql://` for Postgres; `sqlite:` URLs and plain
-    /// paths for SQLite. Pending migrations are applied.
-    pub(crate) async fn open(url: &str, tables: &Tables, create: Create) -> Result<Self, Failure> {
-        let unopened = |error: durable_sqlx::Error| {
-            Failure::local(
-                "database_unavailable",
-                format!("cannot open the database: {error}"),
-            )
-        };
-        let objects_table = format!("{}durable_objects", tables.prefix);
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let mut builder = PostgresStore::builder(url).table_prefix(tables.prefix.as_str());
-            if let Some(schema) = &tables.schema {
-                builder = builder.schema(schema.as_str());
-            }
-            let store = builder.connect().await.map_err(unopened)?;
-            let objects_table = match &tables.schema {
-                Some(schema) => format!("{schema}.{objects_table}"),
-                None => objects_table,
-            };
-            return Ok(Self {
-                backend: Backend::Postgres(store),
-                objects_table,
-            });
+/// Opens `url` as a store: `postgres://` or `postgresql://` for Postgres; `sqlite:` URLs and
+/// plain paths for SQLite. Pending migrations are applied.
+pub(crate) async fn open(url: &str, tables: &Tables, create: Create) -> Result<Store, Failure> {
+    let unopened = |error: durable_sqlx::Error| {
+        Failure::local(
+            "database_unavailable",
+            format!("cannot open the database: {error}"),
+        )
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let mut builder = PostgresStore::builder(url).table_prefix(tables.prefix.as_str());
+        if let Some(schema) = &tables.schema {
+            builder = builder.schema(schema.as_str());
         }
-        if let Some(scheme) = url.split_once("://").map(|(scheme, _)| scheme)
-            && scheme != "sqlite"
-        {
-            return Err(Failure::local(
-                "invalid_database_url",
-                format!("unsupported database URL scheme `{scheme}` (expected sqlite or postgres)"),
-            ));
-        }
-        if tables.schema.is_some() {
-            return Err(Failure::local(
-                "usage",
-                "--db-schema applies to Postgres only",
-            ));
-        }
-        if create == Create::Refused
-            && let Some(path) = sqlite_file(url)
-            && !Path::new(path).exists()
-        {
-            return Err(Failure::local(
-                "database_not_found",
-                format!("no SQLite database at `{path}`"),
-            ));
-        }
-        let store = SqliteStore::builder(url)
-            .table_prefix(tables.prefix.as_str())
-            .open()
-            .await
-            .map_err(unopened)?;
-        Ok(Self {
-            backend: Backend::Sqlite(store),
-            objects_table,
-        })
+        let store = builder.connect().await.map_err(unopened)?;
+        return Ok(Arc::new(store));
     }
-
-    /// The database as the runtime's storage.
-    pub(crate) fn store(&self) -> Store {
-        match &self.backend {
-            Backend::Sqlite(store) => Arc::new(store.clone()),
-            Backend::Postgres(store) => Arc::new(store.clone()),
-        }
+    if let Some(scheme) = url.split_once("://").map(|(scheme, _)| scheme)
+        && scheme != "sqlite"
+    {
+        return Err(Failure::local(
+            "invalid_database_url",
+            format!("unsupported database URL scheme `{scheme}` (expected sqlite or postgres)"),
+        ));
     }
+    if tables.schema.is_some() {
+        return Err(Failure::local(
+            "usage",
+            "--db-schema applies to Postgres only",
+        ));
+    }
+    if create == Create::Refused
+        && let Some(path) = sqlite_file(url)
+        && !Path::new(path).exists()
+    {
+        return Err(Failure::local(
+            "database_not_found",
+            format!("no SQLite database at `{path}`"),
+        ));
+    }
+    let store = SqliteStore::builder(url)
+        .table_prefix(tables.prefix.as_str())
+        .open()
+        .await
+        .map_err(unopened)?;
+    Ok(Arc::new(store))
 }
 
 /// The file of an SQLite location (`app.db`, `sqlite://app.db`, `sqlite:app.db?mode=rwc`),

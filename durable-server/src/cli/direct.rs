@@ -1,6 +1,6 @@
 //! Commands run on a database directly, without a gateway: through a runtime built from the
-//! application's types (its by-name operations), or, in the generic binary, through the
-//! store alone.
+//! application's types (its by-name operations), or, in the generic binary, through a
+//! [`StoreInspector`] over the store alone.
 //!
 //! The runtime built here never fires alarms, and writes (a write handler, a delete, alarm
 //! changes) are refused unless `--offline` asserts that no live runtime uses the database: a
@@ -9,24 +9,23 @@
 
 use std::time::{Duration, SystemTime};
 
-use durable_runtime::storage::{
-    AlarmChange, AlarmRecord, CommitError, Loaded, ObjectKey, ObjectWrite, truncate_to_micros,
-};
+use durable_runtime::inspect::StoreInspector;
+use durable_runtime::storage::{AlarmRecord, ObjectKey};
 use durable_runtime::{
-    Access, AlarmTime, Error, ObjectStatus as RuntimeStatus, Runtime, validate_id,
+    Access, AlarmTime, DeadAlarmPage as RuntimeDeadAlarmPage, Error, ObjectStatus as RuntimeStatus,
+    Runtime, validate_id,
 };
 use serde_json::Value;
 
 use crate::client::{
-    self, AlarmInfo, AlarmList, CallReply, Cancelled, Deleted, HandlerInfo, ObjectInfo, ObjectPage,
-    ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm, TypeInfo, TypeList, TypeOptions,
+    self, AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted,
+    HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm,
+    TypeInfo, TypeList, TypeOptions,
 };
 
 use super::Store;
 use super::args::{AlarmsCommand, ObjectsCommand, Operation};
-use super::database::Database;
 use super::failure::Failure;
-use super::inspect;
 use super::render::Reply;
 
 /// The largest page a listing may ask for, as the gateway allows.
@@ -35,15 +34,30 @@ const MAX_LIMIT: usize = 1000;
 /// A database opened for direct commands.
 pub(crate) struct Direct {
     /// The application's runtime over the database, or `None` in the generic binary.
-    pub(crate) runtime: Option<Runtime>,
-    /// The database, when the command line opened it (the stored types are read from it).
-    pub(crate) database: Option<Database>,
-    pub(crate) store: Store,
+    runtime: Option<Runtime>,
+    /// The database read without the objects' types.
+    inspector: StoreInspector,
+    store: Store,
     /// Writes allowed (`--offline`).
-    pub(crate) offline: bool,
+    offline: bool,
 }
 
 impl Direct {
+    /// Direct commands on `store`, through `runtime` if the application's types are known.
+    pub(crate) fn new(runtime: Option<Runtime>, store: Store, offline: bool) -> Self {
+        Self {
+            runtime,
+            inspector: StoreInspector::new(store.clone()),
+            store,
+            offline,
+        }
+    }
+
+    /// The runtime built over the database, if any.
+    pub(crate) fn runtime(&self) -> Option<&Runtime> {
+        self.runtime.as_ref()
+    }
+
     pub(crate) async fn run(&self, operation: Operation) -> Result<Reply, Failure> {
         match operation {
             Operation::Types => self.types().await.map(Reply::Types),
@@ -77,11 +91,11 @@ impl Direct {
                             .list_ids_by_name(&type_name, cursor.as_deref(), limit)
                             .await?
                     }
-                    None => self
-                        .store
-                        .list_ids(&type_name, cursor.as_deref(), limit)
-                        .await
-                        .map_err(unavailable)?,
+                    None => {
+                        self.inspector
+                            .list_ids(&type_name, cursor.as_deref(), limit)
+                            .await?
+                    }
                 };
                 let objects = page
                     .ids
@@ -136,7 +150,7 @@ impl Direct {
                 fire_at,
                 delay,
             } => {
-                let runtime = self.runtime("schedule an alarm")?;
+                let runtime = self.runtime_for("schedule an alarm")?;
                 self.check_offline("schedule an alarm")?;
                 let when = match (fire_at, delay) {
                     (Some(time), _) => AlarmTime::from(time),
@@ -158,20 +172,19 @@ impl Direct {
                 name,
             } => {
                 self.check_offline("cancel an alarm")?;
-                let existed = self
-                    .list_alarms(&type_name, &id)
-                    .await?
-                    .iter()
-                    .any(|alarm| alarm.name == name);
-                match &self.runtime {
-                    Some(runtime) => runtime.cancel_alarm_by_name(&type_name, &id, &name).await?,
-                    None if existed => {
-                        let change = AlarmChange::Cancel { name: name.clone() };
-                        self.write_alarm(&type_name, &id, change).await?;
+                let cancelled = match &self.runtime {
+                    Some(runtime) => {
+                        let existed = runtime
+                            .list_alarms_by_name(&type_name, &id)
+                            .await?
+                            .iter()
+                            .any(|alarm| alarm.name == name);
+                        runtime.cancel_alarm_by_name(&type_name, &id, &name).await?;
+                        existed
                     }
-                    None => {}
-                }
-                Ok(Reply::Cancelled(Cancelled { cancelled: existed }))
+                    None => self.inspector.cancel_alarm(&type_name, &id, &name).await?,
+                };
+                Ok(Reply::Cancelled(Cancelled { cancelled }))
             }
             AlarmsCommand::Dead {
                 type_name,
@@ -179,18 +192,21 @@ impl Direct {
                 limit,
             } => {
                 check_limit(limit)?;
-                let types = match (type_name, &self.runtime) {
-                    (Some(type_name), _) => vec![type_name],
-                    (None, Some(runtime)) => runtime
-                        .exposed_types()
-                        .iter()
-                        .map(|exposed| exposed.name.to_owned())
-                        .collect(),
-                    (None, None) => self.stored_type_names().await?,
+                let (type_name, cursor) = (type_name.as_deref(), cursor.as_deref());
+                // Through the runtime, the exposed types only, as the gateway lists them.
+                let page = match &self.runtime {
+                    Some(runtime) => {
+                        runtime
+                            .list_dead_alarms_by_name(type_name, cursor, limit)
+                            .await?
+                    }
+                    None => {
+                        self.inspector
+                            .list_dead_alarms(type_name, cursor, limit)
+                            .await?
+                    }
                 };
-                let page =
-                    inspect::dead_alarms(&*self.store, &types, cursor.as_deref(), limit).await?;
-                Ok(Reply::Dead(page))
+                Ok(Reply::Dead(dead_alarm_page(page)))
             }
             AlarmsCommand::Requeue {
                 type_name,
@@ -198,26 +214,19 @@ impl Direct {
                 name,
             } => {
                 self.check_offline("re-queue an alarm")?;
-                let dead = self
-                    .list_alarms(&type_name, &id)
-                    .await?
-                    .iter()
-                    .any(|alarm| alarm.name == name && alarm.dead);
-                if dead {
-                    match &self.runtime {
-                        Some(runtime) => {
-                            runtime
-                                .schedule_alarm_by_name(&type_name, &id, &name, Duration::ZERO)
-                                .await?;
-                        }
-                        None => {
-                            let due_at = truncate_to_micros(SystemTime::now());
-                            let change = AlarmChange::Set { name, due_at };
-                            self.write_alarm(&type_name, &id, change).await?;
-                        }
+                let requeued = match &self.runtime {
+                    Some(runtime) => {
+                        runtime
+                            .requeue_dead_alarm_by_name(&type_name, &id, &name)
+                            .await?
                     }
-                }
-                Ok(Reply::Requeued(Requeued { requeued: dead }))
+                    None => {
+                        self.inspector
+                            .requeue_dead_alarm(&type_name, &id, &name)
+                            .await?
+                    }
+                };
+                Ok(Reply::Requeued(Requeued { requeued }))
             }
         }
     }
@@ -251,7 +260,8 @@ impl Direct {
                 })
                 .collect(),
             None => self
-                .stored_type_names()
+                .inspector
+                .list_types()
                 .await?
                 .into_iter()
                 .map(|name| TypeInfo {
@@ -269,7 +279,7 @@ impl Direct {
     async fn openapi(&self) -> Result<Value, Failure> {
         use tower::ServiceExt;
 
-        let runtime = self.runtime("describe the API")?;
+        let runtime = self.runtime_for("describe the API")?;
         let config = crate::ServerConfig::from_toml_str("public = [\"openapi\"]")
             .map_err(|error| Failure::local("internal", error.to_string()))?;
         let request = axum::http::Request::get("/openapi.json")
@@ -294,36 +304,36 @@ impl Direct {
 
     async fn get(&self, type_name: &str, id: &str) -> Result<Reply, Failure> {
         // Through the runtime, a type it does not expose is refused as the gateway refuses it,
-        // and a live object (only in a runtime that serves) is reported as such.
-        let live = match &self.runtime {
-            Some(runtime) => match runtime.status_by_name(type_name, id).await? {
-                RuntimeStatus::Active => Some(ObjectStatus::Active),
-                RuntimeStatus::Hibernated => Some(ObjectStatus::Hibernated),
-                _ => None,
+        // and the object is seen as the gateway sees it.
+        let object = match &self.runtime {
+            Some(runtime) => runtime
+                .inspect_by_name(type_name, id)
+                .await?
+                .and_then(|view| {
+                    let status = match view.status {
+                        RuntimeStatus::Active => ObjectStatus::Active,
+                        RuntimeStatus::Hibernated => ObjectStatus::Hibernated,
+                        RuntimeStatus::Stored => ObjectStatus::Stored,
+                        _ => return None,
+                    };
+                    Some((status, view.state, view.version, view.alarms))
+                }),
+            None => match self.inspector.read_state(type_name, id).await? {
+                Some(stored) => {
+                    let alarms = self.inspector.list_alarms(type_name, id).await?;
+                    let version = Some(stored.version);
+                    Some((ObjectStatus::Stored, stored.state, version, alarms))
+                }
+                None => None,
             },
-            None => None,
         };
-        let key = self.key(type_name, id)?;
-        let (state, version) = match self.store.load(&key).await.map_err(unavailable)? {
-            Loaded::Object(stored) => {
-                let state = serde_json::from_slice(&stored.state).map_err(|error| {
-                    Failure::from(Error::Decode {
-                        key: key.clone(),
-                        path: ".".to_owned(),
-                        message: error.to_string(),
-                    })
-                })?;
-                (state, Some(stored.version))
-            }
-            // Live on its default state, not stored yet.
-            _ if live.is_some() => (Value::Null, None),
-            _ => return Err(Failure::object_not_found(type_name, id)),
+        let Some((status, state, version, alarms)) = object else {
+            return Err(Failure::object_not_found(type_name, id));
         };
-        let alarms = self.store.list_alarms(&key).await.map_err(unavailable)?;
         Ok(Reply::Object(ObjectInfo {
             type_name: type_name.to_owned(),
             id: id.to_owned(),
-            status: live.unwrap_or(ObjectStatus::Stored),
+            status,
             state,
             version,
             alarms: alarms.into_iter().map(alarm_info).collect(),
@@ -337,7 +347,7 @@ impl Direct {
         handler: &str,
         arguments: &str,
     ) -> Result<Reply, Failure> {
-        let runtime = self.runtime("call a handler")?;
+        let runtime = self.runtime_for("call a handler")?;
         let writes = runtime
             .exposed_types()
             .iter()
@@ -356,46 +366,7 @@ impl Direct {
     async fn list_alarms(&self, type_name: &str, id: &str) -> Result<Vec<AlarmRecord>, Failure> {
         match &self.runtime {
             Some(runtime) => Ok(runtime.list_alarms_by_name(type_name, id).await?),
-            None => {
-                let key = self.key(type_name, id)?;
-                self.store.list_alarms(&key).await.map_err(unavailable)
-            }
-        }
-    }
-
-    /// Commits one alarm change to a stored object, keeping its state (the generic binary's
-    /// cancel and re-queue).
-    async fn write_alarm(
-        &self,
-        type_name: &str,
-        id: &str,
-        change: AlarmChange,
-    ) -> Result<(), Failure> {
-        let key = self.key(type_name, id)?;
-        let Loaded::Object(stored) = self.store.load(&key).await.map_err(unavailable)? else {
-            return Err(Failure::object_not_found(type_name, id));
-        };
-        let write = ObjectWrite {
-            key: key.clone(),
-            expected_version: stored.version,
-            state: None,
-            alarms: vec![change],
-        };
-        self.store
-            .commit(std::slice::from_ref(&write))
-            .await
-            .map_err(|error| match error {
-                CommitError::Conflict { found, .. } => {
-                    Failure::from(Error::Conflict { key, found })
-                }
-                other => Failure::new(Some(503), "unavailable", other.to_string()),
-            })
-    }
-
-    async fn stored_type_names(&self) -> Result<Vec<String>, Failure> {
-        match &self.database {
-            Some(database) => inspect::stored_type_names(database).await,
-            None => Ok(Vec::new()),
+            None => Ok(self.inspector.list_alarms(type_name, id).await?),
         }
     }
 
@@ -404,7 +375,7 @@ impl Direct {
         Ok(ObjectKey::new(type_name, id))
     }
 
-    fn runtime(&self, what: &str) -> Result<&Runtime, Failure> {
+    fn runtime_for(&self, what: &str) -> Result<&Runtime, Failure> {
         self.runtime.as_ref().ok_or_else(|| {
             Failure::local(
                 "needs_types",
@@ -438,6 +409,23 @@ fn check_limit(limit: usize) -> Result<(), Failure> {
         Err(Failure::invalid_request(format!(
             "limit must be between 1 and {MAX_LIMIT}, not {limit}"
         )))
+    }
+}
+
+fn dead_alarm_page(page: RuntimeDeadAlarmPage) -> DeadAlarmPage {
+    DeadAlarmPage {
+        alarms: page
+            .alarms
+            .into_iter()
+            .map(|record| DeadAlarm {
+                type_name: record.key.object_type,
+                id: record.key.object_id,
+                name: record.name,
+                fire_at: record.due_at,
+                attempts: record.attempts,
+            })
+            .collect(),
+        next_cursor: page.next_cursor,
     }
 }
 

@@ -1,6 +1,7 @@
 //! A command's failure: the gateway's error body (whichever target produced it) and the exit
 //! code it maps to.
 
+use durable_runtime::inspect::InspectError;
 use durable_runtime::{CallByNameError, Error};
 use serde_json::{Value, json};
 
@@ -97,15 +98,40 @@ impl From<CallByNameError> for Failure {
                 Self::new(Some(404), "unknown_handler", message)
             }
             CallByNameError::UnknownAlarm { .. } => Self::new(Some(404), "unknown_alarm", message),
-            CallByNameError::BadArguments { path, .. } => {
-                Self::new(Some(400), "invalid_arguments", message).details(json!({ "field": path }))
+            CallByNameError::BadArguments {
+                path,
+                message: reason,
+                ..
+            } => {
+                // The details the gateway gives: the field, and where decoding failed.
+                let field = crate::error::argument_field(&path, &reason);
+                Self::new(Some(400), "invalid_arguments", message)
+                    .details(json!({ "field": field, "path": path }))
             }
+            CallByNameError::InvalidCursor(_) => Self::invalid_request(message),
             CallByNameError::Handler { error, .. } => {
                 Self::new(Some(422), "handler_error", message).details(error)
             }
             CallByNameError::Runtime(error) => error.into(),
             _ => Self::new(Some(500), "internal", message),
         }
+    }
+}
+
+impl From<InspectError> for Failure {
+    /// The gateway's mapping of a direct read or write's failure.
+    fn from(error: InspectError) -> Self {
+        let retryable = error.is_retryable();
+        let message = error.to_string();
+        let (status, code) = match &error {
+            InspectError::InvalidId(_) => (400, "invalid_id"),
+            InspectError::InvalidCursor(_) => (400, "invalid_request"),
+            InspectError::NotJson { .. } => (500, "state_decode_failed"),
+            InspectError::Conflict { .. } => (409, "conflict"),
+            InspectError::Storage(_) if retryable => (503, "unavailable"),
+            _ => (500, "internal"),
+        };
+        Self::new(Some(status), code, message).retryable(retryable)
     }
 }
 
@@ -177,6 +203,6 @@ mod tests {
             message: "missing field `by`".into(),
         }
         .into();
-        assert_eq!(bad.error.details, json!({"field": "by"}));
+        assert_eq!(bad.error.details, json!({"field": "by", "path": "by"}));
     }
 }

@@ -55,7 +55,6 @@ mod database;
 pub(crate) mod direct;
 pub(crate) mod failure;
 mod gateway;
-mod inspect;
 pub(crate) mod render;
 
 use std::ffi::OsString;
@@ -71,7 +70,7 @@ use durable_runtime::storage::Storage;
 use crate::client::Client;
 
 use args::{AppCli, AppCommand, GenericCli, Globals, ObjectsCommand, Operation};
-use database::{Create, Database, Tables};
+use database::{Create, Tables};
 use direct::Direct;
 use failure::Failure;
 
@@ -304,19 +303,13 @@ impl App {
                 gateway::run(&client, operation).await.map(Some)
             }
             (None, Some(url)) => {
-                let database = Database::open(&url, &tables, Create::Refused).await?;
-                let store = database.store();
+                let store = database::open(&url, &tables, Create::Refused).await?;
                 let runtime = self
                     .build
                     .map(|build| build(Arc::clone(&store)).manual_alarms().build());
-                let direct = Direct {
-                    runtime,
-                    database: Some(database),
-                    store,
-                    offline: globals.offline,
-                };
+                let direct = Direct::new(runtime, store, globals.offline);
                 let reply = direct.run(operation).await;
-                if let Some(runtime) = &direct.runtime {
+                if let Some(runtime) = direct.runtime() {
                     runtime.shutdown().await;
                 }
                 reply.map(Some)
@@ -376,8 +369,8 @@ async fn serve_command(
     if let Some(bind) = args.bind {
         config.bind = bind;
     }
-    let database = Database::open(database_url, tables, Create::Allowed).await?;
-    let runtime = build(database.store()).build();
+    let store = database::open(database_url, tables, Create::Allowed).await?;
+    let runtime = build(store).build();
     crate::serve(runtime, config)
         .await
         .map_err(|error| Failure::local("serve_failed", format!("the gateway stopped: {error}")))

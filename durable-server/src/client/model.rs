@@ -83,7 +83,8 @@ pub struct ObjectInfo {
     pub id: String,
     /// Where the object is.
     pub status: ObjectStatus,
-    /// The stored state as JSON (`null` for a live object that has not stored a state yet).
+    /// The committed state as JSON: the stored one, or the default state of a live object
+    /// that has not stored a state yet.
     pub state: Value,
     /// The stored state's version (`null` when nothing is stored).
     pub version: Option<u64>,

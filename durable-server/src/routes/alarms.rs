@@ -6,15 +6,14 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{MatchedPath, State};
-use durable_runtime::CallByNameError;
 use durable_runtime::storage::truncate_to_micros;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Caller, json_body};
+use super::{ApiPath, ApiQuery, AppState, Caller, json_body, page_limit};
 use crate::audit::Mutation;
 use crate::auth::{Action, Op};
-use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
+use crate::error::{ApiError, ErrorEnvelope};
 use crate::model::{
     AlarmList, Cancelled, DeadAlarmList, Requeue, Requeued, ScheduledAlarm, SetAlarm, format_time,
     parse_time,
@@ -198,18 +197,16 @@ pub(crate) struct DeadQuery {
     #[param(rename = "type")]
     type_name: Option<String>,
     /// Where the page starts: the `next_cursor` of the previous page.
-    #[allow(dead_code, reason = "read once the runtime lists dead alarms")]
     cursor: Option<String>,
     /// How many alarms per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
-    #[allow(dead_code, reason = "read once the runtime lists dead alarms")]
     limit: Option<usize>,
 }
 
 /// List dead alarms.
 ///
-/// Alarms that exhausted their attempts, a page at a time. This server does not list dead alarms yet: it answers `501 not_implemented`. An
-/// object's dead alarms show in its alarm list (`dead: true`), and re-queueing works.
+/// Alarms that exhausted their attempts, of one type or of every exposed type, read from
+/// storage: by type, id, then name, a page at a time.
 #[utoipa::path(
     get,
     path = "/v1/alarms/dead",
@@ -218,7 +215,6 @@ pub(crate) struct DeadQuery {
     params(DeadQuery),
     responses(
         (status = 200, description = "A page of dead alarms", body = DeadAlarmList),
-        (status = 501, description = "`not_implemented`: this server cannot list dead alarms", body = ErrorEnvelope),
     ),
 )]
 pub(crate) async fn dead(
@@ -226,24 +222,34 @@ pub(crate) async fn dead(
     Caller(caller): Caller,
     ApiQuery(query): ApiQuery<DeadQuery>,
 ) -> Result<Json<DeadAlarmList>, ApiError> {
+    let limit = page_limit(query.limit)?;
     let action = match &query.type_name {
         Some(type_name) => Action::on_type(Op::Admin, type_name),
         None => Action::on_server(Op::Admin),
     };
     state.authorize(&caller, &action)?;
-    if let Some(type_name) = &query.type_name {
-        state.catalog.get(type_name)?;
-    }
-    Err(ApiError::new(
-        ErrorCode::NotImplemented,
-        "this server cannot list dead alarms yet; an object's alarm list shows its dead alarms",
-    ))
+    state
+        .bounded(async {
+            let page = state
+                .runtime
+                .list_dead_alarms_by_name(
+                    query.type_name.as_deref(),
+                    query.cursor.as_deref(),
+                    limit,
+                )
+                .await?;
+            Ok(Json(DeadAlarmList {
+                alarms: page.alarms.iter().map(Into::into).collect(),
+                next_cursor: page.next_cursor,
+            }))
+        })
+        .await
 }
 
 /// Re-queue a dead alarm.
 ///
 /// It fires again now, its attempts counted afresh. Answers `requeued: false` if the object
-/// has no dead alarm of that name.
+/// has no dead alarm of that name (a pending alarm of that name is left as it is).
 #[utoipa::path(
     post,
     path = "/v1/alarms/dead/requeue",
@@ -267,31 +273,15 @@ pub(crate) async fn requeue(
     let body: Requeue = json_body(body)?;
     let result = async {
         state.authorize(&caller, &Action::on_type(Op::Admin, &body.type_name))?;
-        let exposed = state.catalog.get(&body.type_name)?;
-        if !exposed.alarms.contains(&body.name.as_str()) {
-            return Err(CallByNameError::UnknownAlarm {
-                type_name: body.type_name.clone(),
-                alarm: body.name.clone(),
-            }
-            .into());
-        }
         state
             .bounded(async {
-                let runtime = &state.runtime;
-                let alarms = runtime
-                    .list_alarms_by_name(&body.type_name, &body.id)
+                // Through the object: the check that the alarm is dead and its new schedule
+                // are one step, ordered with the object's calls.
+                let requeued = state
+                    .runtime
+                    .requeue_dead_alarm_by_name(&body.type_name, &body.id, &body.name)
                     .await?;
-                let dead = alarms
-                    .iter()
-                    .any(|alarm| alarm.name == body.name && alarm.dead);
-                if dead {
-                    // Scheduling an alarm replaces the dead one with a fresh, due one.
-                    let now = runtime.now();
-                    runtime
-                        .schedule_alarm_by_name(&body.type_name, &body.id, &body.name, now)
-                        .await?;
-                }
-                Ok(Json(Requeued { requeued: dead }))
+                Ok(Json(Requeued { requeued }))
             })
             .await
     }

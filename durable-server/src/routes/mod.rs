@@ -169,6 +169,24 @@ pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
         .map_err(|error| ApiError::invalid_request(format!("invalid request body: {error}")))
 }
 
+/// The default page size of the listings.
+const DEFAULT_LIMIT: usize = 100;
+/// The largest page size of the listings.
+const MAX_LIMIT: usize = 1000;
+
+/// The page size a listing's `limit` asks for: 1 to 1000, 100 if absent; `400
+/// invalid_request` otherwise.
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if (1..=MAX_LIMIT).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid_request(format!(
+            "`limit` must be between 1 and {MAX_LIMIT}"
+        )))
+    }
+}
+
 /// The routes of the API, mounted under `/v1` and at the root.
 fn api() -> Router<AppState> {
     Router::new()

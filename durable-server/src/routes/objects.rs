@@ -4,27 +4,18 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{MatchedPath, State};
-use durable_runtime::storage::ObjectKey;
-use durable_runtime::{Access, CallByNameError, Error, ObjectStatus, validate_id};
+use durable_runtime::{Access, LiveStatus, ObjectStatus, Runtime};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Caller};
+use super::{ApiPath, ApiQuery, AppState, Caller, page_limit};
 use crate::audit::Mutation;
 use crate::auth::{Action, Op};
 use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
 use crate::model::{CallReply, Deleted, ObjectList, ObjectSummary, ObjectView, Status};
 
-/// The default page size of `GET /objects`.
-const DEFAULT_LIMIT: usize = 100;
-/// The largest page size of `GET /objects`.
-const MAX_LIMIT: usize = 1000;
-/// How many stored ids one filtered listing examines at most: a filter that matches few
-/// objects answers a short page and a cursor rather than scanning the whole table.
-const SCAN_BUDGET: usize = 1000;
-/// How many statuses of a page are asked for at once.
+/// How many statuses of a page of stored ids are asked for at once.
 const STATUS_CONCURRENCY: usize = 16;
 
 /// Call a handler of an object.
@@ -78,10 +69,17 @@ pub(crate) async fn call(
     let result = async {
         state.authorize(&caller, &Action::call(&type_name, &handler))?;
         let exposed = exposed?;
-        let arguments = arguments(exposed.name, &body?)?;
+        let body = body?;
+        // An empty body is a call without arguments; anything else is decoded (and refused
+        // unless it is a JSON object) by the runtime.
+        let arguments: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &body
+        };
         let call = state
             .runtime
-            .call_by_name(&type_name, &id, exposed.name, arguments);
+            .call_by_name_json(&type_name, &id, exposed.name, arguments);
         state
             .bounded(async { call.await.map_err(ApiError::from) })
             .await
@@ -91,26 +89,6 @@ pub(crate) async fn call(
         audit.record(&result);
     }
     result.map(|result| Json(CallReply { result }))
-}
-
-/// The JSON arguments object of a call: an empty body is `{}`, anything but an object is
-/// refused (serde would take an array as positional arguments).
-fn arguments(handler: &'static str, body: &[u8]) -> Result<Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Object(serde_json::Map::new()));
-    }
-    let bad = |message: String| {
-        ApiError::from(CallByNameError::BadArguments {
-            handler,
-            path: ".".to_owned(),
-            message,
-        })
-    };
-    match serde_json::from_slice(body) {
-        Ok(arguments @ Value::Object(_)) => Ok(arguments),
-        Ok(_) => Err(bad("the arguments must be a JSON object".to_owned())),
-        Err(error) => Err(bad(error.to_string())),
-    }
 }
 
 /// Read an object.
@@ -135,44 +113,27 @@ pub(crate) async fn get(
     ApiPath((type_name, id)): ApiPath<(String, String)>,
 ) -> Result<Json<ObjectView>, ApiError> {
     state.authorize(&caller, &Action::on_type(Op::Read, &type_name))?;
-    let exposed = state.catalog.get(&type_name)?;
-    validate_id(&id).map_err(Error::from)?;
     state
         .bounded(async {
-            let runtime = &state.runtime;
-            let status = runtime.status_by_name(exposed.name, &id).await?;
-            let status = Status::of(status).ok_or_else(|| {
+            let not_found = || {
                 ApiError::new(
                     ErrorCode::ObjectNotFound,
                     format!("no object `{id}` of type `{type_name}`"),
                 )
-            })?;
-            let key = ObjectKey::new(exposed.name, id.as_str());
-            let loaded = runtime.storage().load(&key).await;
-            let stored = loaded
-                .map_err(|source| Error::Storage { key, source })?
-                .object();
-            let (state_json, version) = match stored {
-                Some(stored) => {
-                    let json = serde_json::from_slice(&stored.state).map_err(|error| {
-                        tracing::error!(%error, "a stored state is not JSON");
-                        ApiError::new(
-                            ErrorCode::StateDecodeFailed,
-                            "the object's stored state could not be decoded",
-                        )
-                    })?;
-                    (json, Some(stored.version))
-                }
-                None => (Value::Null, None),
             };
-            let alarms = runtime.list_alarms_by_name(exposed.name, &id).await?;
+            let view = state
+                .runtime
+                .inspect_by_name(&type_name, &id)
+                .await?
+                .ok_or_else(not_found)?;
+            let status = Status::of(view.status).ok_or_else(not_found)?;
             Ok(Json(ObjectView {
-                type_name: exposed.name.to_owned(),
+                type_name: type_name.clone(),
                 id: id.clone(),
                 status,
-                state: state_json,
-                version,
-                alarms: alarms.iter().map(Into::into).collect(),
+                state: view.state,
+                version: view.version,
+                alarms: view.alarms.iter().map(Into::into).collect(),
             }))
         })
         .await
@@ -235,7 +196,8 @@ pub(crate) struct ListQuery {
     type_name: Option<String>,
     /// Alias of `type`.
     class: Option<String>,
-    /// Only objects in this status; without it, every stored object.
+    /// Only objects in this status: `active` and `hibernated` are the objects live in this
+    /// server, `stored` the stored ones not live in it; without it, every stored object.
     status: Option<Status>,
     /// Where the page starts: the `next_cursor` of the previous page.
     cursor: Option<String>,
@@ -246,8 +208,9 @@ pub(crate) struct ListQuery {
 
 /// List the objects of a type.
 ///
-/// By id, a page at a time: every stored object, or those in one status. A page filtered by
-/// status may hold fewer objects than `limit` (even none) and still have a `next_cursor`.
+/// By id, a page at a time: every stored object, the live ones in one status (`active`,
+/// `hibernated`), or the ones only stored (`stored`). A page holds `limit` objects unless it
+/// is the last one.
 #[utoipa::path(
     get,
     path = "/v1/objects",
@@ -276,63 +239,100 @@ pub(crate) async fn list(
             ));
         }
     };
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid_request(format!(
-            "`limit` must be between 1 and {MAX_LIMIT}"
-        )));
-    }
+    let limit = page_limit(query.limit)?;
     state.authorize(&caller, &Action::on_type(Op::List, type_name))?;
     let exposed = state.catalog.get(type_name)?;
     let runtime = &state.runtime;
-    state
-        .bounded(async {
-            let mut objects = Vec::new();
-            let mut cursor = query.cursor.clone();
-            let mut scanned = 0;
-            // Unfiltered: one page of ids. Filtered: pages of ids until the page is full,
-            // the ids run out or the scan budget is spent.
-            loop {
-                let want = match query.status {
-                    None => limit,
-                    Some(_) => (limit - objects.len()).min(SCAN_BUDGET - scanned).max(1),
-                };
-                let page = runtime
-                    .list_ids_by_name(exposed.name, cursor.as_deref(), want)
-                    .await?;
-                scanned += page.ids.len();
-                let statuses: Vec<(String, ObjectStatus)> = stream::iter(page.ids)
-                    .map(|id| async move {
-                        let status = runtime.status_by_name(exposed.name, &id).await?;
-                        Ok::<_, ApiError>((id, status))
-                    })
-                    .buffered(STATUS_CONCURRENCY)
-                    .try_collect()
-                    .await?;
-                for (id, status) in statuses {
-                    // An object deleted since it was listed is left out.
-                    let Some(status) = Status::of(status) else {
-                        continue;
-                    };
-                    if query.status.is_none_or(|wanted| wanted == status) {
-                        objects.push(ObjectSummary {
-                            type_name: exposed.name.to_owned(),
-                            id,
-                            status,
-                        });
-                    }
-                }
-                cursor = page.next;
-                let done =
-                    query.status.is_none() || objects.len() >= limit || scanned >= SCAN_BUDGET;
-                if cursor.is_none() || done {
+    let cursor = query.cursor.as_deref();
+    let live = match query.status {
+        Some(Status::Active) => Some((Status::Active, LiveStatus::Active)),
+        Some(Status::Hibernated) => Some((Status::Hibernated, LiveStatus::Hibernated)),
+        Some(Status::Stored) | None => None,
+    };
+    let list = match live {
+        // The live objects are the runtime's own: listed from its registry, in id order.
+        Some((status, live)) => {
+            let page = runtime.list_live_by_name(exposed.name, live, cursor, limit)?;
+            ObjectList {
+                objects: summaries(exposed.name, page.ids, status),
+                next_cursor: page.next,
+            }
+        }
+        None => {
+            let page = stored_page(runtime, exposed.name, query.status, cursor, limit);
+            state.bounded(page).await?
+        }
+    };
+    Ok(Json(list))
+}
+
+fn summaries(type_name: &str, ids: Vec<String>, status: Status) -> Vec<ObjectSummary> {
+    ids.into_iter()
+        .map(|id| ObjectSummary {
+            type_name: type_name.to_owned(),
+            id,
+            status,
+        })
+        .collect()
+}
+
+/// A page of the stored objects of `type_name` with their statuses: all of them, or (with
+/// `only` = `stored`) those not live in this runtime. Pages of stored ids are read until the
+/// page is full or the ids run out; the ids passed over are those of live objects, so the
+/// extra reading is bounded by how many objects are live.
+async fn stored_page(
+    runtime: &Runtime,
+    type_name: &'static str,
+    only: Option<Status>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Result<ObjectList, ApiError> {
+    let mut objects = Vec::new();
+    let mut cursor = cursor.map(str::to_owned);
+    loop {
+        let page = runtime
+            .list_ids_by_name(type_name, cursor.as_deref(), limit)
+            .await?;
+        let statuses: Vec<(String, ObjectStatus)> = stream::iter(page.ids)
+            .map(|id| async move {
+                let status = runtime.status_by_name(type_name, &id).await?;
+                Ok::<_, ApiError>((id, status))
+            })
+            .buffered(STATUS_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut statuses = statuses.into_iter();
+        for (id, status) in statuses.by_ref() {
+            // An object deleted since it was listed is left out.
+            let Some(status) = Status::of(status) else {
+                continue;
+            };
+            if only.is_none_or(|wanted| wanted == status) {
+                objects.push(ObjectSummary {
+                    type_name: type_name.to_owned(),
+                    id,
+                    status,
+                });
+                if objects.len() == limit {
                     break;
                 }
             }
-            Ok(Json(ObjectList {
+        }
+        // Full before the end of the ids read: the next page starts after the last object
+        // listed (the ids passed over did not match).
+        if !statuses.as_slice().is_empty() {
+            let next_cursor = objects.last().map(|object| object.id.clone());
+            return Ok(ObjectList {
+                objects,
+                next_cursor,
+            });
+        }
+        cursor = page.next;
+        if cursor.is_none() || objects.len() == limit {
+            return Ok(ObjectList {
                 objects,
                 next_cursor: cursor,
-            }))
-        })
-        .await
+            });
+        }
+    }
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 use durable_runtime::{Context, Runtime, durable_object};
 use durable_server::ServerConfig;
 use durable_server::auth::hash_token;
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
@@ -37,9 +38,16 @@ pub struct Counter {
 }
 
 /// The typed error of `add_checked`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub enum CounterError {
     TooBig { limit: i64, wanted: i64 },
+}
+
+/// A range of counts: a named type in the JSON schemas of `span`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Span {
+    pub low: i64,
+    pub high: i64,
 }
 
 #[durable_object(expose)]
@@ -84,9 +92,32 @@ impl Counter {
         HashMap::from([((1, 2), 3)])
     }
 
+    /// The range `around` if the count is in it.
+    #[handler]
+    fn handle_span(&self, around: Span) -> Option<Span> {
+        (around.low..=around.high)
+            .contains(&self.count)
+            .then_some(around)
+    }
+
     #[alarm]
     fn reset(&mut self) {
         self.count = 0;
+    }
+}
+
+/// Hibernates soon after each call.
+#[durable_object(hibernate_after = "100ms")]
+pub struct Sleepy {
+    naps: u32,
+}
+
+#[durable_object(expose)]
+impl Sleepy {
+    #[handler]
+    fn handle_nap(&mut self) -> u32 {
+        self.naps += 1;
+        self.naps
     }
 }
 

@@ -1,9 +1,15 @@
 //! The OpenAPI 3.1 document: the fixed routes described with `utoipa`, and one path per
 //! exposed type and handler, built at startup from the runtime's handler table.
 //!
-//! Handler arguments are described by name (the table knows them); their types, the output
-//! and the error are free-form JSON until the runtime provides JSON schemas of them.
+//! Each handler's path describes its arguments object, its output and its own error with the
+//! JSON schemas the handler table carries (`embed` moves their definitions into the
+//! document's components). A handler without schemas has its arguments described by name,
+//! and its output and error as any JSON.
 
+mod embed;
+
+use durable_runtime::{ExposedHandler, HandlerSchemas};
+use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 use utoipa::openapi::content::Content;
 use utoipa::openapi::header::Header;
@@ -60,8 +66,92 @@ const BEARER: &str = "bearer";
 )]
 struct FixedRoutes;
 
-/// The OpenAPI document of a gateway over the exposed types of `catalog`.
-pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> utoipa::openapi::OpenApi {
+/// The OpenAPI document of a gateway over the exposed types of `catalog`, as JSON: the
+/// handlers' JSON schemas use JSON Schema keywords `utoipa`'s model does not hold, so they
+/// are placed in the document once it is JSON.
+pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> Value {
+    let mut document = serde_json::to_value(described_routes(catalog, config))
+        .expect("an OpenAPI document serializes to JSON");
+    let mut components = match document["components"]["schemas"].take() {
+        Value::Object(components) => components,
+        _ => Map::new(),
+    };
+    for exposed in catalog.types() {
+        for handler in exposed.handlers {
+            let Some(schemas) = (handler.schemas)() else {
+                continue;
+            };
+            let path = handler_path(exposed.name, handler);
+            let operation = &mut document["paths"][&path]["post"];
+            describe_with_schemas(operation, exposed.name, handler, schemas, &mut components);
+        }
+    }
+    document["components"]["schemas"] = Value::Object(components);
+    document
+}
+
+/// The path of the exposed handler `handler` of `type_name`.
+fn handler_path(type_name: &str, handler: &ExposedHandler) -> String {
+    format!("/v1/objects/{type_name}/{{id}}/call/{}", handler.name)
+}
+
+/// Describes a handler's arguments (the request body), output (`200`, as `result`) and own
+/// error (`422`, as the error's `details`; no `422` for a handler that cannot fail) with its
+/// schemas.
+fn describe_with_schemas(
+    operation: &mut Value,
+    type_name: &str,
+    handler: &ExposedHandler,
+    schemas: HandlerSchemas,
+    components: &mut Map<String, Value>,
+) {
+    let prefix = |kind: &str| format!("{type_name}_{}_{kind}_", handler.name);
+    let arguments = embed::embed(schemas.arguments, &prefix("arguments"), components);
+    operation["requestBody"]["content"]["application/json"]["schema"] = arguments;
+
+    let output = embed::embed(schemas.output, &prefix("output"), components);
+    operation["responses"]["200"] = json!({
+        "description": "The handler's output, as `result`",
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["result"],
+            "properties": {"result": output},
+        }}},
+    });
+
+    let responses = operation["responses"]
+        .as_object_mut()
+        .expect("an operation has responses");
+    let Some(error) = schemas.error else {
+        responses.remove("422");
+        return;
+    };
+    let error = embed::embed(error, &prefix("error"), components);
+    responses.insert(
+        "422".to_owned(),
+        json!({
+            "description": "`handler_error`: the handler's own error, as JSON, in `details`",
+            "content": {"application/json": {"schema": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {
+                    "type": "object",
+                    "required": ["code", "message", "retryable", "details"],
+                    "properties": {
+                        "code": {"type": "string", "const": "handler_error"},
+                        "message": {"type": "string"},
+                        "retryable": {"type": "boolean"},
+                        "details": error,
+                    },
+                }},
+            }}},
+        }),
+    );
+}
+
+/// The document as `utoipa` describes it: every route, the handlers described by their
+/// argument names.
+fn described_routes(catalog: &Catalog, config: &ServerConfig) -> utoipa::openapi::OpenApi {
     let mut doc = FixedRoutes::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
     doc.components
@@ -83,7 +173,7 @@ pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> utoipa::open
         tag.description = Some(format!("Handlers of the object type `{}`", exposed.name));
         tags.push(tag);
         for handler in exposed.handlers {
-            let path = format!("/v1/objects/{}/{{id}}/call/{}", exposed.name, handler.name);
+            let path = handler_path(exposed.name, handler);
             let operation = handler_operation(exposed.name, handler);
             doc.paths
                 .add_path_operation(path, vec![HttpMethod::Post], operation);
@@ -124,8 +214,8 @@ pub(crate) fn document(catalog: &Catalog, config: &ServerConfig) -> utoipa::open
     doc
 }
 
-/// The path item of one exposed handler.
-fn handler_operation(type_name: &str, handler: &durable_runtime::ExposedHandler) -> Operation {
+/// The operation of one exposed handler, its arguments described by name.
+fn handler_operation(type_name: &str, handler: &ExposedHandler) -> Operation {
     let mut arguments = ObjectBuilder::new()
         .schema_type(Type::Object)
         .additional_properties(Some(AdditionalProperties::FreeForm(false)));
