@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
-//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`. On SQLite, `spread` also runs its
+//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `gateway` (calls over HTTP next to the
+//! same calls in process). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -20,6 +21,7 @@
 
 mod baseline;
 mod commits;
+mod gateway;
 mod objects;
 mod peer;
 mod report;
@@ -99,6 +101,7 @@ const ALL: &[&str] = &[
     "cold",
     "memory",
     "alarms",
+    "gateway",
 ];
 
 /// The value after `flag`, parsed.
