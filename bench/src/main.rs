@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
-//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`; and, outside `all`, `fsm` (the FSM
-//! engine's steps per second with and without group commit, and its pick latency). On SQLite, `spread` also runs its
+//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `gateway` (calls over HTTP next to the
+//! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
+//! and without group commit, and its pick latency). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -22,6 +23,7 @@
 mod baseline;
 mod commits;
 mod fsm;
+mod gateway;
 mod objects;
 mod peer;
 mod report;
@@ -101,6 +103,7 @@ const ALL: &[&str] = &[
     "cold",
     "memory",
     "alarms",
+    "gateway",
 ];
 
 /// The value after `flag`, parsed.

@@ -13,7 +13,7 @@ pub(crate) struct BenchCounter {
     count: i64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl BenchCounter {
     #[handler]
     fn handle_increment(&mut self) -> i64 {
@@ -50,7 +50,7 @@ pub(crate) struct Ringer {
     rung: u32,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Ringer {
     #[handler]
     fn handle_rung(&self) -> u32 {

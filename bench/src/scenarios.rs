@@ -168,6 +168,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "memory" => memory(settings).await,
         "alarms" => alarms(settings).await,
         "fsm" => crate::fsm::run(settings).await,
+        "gateway" => crate::gateway::gateway(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
     }
 }
@@ -218,7 +219,7 @@ async fn raw(name: &str, settings: &Settings) -> Result<Vec<Figure>, String> {
 
 /// What each caller does.
 #[derive(Clone, Copy)]
-enum Op {
+pub(crate) enum Op {
     Increment,
     Get,
     /// `Get` on a runtime with validated reads: each read checks the stored version first.
@@ -232,21 +233,29 @@ const SPREAD_CALLERS: usize = 64;
 const SPREAD_OBJECTS: usize = 10_000;
 
 /// A runtime on a fresh backend whose objects have all been called once.
-struct CallRun {
+pub(crate) struct CallRun {
     opened: Opened,
-    rt: Runtime,
-    ids: Arc<Vec<String>>,
+    pub(crate) rt: Runtime,
+    pub(crate) ids: Arc<Vec<String>>,
 }
 
 impl CallRun {
-    async fn start(settings: &Settings, op: Op, objects: usize) -> Result<Self, String> {
+    /// `exposed`: the runtime also exposes `BenchCounter` to be called by name.
+    pub(crate) async fn start(
+        settings: &Settings,
+        op: Op,
+        objects: usize,
+        exposed: bool,
+    ) -> Result<Self, String> {
         let opened = open(settings).await?;
-        let rt = match op {
-            Op::ValidatedGet => Runtime::builder(Arc::clone(&opened.store))
-                .validate_reads()
-                .build(),
-            _ => Runtime::new(Arc::clone(&opened.store)),
-        };
+        let mut builder = Runtime::builder(Arc::clone(&opened.store));
+        if let Op::ValidatedGet = op {
+            builder = builder.validate_reads();
+        }
+        if exposed {
+            builder = builder.expose::<BenchCounter>();
+        }
+        let rt = builder.build();
         let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
         // Warm up: every object activated once, outside the measurement.
         for chunk in ids.chunks(256) {
@@ -258,7 +267,7 @@ impl CallRun {
         Ok(Self { opened, rt, ids })
     }
 
-    async fn finish(self) {
+    pub(crate) async fn finish(self) {
         self.rt.shutdown().await;
         self.opened.close().await;
     }
@@ -275,7 +284,7 @@ async fn calls(
     let mut figure = Figure::new(name, settings.backend.name(), "calls/s");
     let mut latency = MedianLatency::default();
     for _ in 0..settings.runs {
-        let run = CallRun::start(settings, op, objects).await?;
+        let run = CallRun::start(settings, op, objects, false).await?;
         let (rate, histogram) = drive(&run.rt, op, callers, &run.ids, settings.secs).await?;
         run.finish().await;
         latency.offer(&mut figure, rate, histogram);
@@ -302,7 +311,7 @@ async fn spread(settings: &Settings) -> Result<Vec<Figure>, String> {
     let mut mean_commit_us = Vec::new();
     let mut committing = Vec::new();
     for _ in 0..settings.runs {
-        let run = CallRun::start(settings, Op::Increment, SPREAD_OBJECTS).await?;
+        let run = CallRun::start(settings, Op::Increment, SPREAD_OBJECTS, false).await?;
         crate::commits::start()?;
         let started = Instant::now();
         let (rate, histogram) = drive(
@@ -390,7 +399,7 @@ async fn futures_join_all<F: std::future::Future>(
     out
 }
 
-async fn drive(
+pub(crate) async fn drive(
     rt: &Runtime,
     op: Op,
     callers: usize,

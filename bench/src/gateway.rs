@@ -1,0 +1,173 @@
+//! `gateway`: calls through the HTTP gateway next to the same calls in process.
+//!
+//! 64 callers over 1,000 objects, each caller on its own keep-alive HTTP/1.1 connection to a
+//! gateway on a loopback port with token authorization, every request a `POST
+//! /v1/objects/BenchCounter/{id}/call/increment`. Each run first drives the same calls in
+//! process on a fresh store (the baseline), then through the gateway on another fresh store,
+//! so the overhead is measured against a same-work figure of the same run. Client and server
+//! share the machine's cores, as a sidecar or a local client would.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::Settings;
+use crate::report::{Figure, MedianLatency, median};
+use crate::scenarios::{CallRun, Op, drive};
+
+/// Callers in flight.
+const CALLERS: usize = 64;
+/// Objects the callers pick from at random.
+const OBJECTS: usize = 1_000;
+/// The bearer token of the run; the gateway knows only its hash.
+const TOKEN: &str = "bench-token";
+
+/// The `gateway` and `gateway-inproc` figures.
+pub(crate) async fn gateway(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let backend = settings.backend.name();
+    let mut inproc = Figure::new("gateway-inproc", backend, "calls/s");
+    let mut inproc_latency = MedianLatency::default();
+    let mut figure = Figure::new("gateway", backend, "calls/s");
+    let mut latency = MedianLatency::default();
+    let (mut p50_overheads, mut p99_overheads, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..settings.runs {
+        let run = CallRun::start(settings, Op::Increment, OBJECTS, false).await?;
+        let (base_rate, base) =
+            drive(&run.rt, Op::Increment, CALLERS, &run.ids, settings.secs).await?;
+        run.finish().await;
+
+        let run = CallRun::start(settings, Op::Increment, OBJECTS, true).await?;
+        let (rate, histogram) = through_gateway(&run, settings.secs).await?;
+        run.finish().await;
+
+        let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        p50_overheads.push(us(&histogram, 0.5) - us(&base, 0.5));
+        p99_overheads.push(us(&histogram, 0.99) - us(&base, 0.99));
+        ratios.push(rate / base_rate);
+        inproc_latency.offer(&mut inproc, base_rate, base);
+        latency.offer(&mut figure, rate, histogram);
+    }
+    inproc_latency.finish(&mut inproc);
+    latency.finish(&mut figure);
+    figure.extra.extend([
+        ("× gateway-inproc", median(&mut ratios)),
+        ("p50 overhead µs", median(&mut p50_overheads)),
+        ("p99 overhead µs", median(&mut p99_overheads)),
+    ]);
+    Ok(vec![inproc, figure])
+}
+
+/// Serves `run`'s runtime on a loopback port and drives it with [`CALLERS`] connections.
+async fn through_gateway(
+    run: &CallRun,
+    duration: Duration,
+) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
+    let config = durable_server::ServerConfig::from_toml_str(&format!(
+        r#"
+        [[principals]]
+        name = "bench"
+        tokens_sha256 = ["{}"]
+          [[principals.grants]]
+          types = ["BenchCounter"]
+          handlers = ["*"]
+          ops = ["call"]
+        "#,
+        durable_server::auth::hash_token(TOKEN)
+    ))
+    .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(durable_server::serve_with_shutdown(
+        run.rt.clone(),
+        config,
+        listener,
+        stop.clone().cancelled_owned(),
+    ));
+
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for caller in 0..CALLERS {
+        let ids = Arc::clone(&run.ids);
+        tasks.spawn(async move {
+            let stream = TcpStream::connect(address)
+                .await
+                .map_err(|e| e.to_string())?;
+            stream.set_nodelay(true).map_err(|e| e.to_string())?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            tokio::spawn(connection);
+            let mut histogram = crate::report::histogram();
+            let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut done = 0u64;
+            let authorization = format!("Bearer {TOKEN}");
+            while Instant::now() < deadline {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let id = &ids[(seed % ids.len() as u64) as usize];
+                let request =
+                    Request::post(format!("/v1/objects/BenchCounter/{id}/call/increment"))
+                        .header("host", "bench")
+                        .header("authorization", &authorization)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from_static(b"{}")))
+                        .map_err(|e| e.to_string())?;
+                let t = Instant::now();
+                sender.ready().await.map_err(|e| e.to_string())?;
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                if !status.is_success() {
+                    return Err(format!(
+                        "the gateway answered {status}: {}",
+                        String::from_utf8_lossy(&body)
+                    ));
+                }
+                histogram.saturating_record(t.elapsed().as_nanos() as u64);
+                done += 1;
+            }
+            Ok::<_, String>((done, histogram))
+        });
+    }
+    let mut total = 0;
+    let mut histogram = crate::report::histogram();
+    let mut failure = None;
+    while let Some(result) = tasks.join_next().await {
+        match result.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok((done, h)) => {
+                total += done;
+                histogram.add(h).map_err(|e| e.to_string())?;
+            }
+            Err(error) => failure = Some(error),
+        }
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    stop.cancel();
+    server
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    match failure {
+        Some(error) => Err(error),
+        None => Ok((rate, histogram)),
+    }
+}
