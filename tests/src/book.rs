@@ -55,6 +55,9 @@ pub mod coming_from_cloudflare {}
 #[doc = include_str!("../../book/src/coming-from-elixir.md")]
 pub mod coming_from_elixir {}
 
+#[doc = include_str!("../../book/src/coming-from-agentkernel.md")]
+pub mod coming_from_agentkernel {}
+
 #[doc = include_str!("../../book/src/fsm/concepts.md")]
 pub mod fsm_concepts {}
 
