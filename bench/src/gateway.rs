@@ -1,11 +1,15 @@
 //! `gateway`: calls through the HTTP gateway next to the same calls in process.
 //!
-//! 64 callers over 1,000 objects, each caller on its own keep-alive HTTP/1.1 connection to a
+//! Callers over 1,000 objects, each caller on its own keep-alive HTTP/1.1 connection to a
 //! gateway on a loopback port with token authorization, every request a `POST
 //! /v1/objects/BenchCounter/{id}/call/increment`. Each run first drives the same calls in
 //! process on a fresh store (the baseline), then through the gateway on another fresh store,
 //! so the overhead is measured against a same-work figure of the same run. Client and server
 //! share the machine's cores, as a sidecar or a local client would.
+//!
+//! Two shapes: 64 callers (`gateway-64`: throughput, where both sides are saturated and
+//! latency is in-flight calls over throughput) and one caller (`gateway-1`: what a call pays
+//! for crossing HTTP when nothing else waits, its latency next to the in-process call's).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,29 +24,34 @@ use crate::Settings;
 use crate::report::{Figure, MedianLatency, median};
 use crate::scenarios::{CallRun, Op, drive};
 
-/// Callers in flight.
-const CALLERS: usize = 64;
 /// Objects the callers pick from at random.
 const OBJECTS: usize = 1_000;
 /// The bearer token of the run; the gateway knows only its hash.
 const TOKEN: &str = "bench-token";
 
-/// The `gateway` and `gateway-inproc` figures.
+/// The `gateway-N` and `gateway-inproc-N` figures for 64 callers and for one.
 pub(crate) async fn gateway(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let mut figures = compare(settings, 64).await?;
+    figures.extend(compare(settings, 1).await?);
+    Ok(figures)
+}
+
+/// `callers` callers in process, then through the gateway, run by run.
+async fn compare(settings: &Settings, callers: usize) -> Result<Vec<Figure>, String> {
     let backend = settings.backend.name();
-    let mut inproc = Figure::new("gateway-inproc", backend, "calls/s");
+    let mut inproc = Figure::new(format!("gateway-inproc-{callers}"), backend, "calls/s");
     let mut inproc_latency = MedianLatency::default();
-    let mut figure = Figure::new("gateway", backend, "calls/s");
+    let mut figure = Figure::new(format!("gateway-{callers}"), backend, "calls/s");
     let mut latency = MedianLatency::default();
     let (mut p50_overheads, mut p99_overheads, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..settings.runs {
         let run = CallRun::start(settings, Op::Increment, OBJECTS, false).await?;
         let (base_rate, base) =
-            drive(&run.rt, Op::Increment, CALLERS, &run.ids, settings.secs).await?;
+            drive(&run.rt, Op::Increment, callers, &run.ids, settings.secs).await?;
         run.finish().await;
 
         let run = CallRun::start(settings, Op::Increment, OBJECTS, true).await?;
-        let (rate, histogram) = through_gateway(&run, settings.secs).await?;
+        let (rate, histogram) = through_gateway(&run, callers, settings.secs).await?;
         run.finish().await;
 
         let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -55,16 +64,17 @@ pub(crate) async fn gateway(settings: &Settings) -> Result<Vec<Figure>, String> 
     inproc_latency.finish(&mut inproc);
     latency.finish(&mut figure);
     figure.extra.extend([
-        ("× gateway-inproc", median(&mut ratios)),
+        ("× in process", median(&mut ratios)),
         ("p50 overhead µs", median(&mut p50_overheads)),
         ("p99 overhead µs", median(&mut p99_overheads)),
     ]);
     Ok(vec![inproc, figure])
 }
 
-/// Serves `run`'s runtime on a loopback port and drives it with [`CALLERS`] connections.
+/// Serves `run`'s runtime on a loopback port and drives it with `callers` connections.
 async fn through_gateway(
     run: &CallRun,
+    callers: usize,
     duration: Duration,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
     let config = durable_server::ServerConfig::from_toml_str(&format!(
@@ -95,7 +105,7 @@ async fn through_gateway(
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = tokio::task::JoinSet::new();
-    for caller in 0..CALLERS {
+    for caller in 0..callers {
         let ids = Arc::clone(&run.ids);
         tasks.spawn(async move {
             let stream = TcpStream::connect(address)
