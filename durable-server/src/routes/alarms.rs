@@ -4,14 +4,13 @@ use std::time::SystemTime;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{MatchedPath, State};
 use durable_runtime::storage::truncate_to_micros;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Caller, json_body, page_limit};
-use crate::audit::Mutation;
+use super::{ApiPath, ApiQuery, AppState, Audited, Caller, json_body, page_limit};
 use crate::auth::{Action, Op};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::model::{
@@ -40,9 +39,9 @@ pub(crate) async fn list(
     Caller(caller): Caller,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
 ) -> Result<Json<AlarmList>, ApiError> {
-    state.authorize(&caller, &Action::on_type(Op::Read, &type_name))?;
+    let action = Action::on_type(Op::Read, &type_name);
     state
-        .bounded(async {
+        .authorized(&caller, &action, async {
             let alarms = state.runtime.list_alarms_by_name(&type_name, &id).await?;
             Ok(Json(AlarmList {
                 alarms: alarms.iter().map(Into::into).collect(),
@@ -98,14 +97,13 @@ fn due_time(body: &SetAlarm, now: SystemTime) -> Result<SystemTime, ApiError> {
 )]
 pub(crate) async fn set(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ScheduledAlarm>, ApiError> {
     let mut name = None;
     let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Alarms, &type_name))?;
+        state.authorize(&audited.caller, &Action::on_type(Op::Alarms, &type_name))?;
         let body: SetAlarm = json_body(body)?;
         name = Some(body.name.clone());
         // Storage keeps microseconds: the reply shows the time as stored.
@@ -124,15 +122,9 @@ pub(crate) async fn set(
             .await
     }
     .await;
-    Mutation {
-        action: "alarm_set",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: name.as_deref(),
-    }
-    .record(&result);
+    audited
+        .mutation("alarm_set", &type_name, &id, name.as_deref())
+        .record(&result);
     result
 }
 
@@ -158,32 +150,22 @@ pub(crate) async fn set(
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id, name)): ApiPath<(String, String, String)>,
 ) -> Result<Json<Cancelled>, ApiError> {
-    let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Alarms, &type_name))?;
-        state
-            .bounded(async {
-                let runtime = &state.runtime;
-                let alarms = runtime.list_alarms_by_name(&type_name, &id).await?;
-                runtime.cancel_alarm_by_name(&type_name, &id, &name).await?;
-                let cancelled = alarms.iter().any(|alarm| alarm.name == name);
-                Ok(Json(Cancelled { cancelled }))
-            })
-            .await
-    }
-    .await;
-    Mutation {
-        action: "alarm_cancel",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: Some(&name),
-    }
-    .record(&result);
+    let action = Action::on_type(Op::Alarms, &type_name);
+    let result = state
+        .authorized(&audited.caller, &action, async {
+            let runtime = &state.runtime;
+            let alarms = runtime.list_alarms_by_name(&type_name, &id).await?;
+            runtime.cancel_alarm_by_name(&type_name, &id, &name).await?;
+            let cancelled = alarms.iter().any(|alarm| alarm.name == name);
+            Ok(Json(Cancelled { cancelled }))
+        })
+        .await;
+    audited
+        .mutation("alarm_cancel", &type_name, &id, Some(&name))
+        .record(&result);
     result
 }
 
@@ -227,9 +209,8 @@ pub(crate) async fn dead(
         Some(type_name) => Action::on_type(Op::Admin, type_name),
         None => Action::on_server(Op::Admin),
     };
-    state.authorize(&caller, &action)?;
     state
-        .bounded(async {
+        .authorized(&caller, &action, async {
             let page = state
                 .runtime
                 .list_dead_alarms_by_name(
@@ -266,34 +247,24 @@ pub(crate) async fn dead(
 )]
 pub(crate) async fn requeue(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Requeued>, ApiError> {
     let body: Requeue = json_body(body)?;
-    let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Admin, &body.type_name))?;
-        state
-            .bounded(async {
-                // Through the object: the check that the alarm is dead and its new schedule
-                // are one step, ordered with the object's calls.
-                let requeued = state
-                    .runtime
-                    .requeue_dead_alarm_by_name(&body.type_name, &body.id, &body.name)
-                    .await?;
-                Ok(Json(Requeued { requeued }))
-            })
-            .await
-    }
-    .await;
-    Mutation {
-        action: "alarm_requeue",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &body.type_name,
-        id: &body.id,
-        name: Some(&body.name),
-    }
-    .record(&result);
+    let action = Action::on_type(Op::Admin, &body.type_name);
+    let result = state
+        .authorized(&audited.caller, &action, async {
+            // Through the object: the check that the alarm is dead and its new schedule are
+            // one step, ordered with the object's calls.
+            let requeued = state
+                .runtime
+                .requeue_dead_alarm_by_name(&body.type_name, &body.id, &body.name)
+                .await?;
+            Ok(Json(Requeued { requeued }))
+        })
+        .await;
+    audited
+        .mutation("alarm_requeue", &body.type_name, &body.id, Some(&body.name))
+        .record(&result);
     result
 }

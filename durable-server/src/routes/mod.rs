@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequestParts};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::audit::Mutation;
 use crate::auth::{Action, Authorizer, Principal, PublicEndpoint};
 use crate::config::ServerConfig;
 use crate::error::ApiError;
@@ -79,6 +80,18 @@ impl Shared {
             return Ok(None);
         }
         Ok(Some(self.authorizer.authenticate(parts_headers).await?))
+    }
+
+    /// Runs `work` once `caller` is allowed `action`: `403 forbidden` otherwise, `504 timeout`
+    /// past the call timeout.
+    pub(crate) async fn authorized<T>(
+        &self,
+        caller: &Principal,
+        action: &Action<'_>,
+        work: impl Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        self.authorize(caller, action)?;
+        self.bounded(work).await
     }
 
     /// Runs `work` against the runtime, answering `504 timeout` if it takes longer than the
@@ -146,6 +159,46 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         Ok(Self(state.authorizer.authenticate(&parts.headers).await?))
+    }
+}
+
+/// The caller of a mutating request and the route it came by: what its audit event names
+/// besides the object.
+pub(crate) struct Audited {
+    pub(crate) caller: Principal,
+    route: MatchedPath,
+}
+
+impl Audited {
+    /// The audit event of `action` on the object `(type_name, id)` (and its handler or alarm
+    /// `name`).
+    pub(crate) fn mutation<'a>(
+        &'a self,
+        action: &'static str,
+        type_name: &'a str,
+        id: &'a str,
+        name: Option<&'a str>,
+    ) -> Mutation<'a> {
+        Mutation {
+            action,
+            principal: self.caller.name(),
+            route: self.route.as_str(),
+            type_name,
+            id,
+            name,
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Audited {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Caller(caller) = Caller::from_request_parts(parts, state).await?;
+        let route = MatchedPath::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::internal("the request matched no route"))?;
+        Ok(Self { caller, route })
     }
 }
 
