@@ -10,9 +10,12 @@ use durable_runtime::storage::truncate_to_micros;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Audited, Caller, json_body, page_limit};
+use super::{
+    ApiPath, ApiQuery, AppState, Audited, BodyTooLarge, Caller, ObjectPath, WriteRefusals,
+    json_body, page_limit,
+};
 use crate::auth::{Action, Op};
-use crate::error::{ApiError, ErrorEnvelope};
+use crate::error::ApiError;
 use crate::model::{
     AlarmList, Cancelled, DeadAlarmList, Requeue, Requeued, ScheduledAlarm, SetAlarm, format_time,
     parse_time,
@@ -26,10 +29,7 @@ use crate::model::{
     path = "/v1/objects/{type}/{id}/alarms",
     operation_id = "list_alarms",
     tag = "alarms",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "The object's alarms", body = AlarmList),
     ),
@@ -82,17 +82,12 @@ fn due_time(body: &SetAlarm, now: SystemTime) -> Result<SystemTime, ApiError> {
     path = "/v1/objects/{type}/{id}/alarms",
     operation_id = "set_alarm",
     tag = "alarms",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     request_body(content = SetAlarm, content_type = "application/json"),
     responses(
         (status = 200, description = "The alarm and when it is due", body = ScheduledAlarm),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
+        BodyTooLarge,
     ),
 )]
 pub(crate) async fn set(
@@ -137,15 +132,12 @@ pub(crate) async fn set(
     operation_id = "cancel_alarm",
     tag = "alarms",
     params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
+        ObjectPath,
         ("name" = String, Path, description = "The alarm"),
     ),
     responses(
         (status = 200, description = "Whether the alarm was scheduled", body = Cancelled),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
     ),
 )]
 pub(crate) async fn cancel(
@@ -239,10 +231,8 @@ pub(crate) async fn dead(
     request_body(content = Requeue, content_type = "application/json"),
     responses(
         (status = 200, description = "Whether a dead alarm was re-queued", body = Requeued),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
+        BodyTooLarge,
     ),
 )]
 pub(crate) async fn requeue(

@@ -27,7 +27,7 @@ use tower_http::trace::TraceLayer;
 use crate::audit::Mutation;
 use crate::auth::{Action, Authorizer, Principal, PublicEndpoint};
 use crate::config::ServerConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorEnvelope};
 
 /// What every handler reaches: the runtime and the gateway's settings.
 #[derive(Clone)]
@@ -221,6 +221,46 @@ pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body)
         .map_err(|error| ApiError::invalid_request(format!("invalid request body: {error}")))
 }
+
+/// The path parameters naming an object, as the API documents them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[expect(
+    dead_code,
+    reason = "documents the parameters; the routes take them as a tuple"
+)]
+pub(crate) struct ObjectPath {
+    /// The object type
+    #[param(rename = "type")]
+    type_name: String,
+    /// The object id
+    id: String,
+}
+
+/// The refusals of a write through an object, as the API documents them.
+#[derive(utoipa::IntoResponses)]
+#[expect(dead_code, reason = "documents the responses; never built")]
+pub(crate) enum WriteRefusals {
+    /// Another writer committed first.
+    #[response(
+        status = 409,
+        description = "`conflict`: another writer committed first"
+    )]
+    Conflict(ErrorEnvelope),
+    /// The object's queue is full.
+    #[response(
+        status = 429,
+        description = "`overloaded`",
+        headers(("Retry-After" = u64, description = "Seconds to wait"))
+    )]
+    Overloaded(ErrorEnvelope),
+}
+
+/// The refusal of a request body past the body limit, as the API documents it.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 413, description = "`body_too_large`")]
+#[expect(dead_code, reason = "documents the response; never built")]
+pub(crate) struct BodyTooLarge(ErrorEnvelope);
 
 /// The default page size of the listings.
 const DEFAULT_LIMIT: usize = 100;

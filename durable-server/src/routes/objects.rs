@@ -9,7 +9,10 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Audited, Caller, page_limit};
+use super::{
+    ApiPath, ApiQuery, AppState, Audited, BodyTooLarge, Caller, ObjectPath, WriteRefusals,
+    page_limit,
+};
 use crate::auth::{Action, Op};
 use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
 use crate::model::{CallReply, Deleted, ObjectList, ObjectSummary, ObjectView, Status};
@@ -40,7 +43,7 @@ const STATUS_CONCURRENCY: usize = 16;
     responses(
         (status = 200, description = "The handler's output", body = CallReply),
         (status = 409, description = "`conflict` (retryable) or `call_cycle`", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
+        BodyTooLarge,
         (status = 422, description = "`handler_error`: the handler's own error in `details`", body = ErrorEnvelope),
         (status = 429, description = "`overloaded`: the object's queue is full; retry after `Retry-After`", body = ErrorEnvelope,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -91,10 +94,7 @@ pub(crate) async fn call(
     path = "/v1/objects/{type}/{id}",
     operation_id = "get_object",
     tag = "objects",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "The object", body = ObjectView),
     ),
@@ -139,15 +139,10 @@ pub(crate) async fn get(
     path = "/v1/objects/{type}/{id}",
     operation_id = "delete_object",
     tag = "objects",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "Whether a stored state existed", body = Deleted),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
     ),
 )]
 pub(crate) async fn delete(
