@@ -522,27 +522,20 @@ fn gateway_refusals_exit_3() {
     let gateway = Gateway::start(&url);
     let address = gateway.address.as_str();
 
-    let (exit, error) = app_json(&["objects", "get", "Counter", "a", "--gateway", address]);
+    let get_a = ["objects", "get", "Counter", "a"];
+
+    let (exit, error) = app_json(&[&get_a[..], &["--gateway", address]].concat());
     assert_eq!(
         (exit, &error["error"]["code"]),
         (Exit::Denied, &json!("unauthenticated"))
     );
-    let wrong = [
-        "objects",
-        "get",
-        "Counter",
-        "a",
-        "--gateway",
-        address,
-        "--token",
-        "wrong",
-    ];
+    let wrong = [&get_a[..], &["--gateway", address, "--token", "wrong"]].concat();
     let (exit, _) = app_json(&wrong);
     assert_eq!(exit, Exit::Denied);
 
     // The read-only token reads counters, and nothing else.
     let reader = ["--gateway", address, "--token", READ_ONLY_TOKEN];
-    let (exit, _) = app_json(&[&["objects", "get", "Counter", "a"][..], &reader[..]].concat());
+    let (exit, _) = app_json(&[&get_a[..], &reader[..]].concat());
     assert_eq!(exit, Exit::Ok);
     let delete = [&["objects", "delete", "Counter", "a"][..], &reader[..]].concat();
     let (exit, error) = app_json(&delete);
@@ -554,18 +547,8 @@ fn gateway_refusals_exit_3() {
     assert_eq!(exit, Exit::Denied);
 
     // The generic binary talks to the gateway too.
-    let (code, out, _) = durable(&[
-        "objects",
-        "get",
-        "Counter",
-        "a",
-        "--gateway",
-        address,
-        "--token",
-        TOKEN,
-        "-o",
-        "json",
-    ]);
+    let through_gateway = ["--gateway", address, "--token", TOKEN, "-o", "json"];
+    let (code, out, _) = durable(&[&get_a[..], &through_gateway].concat());
     assert_eq!(code, 0);
     let object: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(object["state"], json!({"count": 3}));

@@ -319,31 +319,45 @@ fn dead_listed(page: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Every dead alarm `query` lists, following the cursors a page of `limit` at a time; each
-/// page but the last is full.
-async fn all_dead(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String, String)> {
+/// Every item the listing at `first` (whose page size is `limit`) holds, as `items` reads
+/// them from each page, following the cursors; each page but the last is full.
+async fn all_pages<T>(
+    server: &TestServer,
+    first: &str,
+    limit: usize,
+    items: impl Fn(&Value) -> Vec<T>,
+) -> Vec<T> {
     let mut listed = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut path = format!("/v1/alarms/dead?limit={limit}{query}");
+        let mut path = first.to_owned();
         if let Some(cursor) = &cursor {
             path.push_str(&format!("&cursor={cursor}"));
         }
         let (status, page) = server.get(&path).await;
         assert_eq!(status, 200, "{path}: {page}");
-        let alarms = dead_listed(&page);
-        match page["next_cursor"].as_str() {
-            Some(next) => {
-                assert_eq!(alarms.len(), limit, "{path}: a short page before the last");
-                cursor = Some(next.to_owned());
-            }
-            None => {
-                listed.extend(alarms);
-                return listed;
-            }
+        let page_items = items(&page);
+        let next = page["next_cursor"].as_str().map(str::to_owned);
+        if next.is_some() {
+            assert_eq!(
+                page_items.len(),
+                limit,
+                "{path}: a short page before the last"
+            );
         }
-        listed.extend(alarms);
+        listed.extend(page_items);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return listed,
+        }
     }
+}
+
+/// Every dead alarm `query` lists, following the cursors a page of `limit` at a time; each
+/// page but the last is full.
+async fn all_dead(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String, String)> {
+    let first = format!("/v1/alarms/dead?limit={limit}{query}");
+    all_pages(server, &first, limit, dead_listed).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,26 +467,8 @@ fn objects_listed(page: &Value) -> Vec<(String, String)> {
 /// Every object `query` lists, following the cursors a page of `limit` at a time; each page
 /// but the last is full.
 async fn all_objects(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String)> {
-    let mut listed = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/v1/objects?limit={limit}&{query}");
-        if let Some(cursor) = &cursor {
-            path.push_str(&format!("&cursor={cursor}"));
-        }
-        let (status, page) = server.get(&path).await;
-        assert_eq!(status, 200, "{path}: {page}");
-        let objects = objects_listed(&page);
-        let next = page["next_cursor"].as_str().map(str::to_owned);
-        if next.is_some() {
-            assert_eq!(objects.len(), limit, "{path}: a short page before the last");
-        }
-        listed.extend(objects);
-        match next {
-            Some(next) => cursor = Some(next),
-            None => return listed,
-        }
-    }
+    let first = format!("/v1/objects?limit={limit}&{query}");
+    all_pages(server, &first, limit, objects_listed).await
 }
 
 fn statuses(objects: &[(&str, &str)]) -> Vec<(String, String)> {
