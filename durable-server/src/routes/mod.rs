@@ -25,7 +25,7 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::audit::Mutation;
-use crate::auth::{Action, Authorizer, Principal, PublicEndpoint};
+use crate::auth::{Action, Authorizer, Op, Principal, PublicEndpoint};
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorEnvelope};
 
@@ -69,17 +69,18 @@ impl Shared {
         }
     }
 
-    /// The principal of a request to a route that may be public: anonymous if it is,
-    /// authenticated otherwise.
-    pub(crate) async fn caller_unless_public(
+    /// `Ok` for a request to a server route that may be public: at once if it is, else once
+    /// its caller is authenticated (`401`) and allowed to administer the server (`403`).
+    pub(crate) async fn admin_unless_public(
         &self,
-        parts_headers: &axum::http::HeaderMap,
+        headers: &axum::http::HeaderMap,
         public: bool,
-    ) -> Result<Option<Principal>, ApiError> {
+    ) -> Result<(), ApiError> {
         if public {
-            return Ok(None);
+            return Ok(());
         }
-        Ok(Some(self.authorizer.authenticate(parts_headers).await?))
+        let caller = self.authorizer.authenticate(headers).await?;
+        self.authorize(&caller, &Action::on_server(Op::Admin))
     }
 
     /// Runs `work` once `caller` is allowed `action`: `403 forbidden` otherwise, `504 timeout`
