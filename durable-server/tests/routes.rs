@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use common::{
-    Counter, Gate, Gated, Other, Sleepy, TestServer, builder, code, dead_after_one_attempt, gate,
-    open_config, principals_config, within,
+    Counter, Gate, Gated, Other, Sleepy, TestServer, builder, code, dead_after_one_attempt, fields,
+    gate, open_config, principals_config, within,
 };
 use durable_runtime::Error;
 use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
@@ -90,12 +90,7 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     }
     let (status, page) = server.get("/v1/objects?type=Counter&limit=2").await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = page["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|object| object["id"].as_str().unwrap())
-        .collect();
+    let ids = fields(&page["objects"], "id");
     assert_eq!(ids, ["a/b c", "user-1"]);
     assert_eq!(page["objects"][0]["status"], "active");
     assert_eq!(page["objects"][0]["type"], "Counter");
@@ -103,12 +98,7 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     let next = format!("/v1/objects?class=Counter&limit=2&cursor={cursor}");
     let (status, page) = server.get(&next).await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = page["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|object| object["id"].as_str().unwrap())
-        .collect();
+    let ids = fields(&page["objects"], "id");
     assert_eq!(ids, ["user-2", "user-3"]);
 
     // Filters by status: all are active here; none is only stored or hibernated.
@@ -603,12 +593,7 @@ async fn types_health_metrics_and_aliases() {
     let server = TestServer::start(builder(MemoryStorage::new()).build(), open_config()).await;
     let (status, types) = server.get("/v1/types").await;
     assert_eq!(status, 200);
-    let names: Vec<&str> = types["types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|exposed| exposed["name"].as_str().unwrap())
-        .collect();
+    let names = fields(&types["types"], "name");
     assert_eq!(names, ["Counter", "Gated", "Other"]);
     let counter = &types["types"][0];
     assert_eq!(

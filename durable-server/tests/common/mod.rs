@@ -42,6 +42,19 @@ pub fn dead_after_one_attempt() -> AlarmSettings {
         ))
 }
 
+/// The string `field` of each item of the JSON array `list`.
+pub fn fields<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|item| {
+            item[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string `{field}` in {item}"))
+        })
+        .collect()
+}
+
 /// A counter with handlers for every kind of outcome.
 #[durable_object]
 pub struct Counter {
