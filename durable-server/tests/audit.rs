@@ -9,9 +9,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::{TestServer, builder, principals_config, token, within};
+use common::{TestServer, builder, dead_after_one_attempt, principals_config, token, within};
+use durable_runtime::ObjectOptions;
 use durable_runtime::storage::MemoryStorage;
-use durable_runtime::{AlarmSettings, ObjectOptions, RetryPolicy};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -85,13 +85,7 @@ fn captured() -> &'static Captured {
 async fn every_mutation_and_lifecycle_event_is_audited_and_no_token_is_logged() {
     let captured = captured();
 
-    let settings = AlarmSettings::default()
-        .with_poll_interval(Duration::from_millis(10))
-        .with_retry(RetryPolicy::new(
-            Duration::from_millis(1),
-            Duration::from_millis(1),
-            1,
-        ));
+    let settings = dead_after_one_attempt();
     let runtime = builder(MemoryStorage::new())
         .register_with::<common::Counter>(
             ObjectOptions::new().with_hibernate_after(Duration::from_millis(50)),

@@ -150,6 +150,11 @@ fn durable_json(url: &str, args: &[&str]) -> (i32, Value) {
     (code, json)
 }
 
+/// `objects call Counter a <handler>` followed by `more`.
+fn call_a<'a>(handler: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    [&["objects", "call", "Counter", "a", handler][..], more].concat()
+}
+
 fn app() -> App {
     App::new(|store| {
         Runtime::builder(store)
@@ -311,81 +316,45 @@ fn an_application_calls_by_name_directly_with_writes_behind_offline() {
     let (_dir, url) = seeded_database();
     let url = url.as_str();
 
+    let directly = ["--database-url", url];
+
     // A read handler needs no --offline.
-    let (exit, reply) = app_json(&[
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "get",
-        "--database-url",
-        url,
-    ]);
+    let (exit, reply) = app_json(&call_a("get", &directly));
     assert_eq!((exit, reply), (Exit::Ok, json!({"result": 3})));
 
-    let increment = [
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "increment",
-        r#"{"by": 2}"#,
-    ];
-    let (exit, error) = app_json(&[&increment[..], &["--database-url", url]].concat());
+    let increment = call_a("increment", &[r#"{"by": 2}"#]);
+    let (exit, error) = app_json(&[&increment[..], &directly].concat());
     assert_eq!(exit, Exit::Error);
     assert_eq!(error["error"]["code"], "direct_write_refused");
-    let offline = [&increment[..], &["--database-url", url, "--offline"]].concat();
+    let offline = [&increment[..], &directly, &["--offline"]].concat();
     let (exit, reply) = app_json(&offline);
     assert_eq!((exit, reply), (Exit::Ok, json!({"result": 5})));
 
     // The gateway's error mapping: the handler's error, bad arguments, unknown names.
-    let check = [
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "check",
-        r#"{"at_most": 1}"#,
-    ];
-    let (exit, error) = app_json(&[&check[..], &["--database-url", url]].concat());
+    let check = call_a("check", &[r#"{"at_most": 1}"#]);
+    let (exit, error) = app_json(&[&check[..], &directly].concat());
     assert_eq!(exit, Exit::Error);
     assert_eq!(error["error"]["code"], "handler_error");
     assert_eq!(error["error"]["details"], "5 is over 1");
-    let bad = [
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "check",
-        r#"{"at_mots": 1}"#,
-    ];
-    let (exit, error) = app_json(&[&bad[..], &["--database-url", url]].concat());
+    let bad = call_a("check", &[r#"{"at_mots": 1}"#]);
+    let (exit, error) = app_json(&[&bad[..], &directly].concat());
     assert_eq!(exit, Exit::Error);
     assert_eq!(error["error"]["code"], "invalid_arguments");
     let (exit, error) = app_json(&["objects", "get", "Nope", "a", "--database-url", url]);
     assert_eq!(exit, Exit::NotFound);
     assert_eq!(error["error"]["code"], "unknown_type");
-    let unknown_handler = [
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "nope",
-        "--database-url",
-        url,
-    ];
-    let (exit, error) = app_json(&unknown_handler);
+    let (exit, error) = app_json(&call_a("nope", &directly));
     assert_eq!(exit, Exit::NotFound);
     assert_eq!(error["error"]["code"], "unknown_handler");
 
     // Alarms by name, checked against the type's alarms.
     let set = ["alarms", "set", "Counter", "c", "reset", "--delay", "1h"];
-    let (exit, error) = app_json(&[&set[..], &["--database-url", url]].concat());
+    let (exit, error) = app_json(&[&set[..], &directly].concat());
     assert_eq!(
         (exit, &error["error"]["code"]),
         (Exit::Error, &json!("direct_write_refused"))
     );
-    let (exit, reply) = app_json(&[&set[..], &["--database-url", url, "--offline"]].concat());
+    let (exit, reply) = app_json(&[&set[..], &directly, &["--offline"]].concat());
     assert_eq!(exit, Exit::Ok);
     assert_eq!(reply["name"], "reset");
     let wrong = [
@@ -398,7 +367,7 @@ fn an_application_calls_by_name_directly_with_writes_behind_offline() {
         "1h",
         "--offline",
     ];
-    let (exit, error) = app_json(&[&wrong[..], &["--database-url", url]].concat());
+    let (exit, error) = app_json(&[&wrong[..], &directly].concat());
     assert_eq!(
         (exit, &error["error"]["code"]),
         (Exit::NotFound, &json!("unknown_alarm"))
@@ -506,24 +475,10 @@ fn gateway_and_direct_commands_print_the_same_json() {
         &["objects", "get", "Counter", "a"],
         &["objects", "get", "Counter", "nobody"],
         &["alarms", "list", "Counter", "a"],
-        &["objects", "call", "Counter", "a", "get"],
-        &[
-            "objects",
-            "call",
-            "Counter",
-            "a",
-            "check",
-            r#"{"at_most": 1}"#,
-        ],
-        &["objects", "call", "Counter", "a", "check", "[1]"],
-        &[
-            "objects",
-            "call",
-            "Counter",
-            "a",
-            "check",
-            r#"{"at_mots": 1}"#,
-        ],
+        &call_a("get", &[]),
+        &call_a("check", &[r#"{"at_most": 1}"#]),
+        &call_a("check", &["[1]"]),
+        &call_a("check", &[r#"{"at_mots": 1}"#]),
         &["alarms", "dead"],
         &["alarms", "dead", "--type", "Reminder", "--limit", "1"],
         &["alarms", "dead", "--type", "Counter"],
@@ -548,14 +503,7 @@ fn gateway_and_direct_commands_print_the_same_json() {
     }
 
     // Writes through the gateway need no --offline.
-    let increment = [
-        "objects",
-        "call",
-        "Counter",
-        "a",
-        "increment",
-        r#"{"by": 4}"#,
-    ];
+    let increment = call_a("increment", &[r#"{"by": 4}"#]);
     let (exit, reply) = app_json(&[&increment[..], &through_gateway[..]].concat());
     assert_eq!((exit, reply), (Exit::Ok, json!({"result": 7})));
     let (exit, reply) = app_json(
@@ -574,27 +522,20 @@ fn gateway_refusals_exit_3() {
     let gateway = Gateway::start(&url);
     let address = gateway.address.as_str();
 
-    let (exit, error) = app_json(&["objects", "get", "Counter", "a", "--gateway", address]);
+    let get_a = ["objects", "get", "Counter", "a"];
+
+    let (exit, error) = app_json(&[&get_a[..], &["--gateway", address]].concat());
     assert_eq!(
         (exit, &error["error"]["code"]),
         (Exit::Denied, &json!("unauthenticated"))
     );
-    let wrong = [
-        "objects",
-        "get",
-        "Counter",
-        "a",
-        "--gateway",
-        address,
-        "--token",
-        "wrong",
-    ];
+    let wrong = [&get_a[..], &["--gateway", address, "--token", "wrong"]].concat();
     let (exit, _) = app_json(&wrong);
     assert_eq!(exit, Exit::Denied);
 
     // The read-only token reads counters, and nothing else.
     let reader = ["--gateway", address, "--token", READ_ONLY_TOKEN];
-    let (exit, _) = app_json(&[&["objects", "get", "Counter", "a"][..], &reader[..]].concat());
+    let (exit, _) = app_json(&[&get_a[..], &reader[..]].concat());
     assert_eq!(exit, Exit::Ok);
     let delete = [&["objects", "delete", "Counter", "a"][..], &reader[..]].concat();
     let (exit, error) = app_json(&delete);
@@ -606,18 +547,8 @@ fn gateway_refusals_exit_3() {
     assert_eq!(exit, Exit::Denied);
 
     // The generic binary talks to the gateway too.
-    let (code, out, _) = durable(&[
-        "objects",
-        "get",
-        "Counter",
-        "a",
-        "--gateway",
-        address,
-        "--token",
-        TOKEN,
-        "-o",
-        "json",
-    ]);
+    let through_gateway = ["--gateway", address, "--token", TOKEN, "-o", "json"];
+    let (code, out, _) = durable(&[&get_a[..], &through_gateway].concat());
     assert_eq!(code, 0);
     let object: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(object["state"], json!({"count": 3}));
@@ -716,18 +647,6 @@ fn the_generic_binary_reads_postgres_in_its_schema() {
     assert_eq!((code, reply), (0, json!({"cancelled": true})));
 
     // The same application through the application's command line, directly.
-    let direct = [
-        &[
-            "objects",
-            "call",
-            "Counter",
-            "a",
-            "get",
-            "--database-url",
-            url,
-        ][..],
-        &tables,
-    ]
-    .concat();
+    let direct = [&call_a("get", &["--database-url", url])[..], &tables].concat();
     assert_eq!(app_json(&direct), (Exit::Ok, json!({"result": 4})));
 }

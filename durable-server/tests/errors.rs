@@ -460,6 +460,27 @@ async fn a_runtime_shutting_down() {
     server.stop().await;
 }
 
+/// Calls `Gated::hold` behind the gate `gate`, expecting a `timeout` whose message says the
+/// outcome is unknown.
+async fn expect_unknown_outcome(server: &TestServer, gate: &str) {
+    let body = expect_error(
+        post(
+            server,
+            "/v1/objects/Gated/t/call/hold",
+            &json!({"gate": gate}),
+        ),
+        "timeout",
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown"),
+        "{body}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_leave_the_outcome_unknown() {
     // The type's own call timeout.
@@ -467,22 +488,7 @@ async fn timeouts_leave_the_outcome_unknown() {
         .register_with::<Gated>(ObjectOptions::new().with_call_timeout(Duration::from_millis(100)))
         .build();
     let server = TestServer::start(runtime, open_config()).await;
-    let body = expect_error(
-        post(
-            &server,
-            "/v1/objects/Gated/t/call/hold",
-            &json!({"gate": "type-timeout"}),
-        ),
-        "timeout",
-    )
-    .await;
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown"),
-        "{body}"
-    );
+    expect_unknown_outcome(&server, "type-timeout").await;
     gate("type-timeout").release(1);
     server.stop().await;
 
@@ -490,22 +496,7 @@ async fn timeouts_leave_the_outcome_unknown() {
     let mut config = open_config();
     config.call_timeout = Duration::from_millis(100);
     let server = TestServer::start(builder(MemoryStorage::new()).build(), config).await;
-    let body = expect_error(
-        post(
-            &server,
-            "/v1/objects/Gated/t/call/hold",
-            &json!({"gate": "gateway-timeout"}),
-        ),
-        "timeout",
-    )
-    .await;
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown"),
-        "{body}"
-    );
+    expect_unknown_outcome(&server, "gateway-timeout").await;
     // The call goes on in the object, and is applied once it can finish.
     let held = gate("gateway-timeout");
     held.reached(1).await;

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use common::{
-    Counter, Gated, Other, Sleepy, TestServer, builder, code, gate, open_config, principals_config,
-    within,
+    Counter, Gate, Gated, Other, Sleepy, TestServer, builder, code, dead_after_one_attempt, fields,
+    gate, open_config, principals_config, within,
 };
+use durable_runtime::Error;
 use durable_runtime::storage::{AlarmChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
-use durable_runtime::{AlarmSettings, Error, RetryPolicy};
 use futures_util::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 
 async fn sqlite() -> (tempfile::TempDir, Arc<dyn Storage>) {
     let dir = tempfile::tempdir().unwrap();
@@ -25,6 +26,23 @@ async fn sqlite() -> (tempfile::TempDir, Arc<dyn Storage>) {
         .await
         .expect("open SQLite");
     (dir, Arc::new(store))
+}
+
+/// Two tests of `$scenario`: `$in_memory` on a memory store and `$on_sqlite` on a SQLite
+/// database.
+macro_rules! on_each_store {
+    ($scenario:ident: $in_memory:ident, $on_sqlite:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $in_memory() {
+            $scenario(Arc::new(MemoryStorage::new())).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $on_sqlite() {
+            let (_dir, store) = sqlite().await;
+            $scenario(store).await;
+        }
+    };
 }
 
 /// Calls, reads, lists and deletes objects, on `store`.
@@ -72,12 +90,7 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     }
     let (status, page) = server.get("/v1/objects?type=Counter&limit=2").await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = page["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|object| object["id"].as_str().unwrap())
-        .collect();
+    let ids = fields(&page["objects"], "id");
     assert_eq!(ids, ["a/b c", "user-1"]);
     assert_eq!(page["objects"][0]["status"], "active");
     assert_eq!(page["objects"][0]["type"], "Counter");
@@ -85,12 +98,7 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     let next = format!("/v1/objects?class=Counter&limit=2&cursor={cursor}");
     let (status, page) = server.get(&next).await;
     assert_eq!(status, 200);
-    let ids: Vec<&str> = page["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|object| object["id"].as_str().unwrap())
-        .collect();
+    let ids = fields(&page["objects"], "id");
     assert_eq!(ids, ["user-2", "user-3"]);
 
     // Filters by status: all are active here; none is only stored or hibernated.
@@ -142,16 +150,7 @@ async fn objects_round_trip(store: Arc<dyn Storage>) {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_round_trip_in_memory() {
-    objects_round_trip(Arc::new(MemoryStorage::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_round_trip_on_sqlite() {
-    let (_dir, store) = sqlite().await;
-    objects_round_trip(store).await;
-}
+on_each_store!(objects_round_trip: objects_round_trip_in_memory, objects_round_trip_on_sqlite);
 
 /// Sets, lists and cancels an object's alarms, on `store`.
 async fn alarms_round_trip(store: Arc<dyn Storage>) {
@@ -204,26 +203,11 @@ async fn alarms_round_trip(store: Arc<dyn Storage>) {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn alarms_round_trip_in_memory() {
-    alarms_round_trip(Arc::new(MemoryStorage::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn alarms_round_trip_on_sqlite() {
-    let (_dir, store) = sqlite().await;
-    alarms_round_trip(store).await;
-}
+on_each_store!(alarms_round_trip: alarms_round_trip_in_memory, alarms_round_trip_on_sqlite);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_alarm_is_requeued() {
-    let settings = AlarmSettings::default()
-        .with_poll_interval(Duration::from_millis(10))
-        .with_retry(RetryPolicy::new(
-            Duration::from_millis(1),
-            Duration::from_millis(1),
-            1,
-        ));
+    let settings = dead_after_one_attempt();
     let runtime = builder(MemoryStorage::new())
         .alarm_settings(settings)
         .build();
@@ -325,31 +309,45 @@ fn dead_listed(page: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Every dead alarm `query` lists, following the cursors a page of `limit` at a time; each
-/// page but the last is full.
-async fn all_dead(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String, String)> {
+/// Every item the listing at `first` (whose page size is `limit`) holds, as `items` reads
+/// them from each page, following the cursors; each page but the last is full.
+async fn all_pages<T>(
+    server: &TestServer,
+    first: &str,
+    limit: usize,
+    items: impl Fn(&Value) -> Vec<T>,
+) -> Vec<T> {
     let mut listed = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut path = format!("/v1/alarms/dead?limit={limit}{query}");
+        let mut path = first.to_owned();
         if let Some(cursor) = &cursor {
             path.push_str(&format!("&cursor={cursor}"));
         }
         let (status, page) = server.get(&path).await;
         assert_eq!(status, 200, "{path}: {page}");
-        let alarms = dead_listed(&page);
-        match page["next_cursor"].as_str() {
-            Some(next) => {
-                assert_eq!(alarms.len(), limit, "{path}: a short page before the last");
-                cursor = Some(next.to_owned());
-            }
-            None => {
-                listed.extend(alarms);
-                return listed;
-            }
+        let page_items = items(&page);
+        let next = page["next_cursor"].as_str().map(str::to_owned);
+        if next.is_some() {
+            assert_eq!(
+                page_items.len(),
+                limit,
+                "{path}: a short page before the last"
+            );
         }
-        listed.extend(alarms);
+        listed.extend(page_items);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return listed,
+        }
     }
+}
+
+/// Every dead alarm `query` lists, following the cursors a page of `limit` at a time; each
+/// page but the last is full.
+async fn all_dead(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String, String)> {
+    let first = format!("/v1/alarms/dead?limit={limit}{query}");
+    all_pages(server, &first, limit, dead_listed).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,26 +457,8 @@ fn objects_listed(page: &Value) -> Vec<(String, String)> {
 /// Every object `query` lists, following the cursors a page of `limit` at a time; each page
 /// but the last is full.
 async fn all_objects(server: &TestServer, query: &str, limit: usize) -> Vec<(String, String)> {
-    let mut listed = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/v1/objects?limit={limit}&{query}");
-        if let Some(cursor) = &cursor {
-            path.push_str(&format!("&cursor={cursor}"));
-        }
-        let (status, page) = server.get(&path).await;
-        assert_eq!(status, 200, "{path}: {page}");
-        let objects = objects_listed(&page);
-        let next = page["next_cursor"].as_str().map(str::to_owned);
-        if next.is_some() {
-            assert_eq!(objects.len(), limit, "{path}: a short page before the last");
-        }
-        listed.extend(objects);
-        match next {
-            Some(next) => cursor = Some(next),
-            None => return listed,
-        }
-    }
+    let first = format!("/v1/objects?limit={limit}&{query}");
+    all_pages(server, &first, limit, objects_listed).await
 }
 
 fn statuses(objects: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -613,12 +593,7 @@ async fn types_health_metrics_and_aliases() {
     let server = TestServer::start(builder(MemoryStorage::new()).build(), open_config()).await;
     let (status, types) = server.get("/v1/types").await;
     assert_eq!(status, 200);
-    let names: Vec<&str> = types["types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|exposed| exposed["name"].as_str().unwrap())
-        .collect();
+    let names = fields(&types["types"], "name");
     assert_eq!(names, ["Counter", "Gated", "Other"]);
     let counter = &types["types"][0];
     assert_eq!(
@@ -873,17 +848,32 @@ async fn http_and_typed_calls_interleaved_on_one_object_all_count() {
     assert!((1..=expected).contains(&version), "{version}");
 }
 
+/// A call of `Gated::hold` on `id`, held at the gate `name` by the time this returns: the gate
+/// and the task that answers the call.
+async fn held_call(
+    server: &TestServer,
+    id: &str,
+    name: &str,
+) -> (Arc<Gate>, JoinHandle<reqwest::Result<reqwest::Response>>) {
+    let held = gate(name);
+    let call = server
+        .request(
+            Method::POST,
+            &format!("/v1/objects/Gated/{id}/call/hold"),
+            None,
+        )
+        .json(&json!({"gate": name}))
+        .send();
+    let call = tokio::spawn(call);
+    held.reached(1).await;
+    (held, call)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_shutdown_lets_the_call_in_flight_finish() {
     let mut server = TestServer::start(builder(MemoryStorage::new()).build(), open_config()).await;
     let runtime = server.runtime.clone();
-    let held = gate("shutdown-in-flight");
-    let call = server
-        .request(Method::POST, "/v1/objects/Gated/g/call/hold", None)
-        .json(&json!({"gate": "shutdown-in-flight"}))
-        .send();
-    let call = tokio::spawn(call);
-    held.reached(1).await;
+    let (held, call) = held_call(&server, "g", "shutdown-in-flight").await;
 
     server.begin_stop();
     // The server stops accepting connections...
@@ -936,13 +926,7 @@ async fn the_grace_period_bounds_the_wait_for_requests_in_flight() {
     config.shutdown_grace = Duration::from_millis(100);
     let mut server = TestServer::start(builder(MemoryStorage::new()).build(), config).await;
     let runtime = server.runtime.clone();
-    let held = gate("grace-bound");
-    let call = server
-        .request(Method::POST, "/v1/objects/Gated/late/call/hold", None)
-        .json(&json!({"gate": "grace-bound"}))
-        .send();
-    let call = tokio::spawn(call);
-    held.reached(1).await;
+    let (held, call) = held_call(&server, "late", "grace-bound").await;
 
     server.begin_stop();
     // The call is still held, yet past the grace the server moves on and shuts the runtime

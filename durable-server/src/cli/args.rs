@@ -184,22 +184,7 @@ pub(crate) enum AlarmsCommand {
         id: String,
     },
     /// Schedule an alarm, replacing a schedule of the same alarm.
-    #[command(group = clap::ArgGroup::new("when").required(true).args(["fire_at", "delay"]))]
-    Set {
-        /// The object type.
-        #[arg(value_name = "TYPE")]
-        type_name: String,
-        /// The object id.
-        id: String,
-        /// The alarm.
-        name: String,
-        /// When it fires (RFC 3339, e.g. 2026-11-25T18:00:00Z).
-        #[arg(long, value_parser = parse_time)]
-        fire_at: Option<SystemTime>,
-        /// After how long it fires (e.g. 30s, 5m, 1h 30m).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        delay: Option<Duration>,
-    },
+    Set(SetAlarm),
     /// Cancel an alarm.
     Cancel {
         /// The object type.
@@ -241,6 +226,35 @@ fn parse_status(text: &str) -> Result<ObjectStatus, String> {
 
 fn parse_time(text: &str) -> Result<SystemTime, String> {
     humantime::parse_rfc3339_weak(text).map_err(|error| error.to_string())
+}
+
+/// The arguments of `alarms set`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("when").required(true).args(["fire_at", "delay"]))]
+pub(crate) struct SetAlarm {
+    /// The object type.
+    #[arg(value_name = "TYPE")]
+    pub(crate) type_name: String,
+    /// The object id.
+    pub(crate) id: String,
+    /// The alarm.
+    pub(crate) name: String,
+    /// When it fires (RFC 3339, e.g. 2026-11-25T18:00:00Z).
+    #[arg(long, value_parser = parse_time)]
+    fire_at: Option<SystemTime>,
+    /// After how long it fires (e.g. 30s, 5m, 1h 30m).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    delay: Option<Duration>,
+}
+
+impl SetAlarm {
+    /// When the alarm fires: at `--fire-at`, else after `--delay`.
+    pub(crate) fn when<T: From<SystemTime> + From<Duration>>(&self) -> T {
+        match (self.fire_at, self.delay) {
+            (Some(time), _) => T::from(time),
+            (None, delay) => T::from(delay.unwrap_or_default()),
+        }
+    }
 }
 
 #[cfg(test)]

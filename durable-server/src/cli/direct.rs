@@ -7,7 +7,7 @@
 //! live runtime would fence a direct write off by its version check, but it is a foot-gun all
 //! the same.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use durable_runtime::inspect::StoreInspector;
 use durable_runtime::storage::{AlarmRecord, ObjectKey};
@@ -24,7 +24,7 @@ use crate::client::{
 };
 
 use super::Store;
-use super::args::{AlarmsCommand, ObjectsCommand, Operation};
+use super::args::{AlarmsCommand, ObjectsCommand, Operation, SetAlarm};
 use super::failure::Failure;
 use super::render::Reply;
 
@@ -143,19 +143,16 @@ impl Direct {
                     alarms: alarms.into_iter().map(alarm_info).collect(),
                 }))
             }
-            AlarmsCommand::Set {
-                type_name,
-                id,
-                name,
-                fire_at,
-                delay,
-            } => {
+            AlarmsCommand::Set(set) => {
                 let runtime = self.runtime_for("schedule an alarm")?;
                 self.check_offline("schedule an alarm")?;
-                let when = match (fire_at, delay) {
-                    (Some(time), _) => AlarmTime::from(time),
-                    (None, delay) => AlarmTime::from(delay.unwrap_or(Duration::ZERO)),
-                };
+                let when: AlarmTime = set.when();
+                let SetAlarm {
+                    type_name,
+                    id,
+                    name,
+                    ..
+                } = set;
                 runtime
                     .schedule_alarm_by_name(&type_name, &id, &name, when)
                     .await?;

@@ -66,18 +66,9 @@ async fn alarms(client: &Client, command: AlarmsCommand) -> Result<Reply, Failur
         AlarmsCommand::List { type_name, id } => Reply::Alarms(AlarmList {
             alarms: alarms.list(&type_name, &id).await?,
         }),
-        AlarmsCommand::Set {
-            type_name,
-            id,
-            name,
-            fire_at,
-            delay,
-        } => {
-            let when = match (fire_at, delay) {
-                (Some(time), _) => AlarmWhen::At(time),
-                (None, delay) => AlarmWhen::After(delay.unwrap_or_default()),
-            };
-            Reply::Scheduled(alarms.set(&type_name, &id, &name, when).await?)
+        AlarmsCommand::Set(set) => {
+            let when: AlarmWhen = set.when();
+            Reply::Scheduled(alarms.set(&set.type_name, &set.id, &set.name, when).await?)
         }
         AlarmsCommand::Cancel {
             type_name,

@@ -288,6 +288,16 @@ fn unexpected(status: u16, body: &[u8]) -> ApiErrorBody {
     }
 }
 
+/// Adds a listing's paging parameters, those given, to `query`.
+fn push_page(query: &mut Vec<(&str, String)>, cursor: Option<&str>, limit: Option<usize>) {
+    if let Some(cursor) = cursor {
+        query.push(("cursor", cursor.to_owned()));
+    }
+    if let Some(limit) = limit {
+        query.push(("limit", limit.to_string()));
+    }
+}
+
 /// Operations on objects, from [`Client::objects`].
 #[derive(Clone, Copy, Debug)]
 pub struct Objects<'a> {
@@ -405,12 +415,7 @@ impl Objects<'_> {
         if let Some(status) = status {
             query.push(("status", status.as_str().to_owned()));
         }
-        if let Some(cursor) = cursor {
-            query.push(("cursor", cursor.to_owned()));
-        }
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
+        push_page(&mut query, cursor, limit);
         let request = self
             .client
             .request(Method::GET, &["v1", "objects"])?
@@ -557,12 +562,7 @@ impl Alarms<'_> {
         if let Some(type_name) = type_name {
             query.push(("type", type_name.to_owned()));
         }
-        if let Some(cursor) = cursor {
-            query.push(("cursor", cursor.to_owned()));
-        }
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
+        push_page(&mut query, cursor, limit);
         let request = self
             .client
             .request(Method::GET, &["v1", "alarms", "dead"])?

@@ -4,16 +4,18 @@ use std::time::SystemTime;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{MatchedPath, State};
 use durable_runtime::storage::truncate_to_micros;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Caller, json_body, page_limit};
-use crate::audit::Mutation;
+use super::{
+    ApiPath, ApiQuery, AppState, Audited, BodyTooLarge, Caller, ObjectPath, WriteRefusals,
+    json_body, page_limit,
+};
 use crate::auth::{Action, Op};
-use crate::error::{ApiError, ErrorEnvelope};
+use crate::error::ApiError;
 use crate::model::{
     AlarmList, Cancelled, DeadAlarmList, Requeue, Requeued, ScheduledAlarm, SetAlarm, format_time,
     parse_time,
@@ -27,10 +29,7 @@ use crate::model::{
     path = "/v1/objects/{type}/{id}/alarms",
     operation_id = "list_alarms",
     tag = "alarms",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "The object's alarms", body = AlarmList),
     ),
@@ -40,9 +39,9 @@ pub(crate) async fn list(
     Caller(caller): Caller,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
 ) -> Result<Json<AlarmList>, ApiError> {
-    state.authorize(&caller, &Action::on_type(Op::Read, &type_name))?;
+    let action = Action::on_type(Op::Read, &type_name);
     state
-        .bounded(async {
+        .authorized(&caller, &action, async {
             let alarms = state.runtime.list_alarms_by_name(&type_name, &id).await?;
             Ok(Json(AlarmList {
                 alarms: alarms.iter().map(Into::into).collect(),
@@ -83,29 +82,23 @@ fn due_time(body: &SetAlarm, now: SystemTime) -> Result<SystemTime, ApiError> {
     path = "/v1/objects/{type}/{id}/alarms",
     operation_id = "set_alarm",
     tag = "alarms",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     request_body(content = SetAlarm, content_type = "application/json"),
     responses(
         (status = 200, description = "The alarm and when it is due", body = ScheduledAlarm),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
+        BodyTooLarge,
     ),
 )]
 pub(crate) async fn set(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ScheduledAlarm>, ApiError> {
     let mut name = None;
     let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Alarms, &type_name))?;
+        state.authorize(&audited.caller, &Action::on_type(Op::Alarms, &type_name))?;
         let body: SetAlarm = json_body(body)?;
         name = Some(body.name.clone());
         // Storage keeps microseconds: the reply shows the time as stored.
@@ -124,15 +117,9 @@ pub(crate) async fn set(
             .await
     }
     .await;
-    Mutation {
-        action: "alarm_set",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: name.as_deref(),
-    }
-    .record(&result);
+    audited
+        .mutation("alarm_set", &type_name, &id, name.as_deref())
+        .record(&result);
     result
 }
 
@@ -145,45 +132,32 @@ pub(crate) async fn set(
     operation_id = "cancel_alarm",
     tag = "alarms",
     params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
+        ObjectPath,
         ("name" = String, Path, description = "The alarm"),
     ),
     responses(
         (status = 200, description = "Whether the alarm was scheduled", body = Cancelled),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
     ),
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id, name)): ApiPath<(String, String, String)>,
 ) -> Result<Json<Cancelled>, ApiError> {
-    let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Alarms, &type_name))?;
-        state
-            .bounded(async {
-                let runtime = &state.runtime;
-                let alarms = runtime.list_alarms_by_name(&type_name, &id).await?;
-                runtime.cancel_alarm_by_name(&type_name, &id, &name).await?;
-                let cancelled = alarms.iter().any(|alarm| alarm.name == name);
-                Ok(Json(Cancelled { cancelled }))
-            })
-            .await
-    }
-    .await;
-    Mutation {
-        action: "alarm_cancel",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: Some(&name),
-    }
-    .record(&result);
+    let action = Action::on_type(Op::Alarms, &type_name);
+    let result = state
+        .authorized(&audited.caller, &action, async {
+            let runtime = &state.runtime;
+            let alarms = runtime.list_alarms_by_name(&type_name, &id).await?;
+            runtime.cancel_alarm_by_name(&type_name, &id, &name).await?;
+            let cancelled = alarms.iter().any(|alarm| alarm.name == name);
+            Ok(Json(Cancelled { cancelled }))
+        })
+        .await;
+    audited
+        .mutation("alarm_cancel", &type_name, &id, Some(&name))
+        .record(&result);
     result
 }
 
@@ -227,9 +201,8 @@ pub(crate) async fn dead(
         Some(type_name) => Action::on_type(Op::Admin, type_name),
         None => Action::on_server(Op::Admin),
     };
-    state.authorize(&caller, &action)?;
     state
-        .bounded(async {
+        .authorized(&caller, &action, async {
             let page = state
                 .runtime
                 .list_dead_alarms_by_name(
@@ -258,42 +231,30 @@ pub(crate) async fn dead(
     request_body(content = Requeue, content_type = "application/json"),
     responses(
         (status = 200, description = "Whether a dead alarm was re-queued", body = Requeued),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
+        BodyTooLarge,
     ),
 )]
 pub(crate) async fn requeue(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Requeued>, ApiError> {
     let body: Requeue = json_body(body)?;
-    let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Admin, &body.type_name))?;
-        state
-            .bounded(async {
-                // Through the object: the check that the alarm is dead and its new schedule
-                // are one step, ordered with the object's calls.
-                let requeued = state
-                    .runtime
-                    .requeue_dead_alarm_by_name(&body.type_name, &body.id, &body.name)
-                    .await?;
-                Ok(Json(Requeued { requeued }))
-            })
-            .await
-    }
-    .await;
-    Mutation {
-        action: "alarm_requeue",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &body.type_name,
-        id: &body.id,
-        name: Some(&body.name),
-    }
-    .record(&result);
+    let action = Action::on_type(Op::Admin, &body.type_name);
+    let result = state
+        .authorized(&audited.caller, &action, async {
+            // Through the object: the check that the alarm is dead and its new schedule are
+            // one step, ordered with the object's calls.
+            let requeued = state
+                .runtime
+                .requeue_dead_alarm_by_name(&body.type_name, &body.id, &body.name)
+                .await?;
+            Ok(Json(Requeued { requeued }))
+        })
+        .await;
+    audited
+        .mutation("alarm_requeue", &body.type_name, &body.id, Some(&body.name))
+        .record(&result);
     result
 }

@@ -63,18 +63,10 @@ pub(crate) async fn openapi(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    if let Some(caller) = state
-        .caller_unless_public(&headers, state.public_openapi)
-        .await?
-    {
-        state.authorize(&caller, &Action::on_server(Op::Admin))?;
-    }
-    let mut response = state.openapi.clone().into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
+    state
+        .admin_unless_public(&headers, state.public_openapi)
+        .await?;
+    Ok(with_content_type(state.openapi.clone(), "application/json"))
 }
 
 /// Metrics.
@@ -94,12 +86,9 @@ pub(crate) async fn metrics(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    if let Some(caller) = state
-        .caller_unless_public(&headers, state.public_metrics)
-        .await?
-    {
-        state.authorize(&caller, &Action::on_server(Op::Admin))?;
-    }
+    state
+        .admin_unless_public(&headers, state.public_metrics)
+        .await?;
     let handle = state.metrics.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
@@ -107,12 +96,19 @@ pub(crate) async fn metrics(
         )
     })?;
     handle.run_upkeep();
-    let mut response = handle.render().into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    Ok(response)
+    Ok(with_content_type(
+        handle.render(),
+        "text/plain; version=0.0.4; charset=utf-8",
+    ))
+}
+
+/// `body` as a response of the media type `content_type`.
+fn with_content_type(body: impl IntoResponse, content_type: &'static str) -> Response {
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 /// Liveness.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequestParts};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -24,9 +24,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::auth::{Action, Authorizer, Principal, PublicEndpoint};
+use crate::audit::Mutation;
+use crate::auth::{Action, Authorizer, Op, Principal, PublicEndpoint};
 use crate::config::ServerConfig;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorEnvelope};
 
 /// What every handler reaches: the runtime and the gateway's settings.
 #[derive(Clone)]
@@ -68,17 +69,30 @@ impl Shared {
         }
     }
 
-    /// The principal of a request to a route that may be public: anonymous if it is,
-    /// authenticated otherwise.
-    pub(crate) async fn caller_unless_public(
+    /// `Ok` for a request to a server route that may be public: at once if it is, else once
+    /// its caller is authenticated (`401`) and allowed to administer the server (`403`).
+    pub(crate) async fn admin_unless_public(
         &self,
-        parts_headers: &axum::http::HeaderMap,
+        headers: &axum::http::HeaderMap,
         public: bool,
-    ) -> Result<Option<Principal>, ApiError> {
+    ) -> Result<(), ApiError> {
         if public {
-            return Ok(None);
+            return Ok(());
         }
-        Ok(Some(self.authorizer.authenticate(parts_headers).await?))
+        let caller = self.authorizer.authenticate(headers).await?;
+        self.authorize(&caller, &Action::on_server(Op::Admin))
+    }
+
+    /// Runs `work` once `caller` is allowed `action`: `403 forbidden` otherwise, `504 timeout`
+    /// past the call timeout.
+    pub(crate) async fn authorized<T>(
+        &self,
+        caller: &Principal,
+        action: &Action<'_>,
+        work: impl Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, ApiError> {
+        self.authorize(caller, action)?;
+        self.bounded(work).await
     }
 
     /// Runs `work` against the runtime, answering `504 timeout` if it takes longer than the
@@ -149,6 +163,46 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The caller of a mutating request and the route it came by: what its audit event names
+/// besides the object.
+pub(crate) struct Audited {
+    pub(crate) caller: Principal,
+    route: MatchedPath,
+}
+
+impl Audited {
+    /// The audit event of `action` on the object `(type_name, id)` (and its handler or alarm
+    /// `name`).
+    pub(crate) fn mutation<'a>(
+        &'a self,
+        action: &'static str,
+        type_name: &'a str,
+        id: &'a str,
+        name: Option<&'a str>,
+    ) -> Mutation<'a> {
+        Mutation {
+            action,
+            principal: self.caller.name(),
+            route: self.route.as_str(),
+            type_name,
+            id,
+            name,
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Audited {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Caller(caller) = Caller::from_request_parts(parts, state).await?;
+        let route = MatchedPath::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::internal("the request matched no route"))?;
+        Ok(Self { caller, route })
+    }
+}
+
 /// `axum::extract::Path` answering a bad path with the gateway's error body.
 #[derive(axum::extract::FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
@@ -168,6 +222,46 @@ pub(crate) fn json_body<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body)
         .map_err(|error| ApiError::invalid_request(format!("invalid request body: {error}")))
 }
+
+/// The path parameters naming an object, as the API documents them.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[expect(
+    dead_code,
+    reason = "documents the parameters; the routes take them as a tuple"
+)]
+pub(crate) struct ObjectPath {
+    /// The object type
+    #[param(rename = "type")]
+    type_name: String,
+    /// The object id
+    id: String,
+}
+
+/// The refusals of a write through an object, as the API documents them.
+#[derive(utoipa::IntoResponses)]
+#[expect(dead_code, reason = "documents the responses; never built")]
+pub(crate) enum WriteRefusals {
+    /// Another writer committed first.
+    #[response(
+        status = 409,
+        description = "`conflict`: another writer committed first"
+    )]
+    Conflict(ErrorEnvelope),
+    /// The object's queue is full.
+    #[response(
+        status = 429,
+        description = "`overloaded`",
+        headers(("Retry-After" = u64, description = "Seconds to wait"))
+    )]
+    Overloaded(ErrorEnvelope),
+}
+
+/// The refusal of a request body past the body limit, as the API documents it.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 413, description = "`body_too_large`")]
+#[expect(dead_code, reason = "documents the response; never built")]
+pub(crate) struct BodyTooLarge(ErrorEnvelope);
 
 /// The default page size of the listings.
 const DEFAULT_LIMIT: usize = 100;

@@ -2,15 +2,17 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{MatchedPath, State};
 use durable_runtime::{Access, LiveStatus, ObjectStatus, Runtime};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{ApiPath, ApiQuery, AppState, Caller, page_limit};
-use crate::audit::Mutation;
+use super::{
+    ApiPath, ApiQuery, AppState, Audited, BodyTooLarge, Caller, ObjectPath, WriteRefusals,
+    page_limit,
+};
 use crate::auth::{Action, Op};
 use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
 use crate::model::{CallReply, Deleted, ObjectList, ObjectSummary, ObjectView, Status};
@@ -41,7 +43,7 @@ const STATUS_CONCURRENCY: usize = 16;
     responses(
         (status = 200, description = "The handler's output", body = CallReply),
         (status = 409, description = "`conflict` (retryable) or `call_cycle`", body = ErrorEnvelope),
-        (status = 413, description = "`body_too_large`", body = ErrorEnvelope),
+        BodyTooLarge,
         (status = 422, description = "`handler_error`: the handler's own error in `details`", body = ErrorEnvelope),
         (status = 429, description = "`overloaded`: the object's queue is full; retry after `Retry-After`", body = ErrorEnvelope,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -49,8 +51,7 @@ const STATUS_CONCURRENCY: usize = 16;
 )]
 pub(crate) async fn call(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id, handler)): ApiPath<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallReply>, ApiError> {
@@ -58,16 +59,8 @@ pub(crate) async fn call(
     let writes = exposed
         .as_ref()
         .is_ok_and(|exposed| exposed.access == Access::Write);
-    let audit = Mutation {
-        action: "call",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: Some(&handler),
-    };
     let result = async {
-        state.authorize(&caller, &Action::call(&type_name, &handler))?;
+        state.authorize(&audited.caller, &Action::call(&type_name, &handler))?;
         let exposed = exposed?;
         let body = body?;
         // An empty body is a call without arguments; anything else is decoded (and refused
@@ -86,7 +79,9 @@ pub(crate) async fn call(
     }
     .await;
     if writes {
-        audit.record(&result);
+        audited
+            .mutation("call", &type_name, &id, Some(&handler))
+            .record(&result);
     }
     result.map(|result| Json(CallReply { result }))
 }
@@ -99,10 +94,7 @@ pub(crate) async fn call(
     path = "/v1/objects/{type}/{id}",
     operation_id = "get_object",
     tag = "objects",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "The object", body = ObjectView),
     ),
@@ -112,9 +104,9 @@ pub(crate) async fn get(
     Caller(caller): Caller,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
 ) -> Result<Json<ObjectView>, ApiError> {
-    state.authorize(&caller, &Action::on_type(Op::Read, &type_name))?;
+    let action = Action::on_type(Op::Read, &type_name);
     state
-        .bounded(async {
+        .authorized(&caller, &action, async {
             let not_found = || {
                 ApiError::new(
                     ErrorCode::ObjectNotFound,
@@ -147,42 +139,27 @@ pub(crate) async fn get(
     path = "/v1/objects/{type}/{id}",
     operation_id = "delete_object",
     tag = "objects",
-    params(
-        ("type" = String, Path, description = "The object type"),
-        ("id" = String, Path, description = "The object id"),
-    ),
+    params(ObjectPath),
     responses(
         (status = 200, description = "Whether a stored state existed", body = Deleted),
-        (status = 409, description = "`conflict`: another writer committed first", body = ErrorEnvelope),
-        (status = 429, description = "`overloaded`", body = ErrorEnvelope,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        WriteRefusals,
     ),
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    Caller(caller): Caller,
-    route: MatchedPath,
+    audited: Audited,
     ApiPath((type_name, id)): ApiPath<(String, String)>,
 ) -> Result<Json<Deleted>, ApiError> {
-    let result = async {
-        state.authorize(&caller, &Action::on_type(Op::Delete, &type_name))?;
-        state
-            .bounded(async {
-                let deleted = state.runtime.delete_by_name(&type_name, &id).await?;
-                Ok(Json(Deleted { deleted }))
-            })
-            .await
-    }
-    .await;
-    Mutation {
-        action: "delete",
-        principal: caller.name(),
-        route: route.as_str(),
-        type_name: &type_name,
-        id: &id,
-        name: None,
-    }
-    .record(&result);
+    let action = Action::on_type(Op::Delete, &type_name);
+    let result = state
+        .authorized(&audited.caller, &action, async {
+            let deleted = state.runtime.delete_by_name(&type_name, &id).await?;
+            Ok(Json(Deleted { deleted }))
+        })
+        .await;
+    audited
+        .mutation("delete", &type_name, &id, None)
+        .record(&result);
     result
 }
 

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use durable_runtime::{Context, Runtime, durable_object};
+use durable_runtime::{AlarmSettings, Context, RetryPolicy, Runtime, durable_object};
 use durable_server::ServerConfig;
 use durable_server::auth::hash_token;
 use schemars::JsonSchema;
@@ -28,6 +28,31 @@ pub async fn within<T>(what: &str, work: impl Future<Output = T>) -> T {
     tokio::time::timeout(DEADLINE, work)
         .await
         .unwrap_or_else(|_| panic!("{what}: no result within {DEADLINE:?}"))
+}
+
+/// Alarm settings under which a failing alarm is polled soon and dead after its first
+/// attempt.
+pub fn dead_after_one_attempt() -> AlarmSettings {
+    AlarmSettings::default()
+        .with_poll_interval(Duration::from_millis(10))
+        .with_retry(RetryPolicy::new(
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            1,
+        ))
+}
+
+/// The string `field` of each item of the JSON array `list`.
+pub fn fields<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|item| {
+            item[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string `{field}` in {item}"))
+        })
+        .collect()
 }
 
 /// A counter with handlers for every kind of outcome.
