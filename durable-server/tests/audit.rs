@@ -279,3 +279,35 @@ async fn every_mutation_and_lifecycle_event_is_audited_and_no_token_is_logged() 
         assert!(!everything.contains(&secret), "a token was logged");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_hung_up_is_still_audited() {
+    let captured = captured();
+    let server =
+        TestServer::start(builder(MemoryStorage::new()).build(), principals_config("")).await;
+    let held = common::gate("hung-up");
+    let call = server
+        .request(
+            Method::POST,
+            "/v1/objects/Gated/hung-up/call/hold",
+            Some(&token("admin")),
+        )
+        .json(&json!({"gate": "hung-up"}))
+        .send();
+    let call = tokio::spawn(call);
+    held.reached(1).await;
+    // The client gives up while the call waits in its handler: its connection closes.
+    call.abort();
+    assert!(call.await.is_err(), "the client was cut off");
+    held.release(1);
+
+    captured.wait_for("request", "hung-up").await;
+    let events = captured.audit_of("hung-up");
+    let request = events
+        .iter()
+        .find(|event| event["event"] == "request")
+        .expect("the call's audit event");
+    assert_eq!(request["action"], "call");
+    assert_eq!(request["outcome"], "ok", "{request}");
+    assert_eq!(request["principal"], "admin");
+}

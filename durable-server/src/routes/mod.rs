@@ -336,8 +336,20 @@ pub(crate) fn build(
         .layer(CatchPanicLayer::custom(panicked))
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn(to_completion))
         .layer(SetSensitiveRequestHeadersLayer::new([AUTHORIZATION]))
         .with_state(state)
+}
+
+/// Runs each request to its end in a task of its own. A client that hangs up makes hyper
+/// drop the request's future; a call it already queued still runs and commits in the object,
+/// and without this its audit event, request metrics and trace would be lost with the future.
+async fn to_completion(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        // Panics are caught inside (`CatchPanicLayer`); one escaping it is re-raised here.
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
 }
 
 /// A panic in the gateway's own code: the error body, without the panic's message.
