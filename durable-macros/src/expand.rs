@@ -9,7 +9,8 @@ use syn::{Item, ItemImpl, ItemStruct};
 use crate::attrs::{ImplArgs, ObjectArgs};
 use crate::codegen;
 use crate::errors::Errors;
-use crate::model::{self, HandlerSet, Object};
+use crate::model::{HandlerSet, Object};
+use crate::state_half;
 
 /// `#[durable_object]` on any item.
 pub(crate) fn durable_object(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -34,7 +35,7 @@ fn object(args: TokenStream, item: &ItemStruct) -> TokenStream {
     let args = ObjectArgs::parse(args, &mut errors);
     let body = match Object::from_ast(item, args, &mut errors) {
         Some(object) => codegen::object(&object),
-        None => model::strip_field_attrs(item).into_token_stream(),
+        None => state_half::model::strip_field_attrs(item).into_token_stream(),
     };
     let errors = errors.finish();
     quote!(#errors #body)

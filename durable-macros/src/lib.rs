@@ -18,6 +18,11 @@
 //!
 //! `expand` holds the entry points and the fallback on errors.
 //!
+//! `#[durable_fsm]` (in `fsm`) runs the same stages. What both macros do alike lives once:
+//! `args` (reading the attribute argument lists), `state_half` (the state struct: fields,
+//! defaults, derives, its codegen) and `impl_half` (the impl block's shape and helper
+//! attributes), each told by a `flavor::Flavor` which macro's words its messages use.
+//!
 //! On errors the expansion still emits the user's item (helper attributes stripped) and as much
 //! generated code as the valid parts allow, so that one mistake gives one error instead of a
 //! cascade of "trait not implemented" and "function not found" errors.
@@ -25,14 +30,18 @@
 //! Set `DURABLE_MACROS_DEBUG=1` while compiling to print every expansion to stderr.
 #![deny(missing_docs)]
 
+mod args;
 mod attrs;
 mod codegen;
 mod duration;
 mod errors;
 mod expand;
+mod flavor;
 mod fsm;
+mod impl_half;
 mod model;
 mod paths;
+mod state_half;
 mod validate;
 
 use proc_macro::TokenStream;

@@ -1,6 +1,7 @@
 //! `#[durable_fsm]`: the same pipeline as `#[durable_object]` (darling receivers in
 //! [`attrs`], an IR built by [`model`] under the rules of [`validate`], output from
-//! [`codegen`]), sharing its field and default machinery, its error accumulator and its
+//! [`codegen`]), sharing the object macro's argument parsing ([`crate::args`]), state struct
+//! ([`crate::state_half`]), impl block shape ([`crate::impl_half`]), error accumulator and
 //! runtime paths.
 
 mod attrs;
@@ -39,7 +40,7 @@ fn state(args: TokenStream, item: &ItemStruct) -> TokenStream {
     let args = FsmArgs::parse(args, &mut errors);
     let body = match FsmStruct::from_ast(item, args, &mut errors) {
         Some(fsm) => codegen::state(&fsm),
-        None => crate::model::strip_field_attrs(item).into_token_stream(),
+        None => crate::state_half::model::strip_field_attrs(item).into_token_stream(),
     };
     let errors = errors.finish();
     quote!(#errors #body)
