@@ -11,7 +11,7 @@ use crate::args;
 use crate::duration;
 use crate::errors::Errors;
 use crate::flavor::Flavor;
-use crate::impl_half::HelperAttr;
+use crate::impl_half::helpers::HelperAttr;
 
 /// The arguments of `#[durable_object(..)]` on the state struct.
 #[derive(Debug, Default, FromMeta)]
@@ -240,6 +240,14 @@ impl HelperAttr for Helper {
             Helper::Handler => "handler",
             Helper::AfterLoad => "after_load",
             Helper::Alarm => "alarm",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Helper::Handler => "a handler",
+            Helper::AfterLoad => "an `#[after_load]` hook",
+            Helper::Alarm => "an `#[alarm]` handler",
         }
     }
 

@@ -16,6 +16,8 @@ pub(crate) struct Flavor {
     pub(crate) state_struct: &'static str,
     /// The state struct as the impl block's shape rule calls it.
     pub(crate) impl_target: &'static str,
+    /// What calls the marked methods: "the runtime", "the engine".
+    pub(crate) caller: &'static str,
 }
 
 impl Flavor {
@@ -27,6 +29,7 @@ impl Flavor {
         stored_under: "each object type is stored under one name",
         state_struct: "the state struct",
         impl_target: "the object's struct",
+        caller: "the runtime",
     };
 
     /// `#[durable_fsm]`.
@@ -37,5 +40,6 @@ impl Flavor {
         stored_under: "its instances are stored under one name",
         state_struct: "the FSM's state struct",
         impl_target: "the FSM's state struct",
+        caller: "the engine",
     };
 }

@@ -12,7 +12,7 @@ use syn::{Attribute, FnArg, Ident, ImplItemFn, ItemImpl, ItemStruct, Pat, Type};
 use crate::attrs::{HandlerArgs, Helper, ImplArgs, ObjectArgs};
 use crate::errors::Errors;
 use crate::flavor::Flavor;
-use crate::impl_half;
+use crate::impl_half::{block, helpers, signature};
 use crate::paths::Root;
 use crate::state_half::model::StateStruct;
 use crate::validate;
@@ -207,8 +207,8 @@ impl HandlerSet {
         args: ImplArgs,
         errors: &mut Errors,
     ) -> Result<Self, Box<ItemImpl>> {
-        let marked = impl_half::strip_helpers::<Helper>(&mut item);
-        let Some(object) = impl_half::impl_shape(&item, Flavor::OBJECT, errors) else {
+        let marked = helpers::strip_helpers::<Helper>(&mut item);
+        let Some(object) = block::impl_shape(&item, Flavor::OBJECT, errors) else {
             return Err(Box::new(item));
         };
 
@@ -221,10 +221,10 @@ impl HandlerSet {
             for (_, attr) in &marked.helpers {
                 Helper::check_bare(attr, errors);
             }
-            let Some(method) = impl_half::marked_method(&item, marked, errors) else {
+            let Some(method) = helpers::marked_method(&item, marked, errors) else {
                 continue;
             };
-            let Some((helper, attr)) = impl_half::one_helper(&marked.helpers, errors) else {
+            let Some((helper, attr)) = helpers::one_helper(&marked.helpers, errors) else {
                 continue;
             };
             match helper {
@@ -297,7 +297,7 @@ impl Handler {
     fn from_fn(method: &ImplItemFn, object: &Ident, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
         let client = validate::handler_name(&sig.ident, object, errors);
-        let mut stub = !validate::plain_signature(sig, Helper::Handler, errors);
+        let mut stub = !signature::plain_signature(sig, Helper::Handler, Flavor::OBJECT, errors);
         let mirrorable = validate::no_generics(&sig.generics, Helper::Handler, errors);
         let access = validate::handler_receiver(sig, errors);
         stub |= access.is_none();
@@ -380,7 +380,7 @@ impl AfterLoad {
     /// how.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, Helper::AfterLoad, errors);
+        let plain = signature::plain_signature(sig, Helper::AfterLoad, Flavor::OBJECT, errors);
         let generics = validate::no_generics(&sig.generics, Helper::AfterLoad, errors);
         let receiver = validate::hook_receiver(sig, Helper::AfterLoad, errors);
         let takes_ctx = validate::after_load_inputs(sig, errors);
@@ -409,7 +409,7 @@ impl AlarmHandler {
     /// Reads one `#[alarm]` method. `None` when its signature is wrong; the errors say how.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, Helper::Alarm, errors);
+        let plain = signature::plain_signature(sig, Helper::Alarm, Flavor::OBJECT, errors);
         let generics = validate::no_generics(&sig.generics, Helper::Alarm, errors);
         let receiver = validate::hook_receiver(sig, Helper::Alarm, errors);
         let inputs = validate::alarm_inputs(sig, errors);

@@ -7,12 +7,15 @@ use std::collections::HashMap;
 use syn::ext::IdentExt;
 use syn::visit::{self, Visit};
 use syn::{
-    FnArg, GenericArgument, GenericParam, Generics, Ident, ImplItem, ItemImpl, Path, PathArguments,
-    ReceiverKind, ReturnType, Safety, Signature, Type,
+    GenericArgument, GenericParam, Generics, Ident, ItemImpl, Path, PathArguments, ReceiverKind,
+    ReturnType, Signature, Type,
 };
 
 use crate::attrs::Helper;
 use crate::errors::Errors;
+use crate::impl_half::block;
+use crate::impl_half::helpers::HelperAttr;
+use crate::impl_half::signature;
 use crate::model::{Access, AlarmHandler, ErrorType, Handler, Output};
 
 /// What a rule found wrong with a type in a signature, from mild to severe.
@@ -79,51 +82,11 @@ pub(crate) fn handler_name(method: &Ident, object: &Ident, errors: &mut Errors) 
     }
 }
 
-/// What `helper` is called in messages.
-fn what(helper: Helper) -> &'static str {
-    match helper {
-        Helper::Handler => "a handler",
-        Helper::AfterLoad => "an `#[after_load]` hook",
-        Helper::Alarm => "an `#[alarm]` handler",
-    }
-}
-
-/// A handler or hook is a plain method: not `const`, `unsafe`, `extern` or variadic.
-pub(crate) fn plain_signature(sig: &Signature, helper: Helper, errors: &mut Errors) -> bool {
-    let what = what(helper);
-    let mut ok = true;
-    if let Some(constness) = &sig.constness {
-        ok = false;
-        errors.spanned(
-            constness,
-            format!("{what} cannot be `const`: remove `const`"),
-        );
-    }
-    if let Safety::Unsafe(unsafety) = &sig.safety {
-        ok = false;
-        errors.spanned(
-            unsafety,
-            format!(
-                "{what} cannot be `unsafe`: the runtime calls it as a safe method; remove `unsafe`"
-            ),
-        );
-    }
-    if let Some(abi) = &sig.abi {
-        ok = false;
-        errors.spanned(abi, format!("{what} cannot be `extern`: remove the ABI"));
-    }
-    if let Some(variadic) = &sig.variadic {
-        ok = false;
-        errors.spanned(variadic, format!("{what} cannot be variadic"));
-    }
-    ok
-}
-
 /// A handler or hook has no generic or lifetime parameters.
 ///
 /// Its client must name concrete, owned types, which travel through the runtime's queue.
 pub(crate) fn no_generics(generics: &Generics, helper: Helper, errors: &mut Errors) -> bool {
-    let what = what(helper);
+    let what = helper.what();
     let mut ok = true;
     if !generics.params.is_empty() {
         ok = false;
@@ -147,14 +110,7 @@ pub(crate) fn no_generics(generics: &Generics, helper: Helper, errors: &mut Erro
             );
         }
     }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            format!("{what} cannot have a `where` clause: remove it"),
-        );
-    }
-    ok
+    signature::no_where_clause(generics, helper, errors) && ok
 }
 
 /// Whether `ty` is `Self` (a path of one segment, without arguments).
@@ -389,23 +345,7 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
             "an `#[after_load]` hook borrows the object: write `fn {name}(&mut self)` or `fn {name}(&mut self, ctx: &Context)`"
         ),
     };
-    match sig.receiver() {
-        Some(receiver) => match &receiver.kind {
-            ReceiverKind::Reference(_, None, _) => true,
-            ReceiverKind::Reference(_, Some(lifetime), _) => {
-                errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
-                false
-            }
-            _ => {
-                errors.spanned(receiver, fix);
-                false
-            }
-        },
-        None => {
-            errors.spanned(name, fix);
-            false
-        }
-    }
+    signature::borrowing_receiver(sig, fix, errors)
 }
 
 /// The after-load hook takes nothing but, optionally, `ctx: &Context`. Returns whether it
@@ -413,11 +353,7 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
 pub(crate) fn after_load_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
     let mut takes_ctx = false;
     let mut ok = true;
-    let typed = sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    });
-    for (position, input) in typed.enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         if position == 0 && context_reference(&input.ty) == Some(false) {
             takes_ctx = true;
             continue;
@@ -443,11 +379,7 @@ pub(crate) fn alarm_inputs(sig: &Signature, errors: &mut Errors) -> Option<(bool
     let mut takes_ctx = false;
     let mut takes_attempt = false;
     let mut ok = true;
-    let typed = sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    });
-    for (position, input) in typed.enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         if position == 0 && context_reference(&input.ty) == Some(false) {
             takes_ctx = true;
         } else if !takes_attempt && position == usize::from(takes_ctx) && is_u32(&input.ty) {
@@ -472,7 +404,7 @@ pub(crate) fn alarm_names(
     object: &Ident,
     errors: &mut Errors,
 ) -> Vec<AlarmHandler> {
-    let items: HashMap<String, &Ident> = value_items(item);
+    let items: HashMap<String, &Ident> = block::value_items(item);
     let mut seen: HashMap<String, (Ident, bool)> = HashMap::new();
     let mut kept = Vec::with_capacity(alarms.len());
     for alarm in alarms {
@@ -505,21 +437,6 @@ pub(crate) fn alarm_names(
     kept
 }
 
-/// The functions and constants of an impl block by name (the value namespace generated items
-/// share).
-fn value_items(item: &ItemImpl) -> HashMap<String, &Ident> {
-    let mut items = HashMap::new();
-    for impl_item in &item.items {
-        let ident = match impl_item {
-            ImplItem::Fn(method) => &method.sig.ident,
-            ImplItem::Const(constant) => &constant.ident,
-            _ => continue,
-        };
-        items.entry(ident.unraw().to_string()).or_insert(ident);
-    }
-    items
-}
-
 /// Every generated client has a name of its own: no two handlers share a client name, no
 /// client is `handle` (taken by the generated `<Object>::handle`) or `id` (taken by
 /// `<Object>Handle::id`), and no client has the name of another method of the impl block.
@@ -545,7 +462,7 @@ pub(crate) fn client_names(
     object: &Ident,
     errors: &mut Errors,
 ) -> Vec<Handler> {
-    let methods = value_items(item);
+    let methods = block::value_items(item);
     if let Some(method) = methods.get("handle") {
         errors.spanned(
             method,

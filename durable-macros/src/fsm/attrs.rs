@@ -10,7 +10,7 @@ use crate::args;
 use crate::attrs::TypeNameArg;
 use crate::errors::Errors;
 use crate::flavor::Flavor;
-use crate::impl_half::HelperAttr;
+use crate::impl_half::helpers::HelperAttr;
 
 /// The arguments of `#[durable_fsm(..)]` on the state struct.
 #[derive(Debug, Default, FromMeta)]
@@ -222,6 +222,13 @@ impl HelperAttr for FsmHelper {
         match self {
             FsmHelper::Step => "step",
             FsmHelper::OnError => "on_error",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            FsmHelper::Step => "a step",
+            FsmHelper::OnError => "the `#[on_error]` handler",
         }
     }
 

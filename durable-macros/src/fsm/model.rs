@@ -11,7 +11,7 @@ use super::attrs::{FsmArgs, FsmHelper, FsmImplArgs, StepArgs};
 use super::validate;
 use crate::errors::Errors;
 use crate::flavor::Flavor;
-use crate::impl_half;
+use crate::impl_half::{block, helpers, signature};
 use crate::paths::Root;
 use crate::state_half::model::StateStruct;
 
@@ -108,8 +108,8 @@ impl StepSet {
         args: FsmImplArgs,
         errors: &mut Errors,
     ) -> Result<Self, Box<ItemImpl>> {
-        let marked = impl_half::strip_helpers::<FsmHelper>(&mut item);
-        let Some(object) = impl_half::impl_shape(&item, Flavor::FSM, errors) else {
+        let marked = helpers::strip_helpers::<FsmHelper>(&mut item);
+        let Some(object) = block::impl_shape(&item, Flavor::FSM, errors) else {
             return Err(Box::new(item));
         };
         let mut steps = Vec::new();
@@ -117,10 +117,10 @@ impl StepSet {
         let mut on_error: Option<ErrorFn> = None;
         let mut first_on_error: Option<Ident> = None;
         for marked in &marked {
-            let Some(method) = impl_half::marked_method(&item, marked, errors) else {
+            let Some(method) = helpers::marked_method(&item, marked, errors) else {
                 continue;
             };
-            let Some((helper, attr)) = impl_half::one_helper(&marked.helpers, errors) else {
+            let Some((helper, attr)) = helpers::one_helper(&marked.helpers, errors) else {
                 continue;
             };
             match helper {
@@ -176,7 +176,7 @@ impl StepFn {
     /// how).
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, FsmHelper::Step, errors);
+        let plain = signature::plain_signature(sig, FsmHelper::Step, Flavor::FSM, errors);
         let generics = validate::no_generics(&sig.generics, FsmHelper::Step, errors);
         let receiver = validate::receiver(sig, FsmHelper::Step, errors);
         let takes_ctx = validate::step_inputs(sig, errors);
@@ -205,7 +205,7 @@ impl ErrorFn {
     /// Reads the `#[on_error]` method. `None` when its signature is wrong.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, FsmHelper::OnError, errors);
+        let plain = signature::plain_signature(sig, FsmHelper::OnError, Flavor::FSM, errors);
         let generics = validate::no_generics(&sig.generics, FsmHelper::OnError, errors);
         let receiver = validate::receiver(sig, FsmHelper::OnError, errors);
         let takes_ctx = validate::on_error_inputs(sig, errors);

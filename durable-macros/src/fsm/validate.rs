@@ -4,14 +4,14 @@
 
 use std::collections::HashMap;
 
-use syn::ext::IdentExt;
-use syn::{
-    FnArg, Generics, Ident, ImplItem, ItemImpl, ReceiverKind, ReturnType, Safety, Signature, Type,
-};
+use syn::{Generics, Ident, ItemImpl, ReturnType, Signature, Type};
 
 use super::attrs::FsmHelper;
 use super::model::StepFn;
 use crate::errors::Errors;
+use crate::impl_half::block;
+use crate::impl_half::helpers::HelperAttr;
+use crate::impl_half::signature;
 
 /// Exactly one step is `#[step(initial)]`: new instances start there. Returns it.
 pub(crate) fn one_initial(
@@ -45,67 +45,21 @@ pub(crate) fn one_initial(
     }
 }
 
-/// What `helper` is called in messages.
-fn what(helper: FsmHelper) -> &'static str {
-    match helper {
-        FsmHelper::Step => "a step",
-        FsmHelper::OnError => "the `#[on_error]` handler",
-    }
-}
-
-/// A step or the error handler is a plain method: not `const`, `unsafe`, `extern` or variadic.
-pub(crate) fn plain_signature(sig: &Signature, helper: FsmHelper, errors: &mut Errors) -> bool {
-    let what = what(helper);
-    let mut ok = true;
-    if let Some(constness) = &sig.constness {
-        ok = false;
-        errors.spanned(
-            constness,
-            format!("{what} cannot be `const`: remove `const`"),
-        );
-    }
-    if let Safety::Unsafe(unsafety) = &sig.safety {
-        ok = false;
-        errors.spanned(
-            unsafety,
-            format!(
-                "{what} cannot be `unsafe`: the engine calls it as a safe method; remove `unsafe`"
-            ),
-        );
-    }
-    if let Some(abi) = &sig.abi {
-        ok = false;
-        errors.spanned(abi, format!("{what} cannot be `extern`: remove the ABI"));
-    }
-    if let Some(variadic) = &sig.variadic {
-        ok = false;
-        errors.spanned(variadic, format!("{what} cannot be variadic"));
-    }
-    ok
-}
-
 /// A step or the error handler has no generic or lifetime parameters: the engine calls it by
 /// its stored name.
 pub(crate) fn no_generics(generics: &Generics, helper: FsmHelper, errors: &mut Errors) -> bool {
-    let what = what(helper);
     let mut ok = true;
     if !generics.params.is_empty() {
         ok = false;
         errors.spanned(
             generics,
             format!(
-                "{what} cannot have generic or lifetime parameters: the engine calls it by its stored name; remove them"
+                "{} cannot have generic or lifetime parameters: the engine calls it by its stored name; remove them",
+                helper.what()
             ),
         );
     }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            format!("{what} cannot have a `where` clause: remove it"),
-        );
-    }
-    ok
+    signature::no_where_clause(generics, helper, errors) && ok
 }
 
 /// A step or the error handler borrows the state: `&mut self` (or `&self` for one that
@@ -120,23 +74,7 @@ pub(crate) fn receiver(sig: &Signature, helper: FsmHelper, errors: &mut Errors) 
             "the `#[on_error]` handler borrows the FSM's state: write `fn {name}(&mut self, error: StepError, ctx: &StepContext) -> Outcome<Self>`"
         ),
     };
-    match sig.receiver() {
-        Some(receiver) => match &receiver.kind {
-            ReceiverKind::Reference(_, None, _) => true,
-            ReceiverKind::Reference(_, Some(lifetime), _) => {
-                errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
-                false
-            }
-            _ => {
-                errors.spanned(receiver, fix);
-                false
-            }
-        },
-        None => {
-            errors.spanned(name, fix);
-            false
-        }
-    }
+    signature::borrowing_receiver(sig, fix, errors)
 }
 
 /// Whether `ty` is `&StepContext` (or `&path::StepContext`): `Some(true)` for `&mut`.
@@ -155,20 +93,12 @@ fn context_reference(ty: &Type) -> Option<bool> {
     .then_some(reference.mutability.is_some())
 }
 
-/// The typed inputs of `sig` (after the receiver).
-fn typed_inputs(sig: &Signature) -> impl Iterator<Item = &syn::PatType> {
-    sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    })
-}
-
 /// A step takes, after `self`, nothing or `ctx: &StepContext`. Returns whether it takes the
 /// context, or `None` after an error.
 pub(crate) fn step_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
     let mut takes_ctx = false;
     let mut ok = true;
-    for (position, input) in typed_inputs(sig).enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         match context_reference(&input.ty) {
             Some(false) if position == 0 => takes_ctx = true,
             Some(true) => {
@@ -217,7 +147,7 @@ fn is_step_error(ty: &Type) -> bool {
 /// The error handler takes, after `self`, `error: StepError` and optionally
 /// `ctx: &StepContext`. Returns whether it takes the context, or `None` after an error.
 pub(crate) fn on_error_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
-    let inputs: Vec<&syn::PatType> = typed_inputs(sig).collect();
+    let inputs: Vec<&syn::PatType> = signature::typed_inputs(sig).collect();
     let mut ok = true;
     let mut takes_ctx = false;
     match inputs.first() {
@@ -283,49 +213,44 @@ pub(crate) fn step_names(
     fsm: &Ident,
     errors: &mut Errors,
 ) -> Vec<StepFn> {
-    let mut items: HashMap<String, &Ident> = HashMap::new();
-    for impl_item in &item.items {
-        let ident = match impl_item {
-            ImplItem::Fn(method) => &method.sig.ident,
-            ImplItem::Const(constant) => &constant.ident,
-            _ => continue,
-        };
-        items.entry(ident.unraw().to_string()).or_insert(ident);
-    }
+    let items = block::value_items(item);
     let mut seen: HashMap<String, Ident> = HashMap::new();
     let mut kept = Vec::with_capacity(steps.len());
     for step in steps {
         let constant = step.constant.to_string();
         let method = &step.method;
-        if RESERVED.contains(&constant.as_str()) {
-            errors.spanned(
+        // The first clash found, spanned where the fix goes.
+        let clash = if RESERVED.contains(&constant.as_str()) {
+            Some((
                 method,
                 format!(
                     "the step `{method}` would have the constant `{fsm}::{constant}`, which would hide `Fsm::{constant}`: rename the step"
                 ),
-            );
-            continue;
-        }
-        if let Some(other) = items.get(&constant) {
-            errors.spanned(
-                other,
+            ))
+        } else if let Some(other) = items.get(&constant) {
+            Some((
+                *other,
                 format!(
                     "`{constant}` clashes with `{fsm}::{constant}`, the constant generated for the step `{method}`: rename one of them"
                 ),
-            );
-            continue;
+            ))
+        } else {
+            seen.get(&constant).map(|first| {
+                (
+                    method,
+                    format!(
+                        "the steps `{first}` and `{method}` would both have the constant `{fsm}::{constant}`: rename one of them"
+                    ),
+                )
+            })
+        };
+        match clash {
+            Some((span, message)) => errors.spanned(span, message),
+            None => {
+                seen.insert(constant, method.clone());
+                kept.push(step);
+            }
         }
-        if let Some(first) = seen.get(&constant) {
-            errors.spanned(
-                method,
-                format!(
-                    "the steps `{first}` and `{method}` would both have the constant `{fsm}::{constant}`: rename one of them"
-                ),
-            );
-            continue;
-        }
-        seen.insert(constant, method.clone());
-        kept.push(step);
     }
     kept
 }

@@ -1,11 +1,9 @@
-//! The impl block, as far as both macros read it alike: its shape (an inherent impl of a
-//! plain type path) and the helper attributes on its items, stripped and grouped per item.
-//! Each macro's own rules for the marked methods stay in its `validate` module.
+//! The helper attributes of the impl block's items (`#[handler]`, `#[step]`, ..): which
+//! macro's set they belong to, stripped from the items and grouped per item.
 
-use syn::{Attribute, Ident, ImplItem, ItemImpl, Type};
+use syn::{Attribute, ImplItem, ItemImpl};
 
 use crate::errors::Errors;
-use crate::flavor::Flavor;
 
 /// A macro's set of helper attributes (`#[handler]`, `#[step]`, ..).
 pub(crate) trait HelperAttr: Copy + PartialEq {
@@ -15,6 +13,9 @@ pub(crate) trait HelperAttr: Copy + PartialEq {
 
     /// The attribute's name, for messages.
     fn name(self) -> &'static str;
+
+    /// What a method with this helper is called in messages: "a handler", "a step".
+    fn what(self) -> &'static str;
 
     /// The message for a method that carries two different helpers.
     const MIXED: &'static str;
@@ -26,53 +27,6 @@ pub(crate) struct Marked<H> {
     pub(crate) index: usize,
     /// The helper attributes it carried, never none.
     pub(crate) helpers: Vec<(H, Attribute)>,
-}
-
-/// The impl half is an inherent, non-generic impl of a plain type path (`impl Counter`).
-/// Returns the type's name.
-pub(crate) fn impl_shape(item: &ItemImpl, flavor: Flavor, errors: &mut Errors) -> Option<Ident> {
-    let Flavor {
-        attribute,
-        noun,
-        example,
-        impl_target,
-        ..
-    } = flavor;
-    let mut ok = true;
-    if let Some((path, _)) = &item.trait_ {
-        ok = false;
-        errors.spanned(
-            path,
-            format!(
-                "`#[{attribute}]` goes on the {noun}'s inherent impl block (`impl {example} {{ .. }}`), not on a trait impl"
-            ),
-        );
-    }
-    if !item.generics.params.is_empty() {
-        ok = false;
-        errors.spanned(
-            &item.generics,
-            format!("a durable {noun} cannot be generic: remove the parameters of this impl block"),
-        );
-    }
-    let name = match &*item.self_ty {
-        Type::Path(path) if path.qself.is_none() => path
-            .path
-            .segments
-            .last()
-            .filter(|last| last.arguments.is_none())
-            .map(|last| last.ident.clone()),
-        _ => None,
-    };
-    if name.is_none() {
-        errors.spanned(
-            &item.self_ty,
-            format!(
-                "`#[{attribute}]` goes on the impl block of {impl_target}: `impl {example} {{ .. }}`"
-            ),
-        );
-    }
-    name.filter(|_| ok)
 }
 
 /// Removes the helper attributes from every item of the impl block, saying which items
