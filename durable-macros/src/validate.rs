@@ -177,15 +177,7 @@ pub(crate) enum ContextArg {
 
 /// Whether `ty` is `&Context` or `&path::Context`: `Some(true)` for a `&mut` reference.
 fn context_reference(ty: &Type) -> Option<bool> {
-    let Type::Reference(reference) = ty else {
-        return None;
-    };
-    let Type::Path(path) = &*reference.elem else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    (path.qself.is_none() && last.ident == "Context" && last.arguments.is_none())
-        .then_some(reference.mutability.is_some())
+    signature::reference_to(ty, "Context").map(|reference| reference.mutability.is_some())
 }
 
 /// The context, if a handler takes it, comes first after `self`, as `&Context`.

@@ -79,18 +79,9 @@ pub(crate) fn receiver(sig: &Signature, helper: FsmHelper, errors: &mut Errors) 
 
 /// Whether `ty` is `&StepContext` (or `&path::StepContext`): `Some(true)` for `&mut`.
 fn context_reference(ty: &Type) -> Option<bool> {
-    let Type::Reference(reference) = ty else {
-        return None;
-    };
-    let Type::Path(path) = &*reference.elem else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    (path.qself.is_none()
-        && last.ident == "StepContext"
-        && last.arguments.is_none()
-        && reference.lifetime.is_none())
-    .then_some(reference.mutability.is_some())
+    signature::reference_to(ty, "StepContext")
+        .filter(|reference| reference.lifetime.is_none())
+        .map(|reference| reference.mutability.is_some())
 }
 
 /// A step takes, after `self`, nothing or `ctx: &StepContext`. Returns whether it takes the
@@ -123,16 +114,19 @@ pub(crate) fn step_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> 
 /// A step returns `Outcome<Self>` or `Result<Outcome<Self>, E>` (checked by the compiler on
 /// the return type; here only its presence). Returns the type.
 pub(crate) fn step_output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
+    let missing = format!(
+        "a step says what happens next: add `-> Outcome<Self>` (or `-> Result<Outcome<Self>, E>`) to `{}` and return, say, `Outcome::next(Self::OTHER_STEP)` or `Outcome::done(result)`",
+        sig.ident
+    );
+    written_output(sig, missing, errors)
+}
+
+/// The return type of `sig`, or `None` after reporting `missing` at its name when it has none.
+fn written_output(sig: &Signature, missing: String, errors: &mut Errors) -> Option<Type> {
     match &sig.output {
         ReturnType::Type(_, ty) => Some((**ty).clone()),
         ReturnType::Default => {
-            errors.spanned(
-                &sig.ident,
-                format!(
-                    "a step says what happens next: add `-> Outcome<Self>` (or `-> Result<Outcome<Self>, E>`) to `{}` and return, say, `Outcome::next(Self::OTHER_STEP)` or `Outcome::done(result)`",
-                    sig.ident
-                ),
-            );
+            errors.spanned(&sig.ident, missing);
             None
         }
     }
@@ -186,19 +180,11 @@ pub(crate) fn on_error_inputs(sig: &Signature, errors: &mut Errors) -> Option<bo
 
 /// The error handler returns `Outcome<Self>` (any outcome, the seed's `handle/2`).
 pub(crate) fn on_error_output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
-    match &sig.output {
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
-        ReturnType::Default => {
-            errors.spanned(
-                &sig.ident,
-                format!(
-                    "the `#[on_error]` handler decides what happens: add `-> Outcome<Self>` to `{}` (return `Outcome::retry(..)`, `Outcome::stop(error)`, ..)",
-                    sig.ident
-                ),
-            );
-            None
-        }
-    }
+    let missing = format!(
+        "the `#[on_error]` handler decides what happens: add `-> Outcome<Self>` to `{}` (return `Outcome::retry(..)`, `Outcome::stop(error)`, ..)",
+        sig.ident
+    );
+    written_output(sig, missing, errors)
 }
 
 /// Names the generated constants must not take: they would hide the `Fsm` trait's.

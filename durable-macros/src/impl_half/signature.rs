@@ -1,7 +1,7 @@
 //! The rules every method marked with a helper attribute follows, in both macros: a plain
 //! method, without a `where` clause, borrowing the state through `self`.
 
-use syn::{FnArg, Generics, PatType, ReceiverKind, Safety, Signature};
+use syn::{FnArg, Generics, PatType, ReceiverKind, Safety, Signature, Type, TypeReference};
 
 use super::helpers::HelperAttr;
 use crate::errors::Errors;
@@ -90,4 +90,17 @@ pub(crate) fn typed_inputs(sig: &Signature) -> impl Iterator<Item = &PatType> {
         FnArg::Typed(typed) => Some(typed),
         FnArg::Receiver(_) => None,
     })
+}
+
+/// `ty` when it is a reference to the type named `name` (`&Name` or `&path::Name`, without
+/// generic arguments): how the context argument of a marked method is recognised.
+pub(crate) fn reference_to<'a>(ty: &'a Type, name: &str) -> Option<&'a TypeReference> {
+    let Type::Reference(reference) = ty else {
+        return None;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    (path.qself.is_none() && last.ident == name && last.arguments.is_none()).then_some(reference)
 }
