@@ -9,29 +9,24 @@ mod codegen;
 mod model;
 mod validate;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::{Item, ItemImpl, ItemStruct};
 
+use crate::entry::{self, Halves};
 use crate::errors::Errors;
+use crate::flavor::Flavor;
 use attrs::{FsmArgs, FsmImplArgs};
 use model::{FsmStruct, StepSet};
 
 /// `#[durable_fsm]` on any item.
 pub(crate) fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {
-    let output = match syn::parse2::<Item>(input.clone()) {
-        Ok(Item::Struct(item)) => state(args, &item),
-        Ok(Item::Impl(item)) => steps(args, item),
-        Ok(item) => misplaced(&item),
-        Err(error) => {
-            let error = error.into_compile_error();
-            quote!(#error #input)
-        }
+    let halves = Halves {
+        on_struct: state,
+        on_impl: steps,
+        misplaced,
     };
-    if std::env::var_os("DURABLE_MACROS_DEBUG").is_some() {
-        eprintln!("#[durable_fsm] expansion:\n{output}\n");
-    }
-    output
+    entry::expand(Flavor::FSM, halves, args, input)
 }
 
 /// The struct half.
@@ -60,11 +55,7 @@ fn steps(args: TokenStream, item: ItemImpl) -> TokenStream {
 
 /// `#[durable_fsm]` on something that is neither a struct nor an impl block.
 fn misplaced(item: &Item) -> TokenStream {
-    let span = item
-        .to_token_stream()
-        .into_iter()
-        .next()
-        .map_or_else(Span::call_site, |token| token.span());
+    let span = entry::first_span(item);
     let message = match item {
         Item::Enum(item) => format!(
             "the state of a durable FSM is a struct with named fields, not an enum: write `struct {0} {{ state: {0}State, .. }}` and keep the enum in a field (the FSM's steps are its states)",
@@ -75,16 +66,4 @@ fn misplaced(item: &Item) -> TokenStream {
     };
     let error = syn::Error::new(span, message).into_compile_error();
     quote!(#error #item)
-}
-
-/// `#[step]` or `#[on_error]` outside a `#[durable_fsm]` impl block.
-pub(crate) fn stray_helper(name: &str, input: TokenStream) -> TokenStream {
-    let error = syn::Error::new(
-        Span::call_site(),
-        format!(
-            "`#[{name}]` only has meaning inside a `#[durable_fsm]` impl block: add `#[durable_fsm]` to the impl block, or remove `#[{name}]`"
-        ),
-    )
-    .into_compile_error();
-    quote!(#error #input)
 }
