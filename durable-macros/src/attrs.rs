@@ -3,13 +3,15 @@
 //! `#[field(..)]` on state fields ([`FieldAttrs`]), and the recognition of the helper
 //! attributes `#[handler]` / `#[after_load]` ([`Helper`]).
 
-use darling::ast::NestedMeta;
 use darling::{Error, FromField, FromMeta};
 use proc_macro2::TokenStream;
 use syn::{Attribute, Expr, ExprLit, Lit, Meta};
 
+use crate::args;
 use crate::duration;
 use crate::errors::Errors;
+use crate::flavor::Flavor;
+use crate::impl_half::helpers::HelperAttr;
 
 /// The arguments of `#[durable_object(..)]` on the state struct.
 #[derive(Debug, Default, FromMeta)]
@@ -43,20 +45,10 @@ impl ObjectArgs {
     /// what parsed (at least `crate = ..` when it is valid, so that generated code still
     /// resolves and errors do not cascade).
     pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
-        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        else {
-            return Self::default();
-        };
-        match Self::from_list(&items) {
-            Ok(args) => args,
-            Err(error) => {
-                errors.push(error);
-                Self {
-                    krate: crate_option(&items),
-                    ..Self::default()
-                }
-            }
-        }
+        args::parse_struct(args, errors, |krate| Self {
+            krate,
+            ..Self::default()
+        })
     }
 }
 
@@ -75,48 +67,11 @@ impl ImplArgs {
     /// Parses the impl attribute's arguments, saying where struct options belong when they
     /// are given here.
     pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
-        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        else {
-            return Self::default();
-        };
-        let (misplaced, rest): (Vec<_>, Vec<_>) = items.into_iter().partition(|item| {
-            matches!(item, NestedMeta::Meta(meta)
-                if OBJECT_OPTIONS.iter().any(|name| meta.path().is_ident(name)))
-        });
-        for item in &misplaced {
-            if let NestedMeta::Meta(meta) = item {
-                let name = meta.path().get_ident().map(ToString::to_string);
-                errors.spanned(
-                    meta,
-                    format!(
-                        "`{}` is an option of the state struct: write it in the struct's `#[durable_object(..)]`",
-                        name.unwrap_or_default()
-                    ),
-                );
-            }
-        }
-        match Self::from_list(&rest) {
-            Ok(args) => args,
-            Err(error) => {
-                errors.push(error);
-                Self {
-                    krate: crate_option(&rest),
-                    expose: false,
-                }
-            }
-        }
+        args::parse_impl(args, OBJECT_OPTIONS, Flavor::OBJECT, errors, |krate| Self {
+            krate,
+            expose: false,
+        })
     }
-}
-
-/// The value of `crate = ".."` among `items`, if it parses, for best-effort codegen after
-/// other options failed.
-fn crate_option(items: &[NestedMeta]) -> Option<syn::Path> {
-    items.iter().find_map(|item| match item {
-        NestedMeta::Meta(Meta::NameValue(nv)) if nv.path.is_ident("crate") => {
-            syn::Path::from_expr(&nv.value).ok()
-        }
-        _ => None,
-    })
 }
 
 /// A duration option: a string literal parsed by `humantime` at compile time.
@@ -272,9 +227,15 @@ pub(crate) enum Helper {
     Alarm,
 }
 
-impl Helper {
-    /// The attribute's name, for messages.
-    pub(crate) fn name(self) -> &'static str {
+impl HelperAttr for Helper {
+    fn of(attr: &Attribute) -> Option<Self> {
+        let last = attr.path().segments.last()?;
+        [Helper::Handler, Helper::AfterLoad, Helper::Alarm]
+            .into_iter()
+            .find(|helper| last.ident == helper.name())
+    }
+
+    fn name(self) -> &'static str {
         match self {
             Helper::Handler => "handler",
             Helper::AfterLoad => "after_load",
@@ -282,15 +243,18 @@ impl Helper {
         }
     }
 
-    /// Which helper `attr` is, matched by the last segment of its path so that
-    /// `#[durable_runtime::handler]` is recognised too.
-    pub(crate) fn of(attr: &Attribute) -> Option<Self> {
-        let last = attr.path().segments.last()?;
-        [Helper::Handler, Helper::AfterLoad, Helper::Alarm]
-            .into_iter()
-            .find(|helper| last.ident == helper.name())
+    fn what(self) -> &'static str {
+        match self {
+            Helper::Handler => "a handler",
+            Helper::AfterLoad => "an `#[after_load]` hook",
+            Helper::Alarm => "an `#[alarm]` handler",
+        }
     }
 
+    const MIXED: &'static str = "a method is one of a `#[handler]`, an `#[alarm]` handler or the `#[after_load]` hook: remove all but one attribute";
+}
+
+impl Helper {
     /// Checks that the helper was written bare (`#[alarm]`, not `#[alarm(..)]`); `#[handler]`
     /// takes its options, read by [`HandlerArgs`].
     pub(crate) fn check_bare(attr: &Attribute, errors: &mut Errors) {

@@ -8,24 +8,20 @@ use syn::{Item, ItemImpl, ItemStruct};
 
 use crate::attrs::{ImplArgs, ObjectArgs};
 use crate::codegen;
+use crate::entry::{self, Halves};
 use crate::errors::Errors;
-use crate::model::{self, HandlerSet, Object};
+use crate::flavor::Flavor;
+use crate::model::{HandlerSet, Object};
+use crate::state_half;
 
 /// `#[durable_object]` on any item.
 pub(crate) fn durable_object(args: TokenStream, input: TokenStream) -> TokenStream {
-    let output = match syn::parse2::<Item>(input.clone()) {
-        Ok(Item::Struct(item)) => object(args, &item),
-        Ok(Item::Impl(item)) => handler_set(args, item),
-        Ok(item) => misplaced(&item),
-        Err(error) => {
-            let error = error.into_compile_error();
-            quote!(#error #input)
-        }
+    let halves = Halves {
+        on_struct: object,
+        on_impl: handler_set,
+        misplaced,
     };
-    if std::env::var_os("DURABLE_MACROS_DEBUG").is_some() {
-        eprintln!("#[durable_object] expansion:\n{output}\n");
-    }
-    output
+    entry::expand(Flavor::OBJECT, halves, args, input)
 }
 
 /// The struct half.
@@ -34,7 +30,7 @@ fn object(args: TokenStream, item: &ItemStruct) -> TokenStream {
     let args = ObjectArgs::parse(args, &mut errors);
     let body = match Object::from_ast(item, args, &mut errors) {
         Some(object) => codegen::object(&object),
-        None => model::strip_field_attrs(item).into_token_stream(),
+        None => state_half::model::strip_field_attrs(item).into_token_stream(),
     };
     let errors = errors.finish();
     quote!(#errors #body)
@@ -78,33 +74,11 @@ fn misplaced(item: &Item) -> TokenStream {
             "`#[durable_object]` goes on a struct (the state) or on its impl block (the handlers), not on a trait".to_owned(),
         ),
         _ => (
-            first_span(item),
+            entry::first_span(item),
             "`#[durable_object]` goes on a struct (the state) or on its impl block (the handlers)"
                 .to_owned(),
         ),
     };
     let error = syn::Error::new(span, message).into_compile_error();
     quote!(#error #item)
-}
-
-/// The span of the first token of `item`.
-fn first_span(item: &Item) -> Span {
-    item.to_token_stream()
-        .into_iter()
-        .next()
-        .map_or_else(Span::call_site, |token| token.span())
-}
-
-/// `#[handler]` or `#[after_load]` outside a `#[durable_object]` impl block (inside one, the
-/// block's expansion removes them before they run).
-pub(crate) fn stray_helper(name: &str, args: TokenStream, input: TokenStream) -> TokenStream {
-    let _ = args;
-    let error = syn::Error::new(
-        Span::call_site(),
-        format!(
-            "`#[{name}]` only has meaning inside a `#[durable_object]` impl block: add `#[durable_object]` to the impl block, or remove `#[{name}]`"
-        ),
-    )
-    .into_compile_error();
-    quote!(#error #input)
 }

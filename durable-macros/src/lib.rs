@@ -16,7 +16,13 @@
 //! 3. `codegen`: reads only the IR and writes the output, reaching the runtime through the
 //!    root path of `paths`.
 //!
-//! `expand` holds the entry points and the fallback on errors.
+//! `expand` holds the entry points and the fallback on errors (with `entry`, what both macros
+//! do around an expansion).
+//!
+//! `#[durable_fsm]` (in `fsm`) runs the same stages. What both macros do alike lives once:
+//! `args` (reading the attribute argument lists), `state_half` (the state struct: fields,
+//! defaults, derives, its codegen) and `impl_half` (the impl block's shape and helper
+//! attributes), each told by a `flavor::Flavor` which macro's words its messages use.
 //!
 //! On errors the expansion still emits the user's item (helper attributes stripped) and as much
 //! generated code as the valid parts allow, so that one mistake gives one error instead of a
@@ -25,17 +31,24 @@
 //! Set `DURABLE_MACROS_DEBUG=1` while compiling to print every expansion to stderr.
 #![deny(missing_docs)]
 
+mod args;
 mod attrs;
 mod codegen;
 mod duration;
+mod entry;
 mod errors;
 mod expand;
+mod flavor;
 mod fsm;
+mod impl_half;
 mod model;
 mod paths;
+mod state_half;
 mod validate;
 
 use proc_macro::TokenStream;
+
+use flavor::Flavor;
 
 /// Declares a durable object: on a struct, its state; on an `impl` block, its handlers.
 ///
@@ -90,7 +103,8 @@ pub fn durable_object(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `#[durable_object]` consumes this attribute; used anywhere else it is a compile error.
 #[proc_macro_attribute]
 pub fn handler(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::stray_helper("handler", args.into(), input.into()).into()
+    let _ = args;
+    entry::stray_helper("handler", Flavor::OBJECT, input.into()).into()
 }
 
 /// Marks the method of a `#[durable_object]` impl block that runs after the state is loaded.
@@ -98,7 +112,8 @@ pub fn handler(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `#[durable_object]` consumes this attribute; used anywhere else it is a compile error.
 #[proc_macro_attribute]
 pub fn after_load(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::stray_helper("after_load", args.into(), input.into()).into()
+    let _ = args;
+    entry::stray_helper("after_load", Flavor::OBJECT, input.into()).into()
 }
 
 /// Marks a method of a `#[durable_object]` impl block as the handler of the alarm of the same
@@ -107,7 +122,8 @@ pub fn after_load(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `#[durable_object]` consumes this attribute; used anywhere else it is a compile error.
 #[proc_macro_attribute]
 pub fn alarm(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::stray_helper("alarm", args.into(), input.into()).into()
+    let _ = args;
+    entry::stray_helper("alarm", Flavor::OBJECT, input.into()).into()
 }
 
 /// Declares a durable FSM: on a struct, its state and options; on an impl block, its steps.
@@ -123,7 +139,7 @@ pub fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn step(args: TokenStream, input: TokenStream) -> TokenStream {
     let _ = args;
-    fsm::stray_helper("step", input.into()).into()
+    entry::stray_helper("step", Flavor::FSM, input.into()).into()
 }
 
 /// Marks the error handler of a `#[durable_fsm]` impl block.
@@ -132,5 +148,5 @@ pub fn step(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn on_error(args: TokenStream, input: TokenStream) -> TokenStream {
     let _ = args;
-    fsm::stray_helper("on_error", input.into()).into()
+    entry::stray_helper("on_error", Flavor::FSM, input.into()).into()
 }

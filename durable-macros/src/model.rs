@@ -1,4 +1,5 @@
-//! The IR: the state struct as an [`Object`], the impl block as a [`HandlerSet`] of
+//! The IR: the state struct as an [`Object`] (around the shared
+//! [`StateStruct`]), the impl block as a [`HandlerSet`] of
 //! [`Handler`]s and an optional [`AfterLoad`] hook. Built from `syn` by the `from_ast`
 //! constructors, which run the rules of [`crate::validate`] and accumulate their errors. Nodes
 //! keep the user's tokens (and so their spans); codegen never reads raw helper attributes.
@@ -6,34 +7,24 @@
 use quote::format_ident;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{
-    Attribute, Expr, Fields, FnArg, Ident, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Pat, Type,
-    Visibility,
-};
+use syn::{Attribute, FnArg, Ident, ImplItemFn, ItemImpl, ItemStruct, Pat, Type};
 
-use darling::FromField;
-
-use crate::attrs::{self, FieldAttrs, HandlerArgs, Helper, ImplArgs, ObjectArgs};
+use crate::attrs::{HandlerArgs, Helper, ImplArgs, ObjectArgs};
 use crate::errors::Errors;
+use crate::flavor::Flavor;
+use crate::impl_half::{block, helpers, signature};
 use crate::paths::Root;
+use crate::state_half::model::StateStruct;
 use crate::validate;
 
 /// The state half: a struct with named fields (or a unit struct) and its options.
 pub(crate) struct Object {
     /// Where the runtime is found.
     pub(crate) root: Root,
-    /// The struct's own attributes, to re-emit (doc comments, derives, `#[serde(..)]`).
-    pub(crate) attrs: Vec<Attribute>,
-    /// The struct's visibility, also given to its handle type.
-    pub(crate) vis: Visibility,
-    /// The struct's name.
-    pub(crate) ident: Ident,
-    /// `DurableObject::TYPE_NAME`.
-    pub(crate) type_name: String,
+    /// The struct; its stored name is `DurableObject::TYPE_NAME`.
+    pub(crate) state: StateStruct,
     /// The declared options.
     pub(crate) options: Options,
-    /// The fields.
-    pub(crate) shape: Shape,
 }
 
 /// The options declared on the struct attribute; `None` inherits the runtime's default.
@@ -49,28 +40,6 @@ pub(crate) struct Options {
     pub(crate) queue_capacity: Option<usize>,
 }
 
-/// The form of the state struct.
-pub(crate) enum Shape {
-    /// `struct S { .. }`, possibly empty.
-    Named(Vec<StateField>),
-    /// `struct S;`
-    Unit,
-}
-
-/// One field of the state.
-pub(crate) struct StateField {
-    /// Its attributes minus `#[field(..)]`.
-    pub(crate) attrs: Vec<Attribute>,
-    /// Its visibility.
-    pub(crate) vis: Visibility,
-    /// Its name.
-    pub(crate) ident: Ident,
-    /// Its type.
-    pub(crate) ty: Type,
-    /// `#[field(default = <expr>)]`; `None` takes `Default::default()`.
-    pub(crate) default: Option<Expr>,
-}
-
 impl Object {
     /// Builds the state half from the struct and its parsed arguments. `None` when the struct
     /// cannot be a durable object at all (tuple struct, generics); the errors say why.
@@ -79,84 +48,28 @@ impl Object {
         args: ObjectArgs,
         errors: &mut Errors,
     ) -> Option<Self> {
-        let generics_ok = validate::struct_generics(&item.generics, &item.ident, errors);
-        let shape_ok = validate::struct_shape(&item.fields, &item.ident, errors);
-        let attrs = validate::derives(&item.attrs, errors);
-        let type_name = match args.name {
-            Some(name) => name.0,
-            None => item.ident.unraw().to_string(),
-        };
-
-        let fields = match &item.fields {
-            Fields::Named(named) => Some(Shape::Named(
-                named
-                    .named
-                    .iter()
-                    .filter_map(|field| StateField::from_ast(field, errors))
-                    .collect(),
-            )),
-            Fields::Unit => Some(Shape::Unit),
-            Fields::Unnamed(_) => None,
-        };
-        if !(generics_ok && shape_ok) {
-            return None;
-        }
+        let state = StateStruct::from_ast(item, args.name, Flavor::OBJECT, errors)?;
         Some(Self {
             root: Root::new(args.krate),
-            attrs,
-            vis: item.vis.clone(),
-            ident: item.ident.clone(),
-            type_name,
+            state,
             options: Options {
                 hibernate_after: args.hibernate_after.map(|d| d.nanos),
                 shutdown_after: args.shutdown_after.map(|d| d.nanos),
                 call_timeout: args.call_timeout.map(|d| d.nanos),
                 queue_capacity: args.queue_capacity.map(|c| c.value),
             },
-            shape: fields?,
         })
     }
 
     /// The name of the generated handle type, `<Name>Handle`.
     pub(crate) fn handle_ident(&self) -> Ident {
-        handle_ident(&self.ident)
+        handle_ident(&self.state.ident)
     }
 }
 
 /// `<Name>Handle`, spanned at the object's name.
 fn handle_ident(object: &Ident) -> Ident {
     format_ident!("{}Handle", object.unraw(), span = object.span())
-}
-
-impl StateField {
-    /// Reads one named field and its `#[field(..)]` attributes. Always yields a field (with
-    /// no default when its attribute is bad), so that codegen can go on.
-    pub(crate) fn from_ast(field: &syn::Field, errors: &mut Errors) -> Option<Self> {
-        let parsed = errors.handle(FieldAttrs::from_field(field));
-        Some(Self {
-            attrs: field
-                .attrs
-                .iter()
-                .filter(|attr| !attr.path().is_ident(attrs::FIELD))
-                .cloned()
-                .collect(),
-            vis: field.vis.clone(),
-            ident: field.ident.clone()?,
-            ty: field.ty.clone(),
-            default: parsed.and_then(|attrs| attrs.default).map(|d| d.0),
-        })
-    }
-}
-
-/// A struct with every `#[field(..)]` removed, for the fallback expansion.
-pub(crate) fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
-    let mut item = item.clone();
-    for field in item.fields.iter_mut() {
-        field
-            .attrs
-            .retain(|attr| !attr.path().is_ident(attrs::FIELD));
-    }
-    item
 }
 
 /// The behaviour half: the impl block, its handlers and its after-load hook.
@@ -285,14 +198,6 @@ pub(crate) struct AlarmHandler {
     pub(crate) cfgs: Vec<Attribute>,
 }
 
-/// What the helper attributes of one impl item say.
-struct Marked {
-    /// Index of the item in the impl block.
-    index: usize,
-    /// The helper attributes it carried.
-    helpers: Vec<(Helper, Attribute)>,
-}
-
 impl HandlerSet {
     /// Builds the behaviour half from the impl block. `Err` holds the impl block with helper
     /// attributes stripped when it cannot be a durable object impl at all (a trait impl, a
@@ -302,9 +207,8 @@ impl HandlerSet {
         args: ImplArgs,
         errors: &mut Errors,
     ) -> Result<Self, Box<ItemImpl>> {
-        let marked = strip_helpers(&mut item);
-        let shape = validate::impl_shape(&item, errors);
-        let Some(object) = shape else {
+        let marked = helpers::strip_helpers::<Helper>(&mut item);
+        let Some(object) = block::impl_shape(&item, Flavor::OBJECT, errors) else {
             return Err(Box::new(item));
         };
 
@@ -313,24 +217,19 @@ impl HandlerSet {
         // The first hook's name, even if it broke a rule: a second one is still one too many.
         let mut first_after_load: Option<Ident> = None;
         let mut alarms = Vec::new();
-        for Marked { index, helpers } in &marked {
-            for (_, attr) in helpers {
+        for marked in &marked {
+            for (_, attr) in &marked.helpers {
                 Helper::check_bare(attr, errors);
             }
-            let ImplItem::Fn(method) = &item.items[*index] else {
-                let (helper, attr) = &helpers[0];
-                errors.spanned(
-                    attr,
-                    format!("`#[{}]` goes on a method of the impl block", helper.name()),
-                );
+            let Some(method) = helpers::marked_method(&item, marked, errors) else {
                 continue;
             };
-            let Some(helper) = validate::one_helper(helpers, errors) else {
+            let Some((helper, attr)) = helpers::one_helper(&marked.helpers, errors) else {
                 continue;
             };
             match helper {
                 Helper::Handler => {
-                    let options = HandlerArgs::parse(&helpers[0].1, errors);
+                    let options = HandlerArgs::parse(attr, errors);
                     if let Some(mut handler) = Handler::from_fn(method, &object, errors) {
                         handler.internal = options.internal;
                         handlers.push(handler);
@@ -383,33 +282,6 @@ fn handle_path(self_ty: &Type, object: &Ident) -> syn::Path {
     path
 }
 
-/// Removes `#[handler]` and `#[after_load]` from every item of the impl block, saying which
-/// items carried them.
-fn strip_helpers(item: &mut ItemImpl) -> Vec<Marked> {
-    let mut marked = Vec::new();
-    for (index, impl_item) in item.items.iter_mut().enumerate() {
-        let attrs = match impl_item {
-            ImplItem::Fn(f) => &mut f.attrs,
-            ImplItem::Const(c) => &mut c.attrs,
-            ImplItem::Type(t) => &mut t.attrs,
-            ImplItem::Macro(m) => &mut m.attrs,
-            _ => continue,
-        };
-        let mut helpers = Vec::new();
-        attrs.retain(|attr| match Helper::of(attr) {
-            Some(helper) => {
-                helpers.push((helper, attr.clone()));
-                false
-            }
-            None => true,
-        });
-        if !helpers.is_empty() {
-            marked.push(Marked { index, helpers });
-        }
-    }
-    marked
-}
-
 /// The `#[cfg(..)]` attributes among `attrs`.
 fn cfgs(attrs: &[Attribute]) -> Vec<Attribute> {
     attrs
@@ -425,7 +297,7 @@ impl Handler {
     fn from_fn(method: &ImplItemFn, object: &Ident, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
         let client = validate::handler_name(&sig.ident, object, errors);
-        let mut stub = !validate::plain_signature(sig, Helper::Handler, errors);
+        let mut stub = !signature::plain_signature(sig, Helper::Handler, Flavor::OBJECT, errors);
         let mirrorable = validate::no_generics(&sig.generics, Helper::Handler, errors);
         let access = validate::handler_receiver(sig, errors);
         stub |= access.is_none();
@@ -508,7 +380,7 @@ impl AfterLoad {
     /// how.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, Helper::AfterLoad, errors);
+        let plain = signature::plain_signature(sig, Helper::AfterLoad, Flavor::OBJECT, errors);
         let generics = validate::no_generics(&sig.generics, Helper::AfterLoad, errors);
         let receiver = validate::hook_receiver(sig, Helper::AfterLoad, errors);
         let takes_ctx = validate::after_load_inputs(sig, errors);
@@ -537,7 +409,7 @@ impl AlarmHandler {
     /// Reads one `#[alarm]` method. `None` when its signature is wrong; the errors say how.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, Helper::Alarm, errors);
+        let plain = signature::plain_signature(sig, Helper::Alarm, Flavor::OBJECT, errors);
         let generics = validate::no_generics(&sig.generics, Helper::Alarm, errors);
         let receiver = validate::hook_receiver(sig, Helper::Alarm, errors);
         let inputs = validate::alarm_inputs(sig, errors);

@@ -7,12 +7,15 @@ use std::collections::HashMap;
 use syn::ext::IdentExt;
 use syn::visit::{self, Visit};
 use syn::{
-    Attribute, Fields, FnArg, GenericArgument, GenericParam, Generics, Ident, ImplItem, ItemImpl,
-    Path, PathArguments, ReceiverKind, ReturnType, Safety, Signature, Type, punctuated::Punctuated,
+    GenericArgument, GenericParam, Generics, Ident, ItemImpl, Path, PathArguments, ReceiverKind,
+    ReturnType, Signature, Type,
 };
 
 use crate::attrs::Helper;
 use crate::errors::Errors;
+use crate::impl_half::block;
+use crate::impl_half::helpers::HelperAttr;
+use crate::impl_half::signature;
 use crate::model::{Access, AlarmHandler, ErrorType, Handler, Output};
 
 /// What a rule found wrong with a type in a signature, from mild to severe.
@@ -25,162 +28,6 @@ pub(crate) enum TypeVerdict {
     /// Refused, and no client can repeat this type (`impl Trait`, a named lifetime): emit no
     /// client.
     Unmirrorable,
-}
-
-/// The state struct has no generic parameters and no lifetimes.
-///
-/// Every object type is stored under one type name and must own its state, so a generic or
-/// borrowing struct has no meaning as a durable object.
-pub(crate) fn struct_generics(generics: &Generics, object: &Ident, errors: &mut Errors) -> bool {
-    let mut ok = true;
-    if !generics.params.is_empty() {
-        ok = false;
-        let lifetimes_only = generics
-            .params
-            .iter()
-            .all(|param| matches!(param, GenericParam::Lifetime(_)));
-        if lifetimes_only {
-            errors.spanned(
-                generics,
-                format!(
-                    "the state of a durable object is owned data: remove the lifetime parameters of `{object}` and store owned values (`String` rather than `&'a str`)"
-                ),
-            );
-        } else {
-            errors.spanned(
-                generics,
-                format!(
-                    "a durable object cannot be generic (each object type is stored under one name): remove the parameters of `{object}` and use concrete field types"
-                ),
-            );
-        }
-    }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            "remove the `where` clause: a durable object has no parameters to bound",
-        );
-    }
-    ok
-}
-
-/// The state struct has named fields (or none at all).
-///
-/// Fields are stored by name, so that a field added later takes its default and a field
-/// removed later is ignored; a tuple struct has no names to store.
-pub(crate) fn struct_shape(fields: &Fields, object: &Ident, errors: &mut Errors) -> bool {
-    match fields {
-        Fields::Unnamed(unnamed) => {
-            errors.spanned(
-                unnamed,
-                format!(
-                    "the state of a durable object needs named fields, which are stored by name: write `struct {object} {{ name: Type, .. }}`"
-                ),
-            );
-            false
-        }
-        Fields::Named(_) | Fields::Unit => true,
-    }
-}
-
-/// The struct does not derive what `#[durable_object]` implements itself: `Default` (built
-/// from the field defaults), `Serialize` and `Deserialize`.
-///
-/// Returns the struct's attributes with those derives removed, so that the error does not
-/// come back as "conflicting implementations".
-pub(crate) fn derives(attrs: &[Attribute], errors: &mut Errors) -> Vec<Attribute> {
-    let mut kept = Vec::with_capacity(attrs.len());
-    for attr in attrs {
-        if !attr.path().is_ident("derive") {
-            kept.push(attr.clone());
-            continue;
-        }
-        let Ok(paths) = attr.parse_args_with(Punctuated::<Path, syn::Token![,]>::parse_terminated)
-        else {
-            kept.push(attr.clone());
-            continue;
-        };
-        let mut rest = Vec::new();
-        for path in paths {
-            let last = path.segments.last().map(|s| s.ident.to_string());
-            match last.as_deref() {
-                Some("Default") => errors.spanned(
-                    &path,
-                    "`#[durable_object]` implements `Default` from the fields' defaults: remove `Default` from this derive and give defaults with `#[field(default = ..)]`",
-                ),
-                Some(trait_ @ ("Serialize" | "Deserialize")) => errors.spanned(
-                    &path,
-                    format!(
-                        "`#[durable_object]` already derives `{trait_}` (with the runtime's serde): remove it from this derive"
-                    ),
-                ),
-                _ => rest.push(path),
-            }
-        }
-        if !rest.is_empty() {
-            kept.push(syn::parse_quote!(#[derive(#(#rest),*)]));
-        }
-    }
-    kept
-}
-
-/// The impl half is an inherent, non-generic impl of a plain type path (`impl Counter`).
-/// Returns the object's name.
-pub(crate) fn impl_shape(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
-    let mut ok = true;
-    if let Some((path, _)) = &item.trait_ {
-        ok = false;
-        errors.spanned(
-            path,
-            "`#[durable_object]` goes on the object's inherent impl block (`impl Counter { .. }`), not on a trait impl",
-        );
-    }
-    if !item.generics.params.is_empty() {
-        ok = false;
-        errors.spanned(
-            &item.generics,
-            "a durable object cannot be generic: remove the parameters of this impl block",
-        );
-    }
-    let object = match &*item.self_ty {
-        Type::Path(path) if path.qself.is_none() => path
-            .path
-            .segments
-            .last()
-            .filter(|last| last.arguments.is_none())
-            .map(|last| last.ident.clone()),
-        _ => None,
-    };
-    if object.is_none() {
-        errors.spanned(
-            &item.self_ty,
-            "`#[durable_object]` goes on the impl block of the object's struct: `impl Counter { .. }`",
-        );
-    }
-    object.filter(|_| ok)
-}
-
-/// A method is a handler, an alarm handler or the after-load hook, once. Returns which, or
-/// `None` when several were given.
-pub(crate) fn one_helper(helpers: &[(Helper, Attribute)], errors: &mut Errors) -> Option<Helper> {
-    let (first, _) = helpers[0];
-    let mut result = Some(first);
-    for (helper, attr) in &helpers[1..] {
-        if *helper == first {
-            errors.spanned(
-                attr,
-                format!("duplicate `#[{}]`: remove this one", helper.name()),
-            );
-        } else {
-            result = None;
-            errors.spanned(
-                attr,
-                "a method is one of a `#[handler]`, an `#[alarm]` handler or the `#[after_load]` hook: remove all but one attribute",
-            );
-        }
-    }
-    result
 }
 
 /// An object has at most one `#[after_load]` hook.
@@ -235,51 +82,11 @@ pub(crate) fn handler_name(method: &Ident, object: &Ident, errors: &mut Errors) 
     }
 }
 
-/// What `helper` is called in messages.
-fn what(helper: Helper) -> &'static str {
-    match helper {
-        Helper::Handler => "a handler",
-        Helper::AfterLoad => "an `#[after_load]` hook",
-        Helper::Alarm => "an `#[alarm]` handler",
-    }
-}
-
-/// A handler or hook is a plain method: not `const`, `unsafe`, `extern` or variadic.
-pub(crate) fn plain_signature(sig: &Signature, helper: Helper, errors: &mut Errors) -> bool {
-    let what = what(helper);
-    let mut ok = true;
-    if let Some(constness) = &sig.constness {
-        ok = false;
-        errors.spanned(
-            constness,
-            format!("{what} cannot be `const`: remove `const`"),
-        );
-    }
-    if let Safety::Unsafe(unsafety) = &sig.safety {
-        ok = false;
-        errors.spanned(
-            unsafety,
-            format!(
-                "{what} cannot be `unsafe`: the runtime calls it as a safe method; remove `unsafe`"
-            ),
-        );
-    }
-    if let Some(abi) = &sig.abi {
-        ok = false;
-        errors.spanned(abi, format!("{what} cannot be `extern`: remove the ABI"));
-    }
-    if let Some(variadic) = &sig.variadic {
-        ok = false;
-        errors.spanned(variadic, format!("{what} cannot be variadic"));
-    }
-    ok
-}
-
 /// A handler or hook has no generic or lifetime parameters.
 ///
 /// Its client must name concrete, owned types, which travel through the runtime's queue.
 pub(crate) fn no_generics(generics: &Generics, helper: Helper, errors: &mut Errors) -> bool {
-    let what = what(helper);
+    let what = helper.what();
     let mut ok = true;
     if !generics.params.is_empty() {
         ok = false;
@@ -303,14 +110,7 @@ pub(crate) fn no_generics(generics: &Generics, helper: Helper, errors: &mut Erro
             );
         }
     }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            format!("{what} cannot have a `where` clause: remove it"),
-        );
-    }
-    ok
+    signature::no_where_clause(generics, helper, errors) && ok
 }
 
 /// Whether `ty` is `Self` (a path of one segment, without arguments).
@@ -377,15 +177,7 @@ pub(crate) enum ContextArg {
 
 /// Whether `ty` is `&Context` or `&path::Context`: `Some(true)` for a `&mut` reference.
 fn context_reference(ty: &Type) -> Option<bool> {
-    let Type::Reference(reference) = ty else {
-        return None;
-    };
-    let Type::Path(path) = &*reference.elem else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    (path.qself.is_none() && last.ident == "Context" && last.arguments.is_none())
-        .then_some(reference.mutability.is_some())
+    signature::reference_to(ty, "Context").map(|reference| reference.mutability.is_some())
 }
 
 /// The context, if a handler takes it, comes first after `self`, as `&Context`.
@@ -545,23 +337,7 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
             "an `#[after_load]` hook borrows the object: write `fn {name}(&mut self)` or `fn {name}(&mut self, ctx: &Context)`"
         ),
     };
-    match sig.receiver() {
-        Some(receiver) => match &receiver.kind {
-            ReceiverKind::Reference(_, None, _) => true,
-            ReceiverKind::Reference(_, Some(lifetime), _) => {
-                errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
-                false
-            }
-            _ => {
-                errors.spanned(receiver, fix);
-                false
-            }
-        },
-        None => {
-            errors.spanned(name, fix);
-            false
-        }
-    }
+    signature::borrowing_receiver(sig, fix, errors)
 }
 
 /// The after-load hook takes nothing but, optionally, `ctx: &Context`. Returns whether it
@@ -569,11 +345,7 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
 pub(crate) fn after_load_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
     let mut takes_ctx = false;
     let mut ok = true;
-    let typed = sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    });
-    for (position, input) in typed.enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         if position == 0 && context_reference(&input.ty) == Some(false) {
             takes_ctx = true;
             continue;
@@ -599,11 +371,7 @@ pub(crate) fn alarm_inputs(sig: &Signature, errors: &mut Errors) -> Option<(bool
     let mut takes_ctx = false;
     let mut takes_attempt = false;
     let mut ok = true;
-    let typed = sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    });
-    for (position, input) in typed.enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         if position == 0 && context_reference(&input.ty) == Some(false) {
             takes_ctx = true;
         } else if !takes_attempt && position == usize::from(takes_ctx) && is_u32(&input.ty) {
@@ -628,7 +396,7 @@ pub(crate) fn alarm_names(
     object: &Ident,
     errors: &mut Errors,
 ) -> Vec<AlarmHandler> {
-    let items: HashMap<String, &Ident> = value_items(item);
+    let items: HashMap<String, &Ident> = block::value_items(item);
     let mut seen: HashMap<String, (Ident, bool)> = HashMap::new();
     let mut kept = Vec::with_capacity(alarms.len());
     for alarm in alarms {
@@ -661,21 +429,6 @@ pub(crate) fn alarm_names(
     kept
 }
 
-/// The functions and constants of an impl block by name (the value namespace generated items
-/// share).
-fn value_items(item: &ItemImpl) -> HashMap<String, &Ident> {
-    let mut items = HashMap::new();
-    for impl_item in &item.items {
-        let ident = match impl_item {
-            ImplItem::Fn(method) => &method.sig.ident,
-            ImplItem::Const(constant) => &constant.ident,
-            _ => continue,
-        };
-        items.entry(ident.unraw().to_string()).or_insert(ident);
-    }
-    items
-}
-
 /// Every generated client has a name of its own: no two handlers share a client name, no
 /// client is `handle` (taken by the generated `<Object>::handle`) or `id` (taken by
 /// `<Object>Handle::id`), and no client has the name of another method of the impl block.
@@ -701,7 +454,7 @@ pub(crate) fn client_names(
     object: &Ident,
     errors: &mut Errors,
 ) -> Vec<Handler> {
-    let methods = value_items(item);
+    let methods = block::value_items(item);
     if let Some(method) = methods.get("handle") {
         errors.spanned(
             method,

@@ -10,6 +10,7 @@ use syn::spanned::Spanned;
 
 use super::{docs, error_type, replace_self};
 use crate::model::{Access, AlarmHandler, Handler, HandlerSet, Object, Output};
+use crate::state_half::model::StateStruct;
 
 /// Lints that generated clients must not trip in the user's crate: a client may go unused, its
 /// argument types may be private to the crate, and it has two more arguments than its handler.
@@ -23,7 +24,7 @@ fn allows() -> TokenStream {
 /// `<Object>::handle`.
 pub(super) fn handle_type(object: &Object) -> TokenStream {
     let private = object.root.private();
-    let Object { vis, ident, .. } = object;
+    let StateStruct { vis, ident, .. } = &object.state;
     let handle = object.handle_ident();
     let name = ident.unraw().to_string();
     let allows = allows();

@@ -41,7 +41,7 @@ pub(crate) fn handler_set(set: &HandlerSet) -> TokenStream {
 
 /// Wraps hidden items in an anonymous constant, so that they add no names to the user's
 /// module.
-fn wrap_in_const(tokens: TokenStream) -> TokenStream {
+pub(crate) fn wrap_in_const(tokens: TokenStream) -> TokenStream {
     quote! {
         const _: () = {
             #tokens

@@ -1,71 +1,25 @@
-//! The struct half: the state struct with serde's derives, `Default` from the field defaults,
-//! `DurableObject` (type name and options), and a storability check on every field type.
+//! The struct half of `#[durable_object]`: the shared state struct code of
+//! [`crate::state_half`] with `DurableObject` (type name and options) as its trait impl.
 
 use proc_macro2::{Literal, TokenStream};
-use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
-use syn::{LitStr, Type};
+use quote::quote;
+use syn::LitStr;
 
-use super::{replace_self, wrap_in_const};
-use crate::model::{Object, Options, Shape, StateField};
+use crate::model::{Object, Options};
+use crate::state_half;
 
 /// Everything the struct half generates but its handle type.
 pub(super) fn expand(object: &Object) -> TokenStream {
     let Object {
         root,
-        attrs,
-        vis,
-        ident,
-        type_name,
+        state,
         options,
-        shape,
     } = object;
     let private = root.private();
-    let serde_crate = root.serde_crate();
-    let object_ty: Type = syn::parse_quote!(#ident);
-
-    let (body, serde_attr, default_body, checks) = match shape {
-        Shape::Named(fields) => {
-            let definitions = fields.iter().map(|field| {
-                let StateField {
-                    attrs,
-                    vis,
-                    ident,
-                    ty,
-                    ..
-                } = field;
-                quote!(#(#attrs)* #vis #ident: #ty)
-            });
-            let initializers = fields.iter().map(|field| initializer(field, &private));
-            let checks = fields.iter().map(|field| {
-                let ty = replace_self(&field.ty, &object_ty);
-                quote_spanned!(field.ty.span()=> #private::assert_stored::<#ty>();)
-            });
-            (
-                quote!({ #(#definitions,)* }),
-                quote!(#[serde(crate = #serde_crate, default)]),
-                quote!(Self { #(#initializers,)* }),
-                quote!(#(#checks)*),
-            )
-        }
-        Shape::Unit => (
-            quote!(;),
-            quote!(#[serde(crate = #serde_crate)]),
-            quote!(Self),
-            TokenStream::new(),
-        ),
-    };
-
-    let type_name = LitStr::new(type_name, ident.span());
+    let ident = &state.ident;
+    let type_name = LitStr::new(&state.name, ident.span());
     let options = options_expr(options, &private);
-    let hidden = wrap_in_const(quote! {
-        #[automatically_derived]
-        impl ::core::default::Default for #ident {
-            fn default() -> Self {
-                #default_body
-            }
-        }
-
+    let trait_impl = quote! {
         #[automatically_derived]
         impl #private::DurableObject for #ident {
             const TYPE_NAME: &'static ::core::primitive::str = #type_name;
@@ -74,35 +28,8 @@ pub(super) fn expand(object: &Object) -> TokenStream {
                 #options
             }
         }
-
-        #checks
-    });
-
-    // serde's derives come first, so that `#[serde(..)]` attributes of the user's are not
-    // "used before introduced".
-    quote! {
-        #[derive(#private::serde::Serialize, #private::serde::Deserialize)]
-        #serde_attr
-        #(#attrs)*
-        #vis struct #ident #body
-
-        #hidden
-    }
-}
-
-/// `field: <default>` in `Default::default`: the user's expression, or the type's default
-/// through `FieldDefault`, spanned at the type so that a type without a default is reported
-/// on it.
-fn initializer(field: &StateField, private: &TokenStream) -> TokenStream {
-    let StateField {
-        ident, ty, default, ..
-    } = field;
-    match default {
-        Some(expr) => quote!(#ident: #expr),
-        None => quote_spanned! {ty.span()=>
-            #ident: <#ty as #private::FieldDefault>::field_default()
-        },
-    }
+    };
+    state_half::codegen::expand(state, root, trait_impl)
 }
 
 /// The `ObjectOptions` value built with the runtime's const builder.

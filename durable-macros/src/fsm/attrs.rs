@@ -2,13 +2,15 @@
 //! block ([`FsmImplArgs`]), for `#[step(..)]` ([`StepArgs`]), and the recognition of the
 //! helper attributes `#[step]` / `#[on_error]` ([`FsmHelper`]).
 
-use darling::ast::NestedMeta;
 use darling::{Error, FromMeta};
 use proc_macro2::TokenStream;
 use syn::{Attribute, Expr, ExprLit, ExprUnary, Lit, Meta, UnOp};
 
+use crate::args;
 use crate::attrs::TypeNameArg;
 use crate::errors::Errors;
+use crate::flavor::Flavor;
+use crate::impl_half::helpers::HelperAttr;
 
 /// The arguments of `#[durable_fsm(..)]` on the state struct.
 #[derive(Debug, Default, FromMeta)]
@@ -35,20 +37,10 @@ const STRUCT_OPTIONS: &[&str] = &["name", "version", "queue", "priority", "resul
 impl FsmArgs {
     /// Parses the struct attribute's arguments, recording every error.
     pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
-        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        else {
-            return Self::default();
-        };
-        match Self::from_list(&items) {
-            Ok(args) => args,
-            Err(error) => {
-                errors.push(error);
-                Self {
-                    krate: crate_option(&items),
-                    ..Self::default()
-                }
-            }
-        }
+        args::parse_struct(args, errors, |krate| Self {
+            krate,
+            ..Self::default()
+        })
     }
 }
 
@@ -63,55 +55,10 @@ pub(crate) struct FsmImplArgs {
 impl FsmImplArgs {
     /// Parses the impl attribute's arguments, saying where struct options belong.
     pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Self {
-        let Some(items) = errors.handle(NestedMeta::parse_meta_list(args).map_err(Error::from))
-        else {
-            return Self::default();
-        };
-        let (misplaced, rest): (Vec<_>, Vec<_>) = items.into_iter().partition(|item| {
-            let path = match item {
-                NestedMeta::Meta(meta) => Some(meta.path()),
-                NestedMeta::NameValueInvalidExpr(meta) => Some(&meta.path),
-                NestedMeta::Lit(_) => None,
-            };
-            path.is_some_and(|path| STRUCT_OPTIONS.iter().any(|name| path.is_ident(name)))
-        });
-        for item in &misplaced {
-            let name = match item {
-                NestedMeta::Meta(meta) => meta.path().get_ident().map(ToString::to_string),
-                NestedMeta::NameValueInvalidExpr(meta) => {
-                    meta.path.get_ident().map(ToString::to_string)
-                }
-                NestedMeta::Lit(_) => None,
-            };
-            errors.spanned(
-                item,
-                format!(
-                    "`{}` is an option of the FSM's state struct: write it in the struct's `#[durable_fsm(..)]`",
-                    name.unwrap_or_default()
-                ),
-            );
-        }
-        match Self::from_list(&rest) {
-            Ok(args) => args,
-            Err(error) => {
-                errors.push(error);
-                Self {
-                    krate: crate_option(&rest),
-                }
-            }
-        }
+        args::parse_impl(args, STRUCT_OPTIONS, Flavor::FSM, errors, |krate| Self {
+            krate,
+        })
     }
-}
-
-/// The value of `crate = ".."` among `items`, for best-effort codegen after other options
-/// failed.
-fn crate_option(items: &[NestedMeta]) -> Option<syn::Path> {
-    items.iter().find_map(|item| match item {
-        NestedMeta::Meta(Meta::NameValue(nv)) if nv.path.is_ident("crate") => {
-            syn::Path::from_expr(&nv.value).ok()
-        }
-        _ => None,
-    })
 }
 
 /// `version = N`: a positive `i32`.
@@ -263,20 +210,28 @@ pub(crate) enum FsmHelper {
     OnError,
 }
 
-impl FsmHelper {
-    /// The attribute's name, for messages.
-    pub(crate) fn name(self) -> &'static str {
+impl HelperAttr for FsmHelper {
+    fn of(attr: &Attribute) -> Option<Self> {
+        let last = attr.path().segments.last()?;
+        [FsmHelper::Step, FsmHelper::OnError]
+            .into_iter()
+            .find(|helper| last.ident == helper.name())
+    }
+
+    fn name(self) -> &'static str {
         match self {
             FsmHelper::Step => "step",
             FsmHelper::OnError => "on_error",
         }
     }
 
-    /// Which helper `attr` is, matched by the last segment of its path.
-    pub(crate) fn of(attr: &Attribute) -> Option<Self> {
-        let last = attr.path().segments.last()?;
-        [FsmHelper::Step, FsmHelper::OnError]
-            .into_iter()
-            .find(|helper| last.ident == helper.name())
+    fn what(self) -> &'static str {
+        match self {
+            FsmHelper::Step => "a step",
+            FsmHelper::OnError => "the `#[on_error]` handler",
+        }
     }
+
+    const MIXED: &'static str =
+        "a method is either a `#[step]` or the `#[on_error]` handler: remove one of the attributes";
 }

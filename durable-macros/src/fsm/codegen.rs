@@ -12,68 +12,23 @@ use syn::spanned::Spanned;
 use syn::{LitStr, Type};
 
 use super::model::{ErrorFn, FsmStruct, StepFn, StepSet};
-use crate::codegen::replace_self;
-use crate::model::{Shape, StateField};
+use crate::codegen::{replace_self, wrap_in_const};
+use crate::state_half;
 
-/// Hidden items in an anonymous constant.
-fn hidden(tokens: TokenStream) -> TokenStream {
-    quote! {
-        const _: () = {
-            #tokens
-        };
-    }
-}
-
-/// The struct half.
+/// The struct half: the shared state struct code with `FsmState` as its trait impl.
 pub(crate) fn state(fsm: &FsmStruct) -> TokenStream {
     let FsmStruct {
         root,
-        attrs,
-        vis,
-        ident,
-        name,
+        state,
         version,
         queue,
         priority,
         result,
-        shape,
     } = fsm;
     let private = root.private();
-    let serde_crate = root.serde_crate();
+    let ident = &state.ident;
     let fsm_ty: Type = syn::parse_quote!(#ident);
-
-    let (body, serde_attr, default_body, checks) = match shape {
-        Shape::Named(fields) => {
-            let definitions = fields.iter().map(|field| {
-                let StateField {
-                    attrs,
-                    vis,
-                    ident,
-                    ty,
-                    ..
-                } = field;
-                quote!(#(#attrs)* #vis #ident: #ty)
-            });
-            let initializers = fields.iter().map(|field| initializer(field, &private));
-            let checks = fields.iter().map(|field| {
-                let ty = replace_self(&field.ty, &fsm_ty);
-                quote_spanned!(field.ty.span()=> #private::assert_stored::<#ty>();)
-            });
-            (
-                quote!({ #(#definitions,)* }),
-                quote!(#[serde(crate = #serde_crate, default)]),
-                quote!(Self { #(#initializers,)* }),
-                quote!(#(#checks)*),
-            )
-        }
-        Shape::Unit => (
-            quote!(;),
-            quote!(#[serde(crate = #serde_crate)]),
-            quote!(Self),
-            TokenStream::new(),
-        ),
-    };
-    let name = LitStr::new(name, ident.span());
+    let name = LitStr::new(&state.name, ident.span());
     let queue = LitStr::new(queue, ident.span());
     let version = Literal::i32_unsuffixed(*version);
     let priority = Literal::i16_unsuffixed(*priority);
@@ -86,14 +41,7 @@ pub(crate) fn state(fsm: &FsmStruct) -> TokenStream {
         }
         None => quote!(()),
     };
-    let hidden = hidden(quote! {
-        #[automatically_derived]
-        impl ::core::default::Default for #ident {
-            fn default() -> Self {
-                #default_body
-            }
-        }
-
+    let trait_impl = quote! {
         #[automatically_derived]
         impl #private::fsm::FsmState for #ident {
             const NAME: &'static ::core::primitive::str = #name;
@@ -102,31 +50,8 @@ pub(crate) fn state(fsm: &FsmStruct) -> TokenStream {
             const PRIORITY: ::core::primitive::i16 = #priority;
             type Result = #result_ty;
         }
-
-        #checks
-    });
-    quote! {
-        #[derive(#private::serde::Serialize, #private::serde::Deserialize)]
-        #serde_attr
-        #(#attrs)*
-        #vis struct #ident #body
-
-        #hidden
-    }
-}
-
-/// `field: <default>`: the user's expression, or the type's default through `FieldDefault`,
-/// spanned at the type (as the object macro does).
-fn initializer(field: &StateField, private: &TokenStream) -> TokenStream {
-    let StateField {
-        ident, ty, default, ..
-    } = field;
-    match default {
-        Some(expr) => quote!(#ident: #expr),
-        None => quote_spanned! {ty.span()=>
-            #ident: <#ty as #private::FieldDefault>::field_default()
-        },
-    }
+    };
+    state_half::codegen::expand(state, root, trait_impl)
 }
 
 /// The impl half.
@@ -148,7 +73,7 @@ pub(crate) fn steps(set: &StepSet) -> TokenStream {
         let check = quote_spanned! {self_ty.span()=>
             #private::fsm::assert_fsm_state::<#self_ty>();
         };
-        let check = hidden(check);
+        let check = wrap_in_const(check);
         return quote!(#item #constants #check);
     };
     let initial = LitStr::new(&initial.unraw().to_string(), initial.span());
@@ -165,7 +90,7 @@ pub(crate) fn steps(set: &StepSet) -> TokenStream {
         .on_error
         .as_ref()
         .map(|handler| on_error(set, handler, &private));
-    let fsm_impl = hidden(quote! {
+    let fsm_impl = wrap_in_const(quote! {
         #[automatically_derived]
         impl #private::fsm::Fsm for #self_ty {
             const INITIAL: #private::fsm::Step<Self> = #private::fsm::step::<Self>(#initial);

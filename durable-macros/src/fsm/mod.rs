@@ -1,6 +1,7 @@
 //! `#[durable_fsm]`: the same pipeline as `#[durable_object]` (darling receivers in
 //! [`attrs`], an IR built by [`model`] under the rules of [`validate`], output from
-//! [`codegen`]), sharing its field and default machinery, its error accumulator and its
+//! [`codegen`]), sharing the object macro's argument parsing ([`crate::args`]), state struct
+//! ([`crate::state_half`]), impl block shape ([`crate::impl_half`]), error accumulator and
 //! runtime paths.
 
 mod attrs;
@@ -8,29 +9,24 @@ mod codegen;
 mod model;
 mod validate;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::{Item, ItemImpl, ItemStruct};
 
+use crate::entry::{self, Halves};
 use crate::errors::Errors;
+use crate::flavor::Flavor;
 use attrs::{FsmArgs, FsmImplArgs};
 use model::{FsmStruct, StepSet};
 
 /// `#[durable_fsm]` on any item.
 pub(crate) fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {
-    let output = match syn::parse2::<Item>(input.clone()) {
-        Ok(Item::Struct(item)) => state(args, &item),
-        Ok(Item::Impl(item)) => steps(args, item),
-        Ok(item) => misplaced(&item),
-        Err(error) => {
-            let error = error.into_compile_error();
-            quote!(#error #input)
-        }
+    let halves = Halves {
+        on_struct: state,
+        on_impl: steps,
+        misplaced,
     };
-    if std::env::var_os("DURABLE_MACROS_DEBUG").is_some() {
-        eprintln!("#[durable_fsm] expansion:\n{output}\n");
-    }
-    output
+    entry::expand(Flavor::FSM, halves, args, input)
 }
 
 /// The struct half.
@@ -39,7 +35,7 @@ fn state(args: TokenStream, item: &ItemStruct) -> TokenStream {
     let args = FsmArgs::parse(args, &mut errors);
     let body = match FsmStruct::from_ast(item, args, &mut errors) {
         Some(fsm) => codegen::state(&fsm),
-        None => crate::model::strip_field_attrs(item).into_token_stream(),
+        None => crate::state_half::model::strip_field_attrs(item).into_token_stream(),
     };
     let errors = errors.finish();
     quote!(#errors #body)
@@ -59,11 +55,7 @@ fn steps(args: TokenStream, item: ItemImpl) -> TokenStream {
 
 /// `#[durable_fsm]` on something that is neither a struct nor an impl block.
 fn misplaced(item: &Item) -> TokenStream {
-    let span = item
-        .to_token_stream()
-        .into_iter()
-        .next()
-        .map_or_else(Span::call_site, |token| token.span());
+    let span = entry::first_span(item);
     let message = match item {
         Item::Enum(item) => format!(
             "the state of a durable FSM is a struct with named fields, not an enum: write `struct {0} {{ state: {0}State, .. }}` and keep the enum in a field (the FSM's steps are its states)",
@@ -74,16 +66,4 @@ fn misplaced(item: &Item) -> TokenStream {
     };
     let error = syn::Error::new(span, message).into_compile_error();
     quote!(#error #item)
-}
-
-/// `#[step]` or `#[on_error]` outside a `#[durable_fsm]` impl block.
-pub(crate) fn stray_helper(name: &str, input: TokenStream) -> TokenStream {
-    let error = syn::Error::new(
-        Span::call_site(),
-        format!(
-            "`#[{name}]` only has meaning inside a `#[durable_fsm]` impl block: add `#[durable_fsm]` to the impl block, or remove `#[{name}]`"
-        ),
-    )
-    .into_compile_error();
-    quote!(#error #input)
 }

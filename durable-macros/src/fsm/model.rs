@@ -1,30 +1,26 @@
-//! The IR of `#[durable_fsm]`: the state struct as an [`FsmStruct`] (its fields are the
-//! object macro's [`StateField`]s, read by the same `#[field(..)]` machinery) and the impl
+//! The IR of `#[durable_fsm]`: the state struct as an [`FsmStruct`] (around the
+//! [`StateStruct`] both macros share) and the impl
 //! block as a [`StepSet`] of [`StepFn`]s with an optional [`ErrorFn`]. Built by the
 //! `from_ast` constructors, which run the rules of [`super::validate`] and accumulate their
 //! errors.
 
 use syn::ext::IdentExt;
-use syn::{Attribute, Fields, Ident, ImplItem, ImplItemFn, ItemImpl, ItemStruct, Type, Visibility};
+use syn::{Attribute, Ident, ImplItemFn, ItemImpl, ItemStruct, Type};
 
 use super::attrs::{FsmArgs, FsmHelper, FsmImplArgs, StepArgs};
 use super::validate;
 use crate::errors::Errors;
-use crate::model::{Shape, StateField};
+use crate::flavor::Flavor;
+use crate::impl_half::{block, helpers, signature};
 use crate::paths::Root;
+use crate::state_half::model::StateStruct;
 
 /// The state half.
 pub(crate) struct FsmStruct {
     /// Where the runtime is found.
     pub(crate) root: Root,
-    /// The struct's own attributes, to re-emit.
-    pub(crate) attrs: Vec<Attribute>,
-    /// The struct's visibility.
-    pub(crate) vis: Visibility,
-    /// The struct's name.
-    pub(crate) ident: Ident,
-    /// `FsmState::NAME`.
-    pub(crate) name: String,
+    /// The struct; its stored name is `FsmState::NAME`.
+    pub(crate) state: StateStruct,
     /// `FsmState::VERSION`.
     pub(crate) version: i32,
     /// `FsmState::QUEUE`.
@@ -33,46 +29,22 @@ pub(crate) struct FsmStruct {
     pub(crate) priority: i16,
     /// `FsmState::Result`; `()` when absent.
     pub(crate) result: Option<Type>,
-    /// The fields.
-    pub(crate) shape: Shape,
 }
 
 impl FsmStruct {
     /// Builds the state half. `None` when the struct cannot be an FSM state at all (tuple
     /// struct, generics); the errors say why.
     pub(crate) fn from_ast(item: &ItemStruct, args: FsmArgs, errors: &mut Errors) -> Option<Self> {
-        let generics_ok = validate::struct_generics(&item.generics, &item.ident, errors);
-        let shape_ok = validate::struct_shape(&item.fields, &item.ident, errors);
-        let attrs = validate::derives(&item.attrs, errors);
-        let shape = match &item.fields {
-            Fields::Named(named) => Some(Shape::Named(
-                named
-                    .named
-                    .iter()
-                    .filter_map(|field| StateField::from_ast(field, errors))
-                    .collect(),
-            )),
-            Fields::Unit => Some(Shape::Unit),
-            Fields::Unnamed(_) => None,
-        };
-        if !(generics_ok && shape_ok) {
-            return None;
-        }
+        let state = StateStruct::from_ast(item, args.name, Flavor::FSM, errors)?;
         Some(Self {
             root: Root::new(args.krate),
-            attrs,
-            vis: item.vis.clone(),
-            ident: item.ident.clone(),
-            name: args
-                .name
-                .map_or_else(|| item.ident.unraw().to_string(), |name| name.0),
+            state,
             version: args.version.map_or(1, |version| version.0),
             queue: args
                 .queue
                 .map_or_else(|| "default".to_owned(), |queue| queue.0),
             priority: args.priority.map_or(0, |priority| priority.0),
             result: args.result.0,
-            shape: shape?,
         })
     }
 }
@@ -128,12 +100,6 @@ pub(crate) struct ErrorFn {
     pub(crate) output: Type,
 }
 
-/// One method's helper attributes.
-struct Marked {
-    index: usize,
-    helpers: Vec<(FsmHelper, Attribute)>,
-}
-
 impl StepSet {
     /// Builds the behaviour half. `Err` holds the impl block with helper attributes stripped
     /// when it cannot be an FSM impl at all; the errors say why.
@@ -142,24 +108,19 @@ impl StepSet {
         args: FsmImplArgs,
         errors: &mut Errors,
     ) -> Result<Self, Box<ItemImpl>> {
-        let marked = strip_helpers(&mut item);
-        let Some(object) = validate::impl_shape(&item, errors) else {
+        let marked = helpers::strip_helpers::<FsmHelper>(&mut item);
+        let Some(object) = block::impl_shape(&item, Flavor::FSM, errors) else {
             return Err(Box::new(item));
         };
         let mut steps = Vec::new();
         let mut initials: Vec<Ident> = Vec::new();
         let mut on_error: Option<ErrorFn> = None;
         let mut first_on_error: Option<Ident> = None;
-        for Marked { index, helpers } in &marked {
-            let ImplItem::Fn(method) = &item.items[*index] else {
-                let (helper, attr) = &helpers[0];
-                errors.spanned(
-                    attr,
-                    format!("`#[{}]` goes on a method of the impl block", helper.name()),
-                );
+        for marked in &marked {
+            let Some(method) = helpers::marked_method(&item, marked, errors) else {
                 continue;
             };
-            let Some((helper, attr)) = validate::one_helper(helpers, errors) else {
+            let Some((helper, attr)) = helpers::one_helper(&marked.helpers, errors) else {
                 continue;
             };
             match helper {
@@ -210,39 +171,12 @@ impl StepSet {
     }
 }
 
-/// Removes `#[step]` and `#[on_error]` from every item of the impl block, saying which items
-/// carried them.
-fn strip_helpers(item: &mut ItemImpl) -> Vec<Marked> {
-    let mut marked = Vec::new();
-    for (index, impl_item) in item.items.iter_mut().enumerate() {
-        let attrs = match impl_item {
-            ImplItem::Fn(f) => &mut f.attrs,
-            ImplItem::Const(c) => &mut c.attrs,
-            ImplItem::Type(t) => &mut t.attrs,
-            ImplItem::Macro(m) => &mut m.attrs,
-            _ => continue,
-        };
-        let mut helpers = Vec::new();
-        attrs.retain(|attr| match FsmHelper::of(attr) {
-            Some(helper) => {
-                helpers.push((helper, attr.clone()));
-                false
-            }
-            None => true,
-        });
-        if !helpers.is_empty() {
-            marked.push(Marked { index, helpers });
-        }
-    }
-    marked
-}
-
 impl StepFn {
     /// Reads one `#[step]` method; a signature that breaks a rule gives a stub (the errors say
     /// how).
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, FsmHelper::Step, errors);
+        let plain = signature::plain_signature(sig, FsmHelper::Step, Flavor::FSM, errors);
         let generics = validate::no_generics(&sig.generics, FsmHelper::Step, errors);
         let receiver = validate::receiver(sig, FsmHelper::Step, errors);
         let takes_ctx = validate::step_inputs(sig, errors);
@@ -271,7 +205,7 @@ impl ErrorFn {
     /// Reads the `#[on_error]` method. `None` when its signature is wrong.
     fn from_fn(method: &ImplItemFn, errors: &mut Errors) -> Option<Self> {
         let sig = &method.sig;
-        let plain = validate::plain_signature(sig, FsmHelper::OnError, errors);
+        let plain = signature::plain_signature(sig, FsmHelper::OnError, Flavor::FSM, errors);
         let generics = validate::no_generics(&sig.generics, FsmHelper::OnError, errors);
         let receiver = validate::receiver(sig, FsmHelper::OnError, errors);
         let takes_ctx = validate::on_error_inputs(sig, errors);

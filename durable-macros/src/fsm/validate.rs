@@ -4,163 +4,14 @@
 
 use std::collections::HashMap;
 
-use syn::ext::IdentExt;
-use syn::punctuated::Punctuated;
-use syn::{
-    Attribute, Fields, FnArg, GenericParam, Generics, Ident, ImplItem, ItemImpl, Path,
-    ReceiverKind, ReturnType, Safety, Signature, Type,
-};
+use syn::{Generics, Ident, ItemImpl, ReturnType, Signature, Type};
 
 use super::attrs::FsmHelper;
 use super::model::StepFn;
 use crate::errors::Errors;
-
-/// The state struct has no generic parameters and no lifetimes: every instance is stored
-/// under one FSM name and owns its state.
-pub(crate) fn struct_generics(generics: &Generics, fsm: &Ident, errors: &mut Errors) -> bool {
-    let mut ok = true;
-    if !generics.params.is_empty() {
-        ok = false;
-        let lifetimes_only = generics
-            .params
-            .iter()
-            .all(|param| matches!(param, GenericParam::Lifetime(_)));
-        if lifetimes_only {
-            errors.spanned(
-                generics,
-                format!(
-                    "the state of a durable FSM is owned data: remove the lifetime parameters of `{fsm}` and store owned values (`String` rather than `&'a str`)"
-                ),
-            );
-        } else {
-            errors.spanned(
-                generics,
-                format!(
-                    "a durable FSM cannot be generic (its instances are stored under one name): remove the parameters of `{fsm}` and use concrete field types"
-                ),
-            );
-        }
-    }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            "remove the `where` clause: a durable FSM has no parameters to bound",
-        );
-    }
-    ok
-}
-
-/// The state struct has named fields (or none): fields are stored by name, so that a field
-/// added later takes its default.
-pub(crate) fn struct_shape(fields: &Fields, fsm: &Ident, errors: &mut Errors) -> bool {
-    if let Fields::Unnamed(unnamed) = fields {
-        errors.spanned(
-            unnamed,
-            format!(
-                "the state of a durable FSM needs named fields, which are stored by name: write `struct {fsm} {{ name: Type, .. }}`"
-            ),
-        );
-        return false;
-    }
-    true
-}
-
-/// The struct does not derive what `#[durable_fsm]` implements itself (`Default`,
-/// `Serialize`, `Deserialize`). Returns its attributes with those derives removed.
-pub(crate) fn derives(attrs: &[Attribute], errors: &mut Errors) -> Vec<Attribute> {
-    let mut kept = Vec::with_capacity(attrs.len());
-    for attr in attrs {
-        if !attr.path().is_ident("derive") {
-            kept.push(attr.clone());
-            continue;
-        }
-        let Ok(paths) = attr.parse_args_with(Punctuated::<Path, syn::Token![,]>::parse_terminated)
-        else {
-            kept.push(attr.clone());
-            continue;
-        };
-        let mut rest = Vec::new();
-        for path in paths {
-            match path.segments.last().map(|s| s.ident.to_string()).as_deref() {
-                Some("Default") => errors.spanned(
-                    &path,
-                    "`#[durable_fsm]` implements `Default` from the fields' defaults: remove `Default` from this derive and give defaults with `#[field(default = ..)]`",
-                ),
-                Some(trait_ @ ("Serialize" | "Deserialize")) => errors.spanned(
-                    &path,
-                    format!(
-                        "`#[durable_fsm]` already derives `{trait_}` (with the runtime's serde): remove it from this derive"
-                    ),
-                ),
-                _ => rest.push(path),
-            }
-        }
-        if !rest.is_empty() {
-            kept.push(syn::parse_quote!(#[derive(#(#rest),*)]));
-        }
-    }
-    kept
-}
-
-/// The impl half is an inherent, non-generic impl of a plain type path. Returns the FSM's name.
-pub(crate) fn impl_shape(item: &ItemImpl, errors: &mut Errors) -> Option<Ident> {
-    let mut ok = true;
-    if let Some((path, _)) = &item.trait_ {
-        ok = false;
-        errors.spanned(
-            path,
-            "`#[durable_fsm]` goes on the FSM's inherent impl block (`impl Order { .. }`), not on a trait impl",
-        );
-    }
-    if !item.generics.params.is_empty() {
-        ok = false;
-        errors.spanned(
-            &item.generics,
-            "a durable FSM cannot be generic: remove the parameters of this impl block",
-        );
-    }
-    let fsm = match &*item.self_ty {
-        Type::Path(path) if path.qself.is_none() => path
-            .path
-            .segments
-            .last()
-            .filter(|last| last.arguments.is_none())
-            .map(|last| last.ident.clone()),
-        _ => None,
-    };
-    if fsm.is_none() {
-        errors.spanned(
-            &item.self_ty,
-            "`#[durable_fsm]` goes on the impl block of the FSM's state struct: `impl Order { .. }`",
-        );
-    }
-    fsm.filter(|_| ok)
-}
-
-/// A method is a step or the error handler, once. Returns which, with its attribute.
-pub(crate) fn one_helper<'a>(
-    helpers: &'a [(FsmHelper, Attribute)],
-    errors: &mut Errors,
-) -> Option<(FsmHelper, &'a Attribute)> {
-    let (first, first_attr) = &helpers[0];
-    let mut result = Some((*first, first_attr));
-    for (helper, attr) in &helpers[1..] {
-        if helper == first {
-            errors.spanned(
-                attr,
-                format!("duplicate `#[{}]`: remove this one", helper.name()),
-            );
-        } else {
-            result = None;
-            errors.spanned(
-                attr,
-                "a method is either a `#[step]` or the `#[on_error]` handler: remove one of the attributes",
-            );
-        }
-    }
-    result
-}
+use crate::impl_half::block;
+use crate::impl_half::helpers::HelperAttr;
+use crate::impl_half::signature;
 
 /// Exactly one step is `#[step(initial)]`: new instances start there. Returns it.
 pub(crate) fn one_initial(
@@ -194,67 +45,21 @@ pub(crate) fn one_initial(
     }
 }
 
-/// What `helper` is called in messages.
-fn what(helper: FsmHelper) -> &'static str {
-    match helper {
-        FsmHelper::Step => "a step",
-        FsmHelper::OnError => "the `#[on_error]` handler",
-    }
-}
-
-/// A step or the error handler is a plain method: not `const`, `unsafe`, `extern` or variadic.
-pub(crate) fn plain_signature(sig: &Signature, helper: FsmHelper, errors: &mut Errors) -> bool {
-    let what = what(helper);
-    let mut ok = true;
-    if let Some(constness) = &sig.constness {
-        ok = false;
-        errors.spanned(
-            constness,
-            format!("{what} cannot be `const`: remove `const`"),
-        );
-    }
-    if let Safety::Unsafe(unsafety) = &sig.safety {
-        ok = false;
-        errors.spanned(
-            unsafety,
-            format!(
-                "{what} cannot be `unsafe`: the engine calls it as a safe method; remove `unsafe`"
-            ),
-        );
-    }
-    if let Some(abi) = &sig.abi {
-        ok = false;
-        errors.spanned(abi, format!("{what} cannot be `extern`: remove the ABI"));
-    }
-    if let Some(variadic) = &sig.variadic {
-        ok = false;
-        errors.spanned(variadic, format!("{what} cannot be variadic"));
-    }
-    ok
-}
-
 /// A step or the error handler has no generic or lifetime parameters: the engine calls it by
 /// its stored name.
 pub(crate) fn no_generics(generics: &Generics, helper: FsmHelper, errors: &mut Errors) -> bool {
-    let what = what(helper);
     let mut ok = true;
     if !generics.params.is_empty() {
         ok = false;
         errors.spanned(
             generics,
             format!(
-                "{what} cannot have generic or lifetime parameters: the engine calls it by its stored name; remove them"
+                "{} cannot have generic or lifetime parameters: the engine calls it by its stored name; remove them",
+                helper.what()
             ),
         );
     }
-    if let Some(clause) = &generics.where_clause {
-        ok = false;
-        errors.spanned(
-            clause,
-            format!("{what} cannot have a `where` clause: remove it"),
-        );
-    }
-    ok
+    signature::no_where_clause(generics, helper, errors) && ok
 }
 
 /// A step or the error handler borrows the state: `&mut self` (or `&self` for one that
@@ -269,47 +74,14 @@ pub(crate) fn receiver(sig: &Signature, helper: FsmHelper, errors: &mut Errors) 
             "the `#[on_error]` handler borrows the FSM's state: write `fn {name}(&mut self, error: StepError, ctx: &StepContext) -> Outcome<Self>`"
         ),
     };
-    match sig.receiver() {
-        Some(receiver) => match &receiver.kind {
-            ReceiverKind::Reference(_, None, _) => true,
-            ReceiverKind::Reference(_, Some(lifetime), _) => {
-                errors.spanned(lifetime, "remove this lifetime: write `&mut self`");
-                false
-            }
-            _ => {
-                errors.spanned(receiver, fix);
-                false
-            }
-        },
-        None => {
-            errors.spanned(name, fix);
-            false
-        }
-    }
+    signature::borrowing_receiver(sig, fix, errors)
 }
 
 /// Whether `ty` is `&StepContext` (or `&path::StepContext`): `Some(true)` for `&mut`.
 fn context_reference(ty: &Type) -> Option<bool> {
-    let Type::Reference(reference) = ty else {
-        return None;
-    };
-    let Type::Path(path) = &*reference.elem else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    (path.qself.is_none()
-        && last.ident == "StepContext"
-        && last.arguments.is_none()
-        && reference.lifetime.is_none())
-    .then_some(reference.mutability.is_some())
-}
-
-/// The typed inputs of `sig` (after the receiver).
-fn typed_inputs(sig: &Signature) -> impl Iterator<Item = &syn::PatType> {
-    sig.inputs.iter().filter_map(|input| match input {
-        FnArg::Typed(typed) => Some(typed),
-        FnArg::Receiver(_) => None,
-    })
+    signature::reference_to(ty, "StepContext")
+        .filter(|reference| reference.lifetime.is_none())
+        .map(|reference| reference.mutability.is_some())
 }
 
 /// A step takes, after `self`, nothing or `ctx: &StepContext`. Returns whether it takes the
@@ -317,7 +89,7 @@ fn typed_inputs(sig: &Signature) -> impl Iterator<Item = &syn::PatType> {
 pub(crate) fn step_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
     let mut takes_ctx = false;
     let mut ok = true;
-    for (position, input) in typed_inputs(sig).enumerate() {
+    for (position, input) in signature::typed_inputs(sig).enumerate() {
         match context_reference(&input.ty) {
             Some(false) if position == 0 => takes_ctx = true,
             Some(true) => {
@@ -342,16 +114,19 @@ pub(crate) fn step_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> 
 /// A step returns `Outcome<Self>` or `Result<Outcome<Self>, E>` (checked by the compiler on
 /// the return type; here only its presence). Returns the type.
 pub(crate) fn step_output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
+    let missing = format!(
+        "a step says what happens next: add `-> Outcome<Self>` (or `-> Result<Outcome<Self>, E>`) to `{}` and return, say, `Outcome::next(Self::OTHER_STEP)` or `Outcome::done(result)`",
+        sig.ident
+    );
+    written_output(sig, missing, errors)
+}
+
+/// The return type of `sig`, or `None` after reporting `missing` at its name when it has none.
+fn written_output(sig: &Signature, missing: String, errors: &mut Errors) -> Option<Type> {
     match &sig.output {
         ReturnType::Type(_, ty) => Some((**ty).clone()),
         ReturnType::Default => {
-            errors.spanned(
-                &sig.ident,
-                format!(
-                    "a step says what happens next: add `-> Outcome<Self>` (or `-> Result<Outcome<Self>, E>`) to `{}` and return, say, `Outcome::next(Self::OTHER_STEP)` or `Outcome::done(result)`",
-                    sig.ident
-                ),
-            );
+            errors.spanned(&sig.ident, missing);
             None
         }
     }
@@ -366,7 +141,7 @@ fn is_step_error(ty: &Type) -> bool {
 /// The error handler takes, after `self`, `error: StepError` and optionally
 /// `ctx: &StepContext`. Returns whether it takes the context, or `None` after an error.
 pub(crate) fn on_error_inputs(sig: &Signature, errors: &mut Errors) -> Option<bool> {
-    let inputs: Vec<&syn::PatType> = typed_inputs(sig).collect();
+    let inputs: Vec<&syn::PatType> = signature::typed_inputs(sig).collect();
     let mut ok = true;
     let mut takes_ctx = false;
     match inputs.first() {
@@ -405,19 +180,11 @@ pub(crate) fn on_error_inputs(sig: &Signature, errors: &mut Errors) -> Option<bo
 
 /// The error handler returns `Outcome<Self>` (any outcome, the seed's `handle/2`).
 pub(crate) fn on_error_output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
-    match &sig.output {
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
-        ReturnType::Default => {
-            errors.spanned(
-                &sig.ident,
-                format!(
-                    "the `#[on_error]` handler decides what happens: add `-> Outcome<Self>` to `{}` (return `Outcome::retry(..)`, `Outcome::stop(error)`, ..)",
-                    sig.ident
-                ),
-            );
-            None
-        }
-    }
+    let missing = format!(
+        "the `#[on_error]` handler decides what happens: add `-> Outcome<Self>` to `{}` (return `Outcome::retry(..)`, `Outcome::stop(error)`, ..)",
+        sig.ident
+    );
+    written_output(sig, missing, errors)
 }
 
 /// Names the generated constants must not take: they would hide the `Fsm` trait's.
@@ -432,49 +199,44 @@ pub(crate) fn step_names(
     fsm: &Ident,
     errors: &mut Errors,
 ) -> Vec<StepFn> {
-    let mut items: HashMap<String, &Ident> = HashMap::new();
-    for impl_item in &item.items {
-        let ident = match impl_item {
-            ImplItem::Fn(method) => &method.sig.ident,
-            ImplItem::Const(constant) => &constant.ident,
-            _ => continue,
-        };
-        items.entry(ident.unraw().to_string()).or_insert(ident);
-    }
+    let items = block::value_items(item);
     let mut seen: HashMap<String, Ident> = HashMap::new();
     let mut kept = Vec::with_capacity(steps.len());
     for step in steps {
         let constant = step.constant.to_string();
         let method = &step.method;
-        if RESERVED.contains(&constant.as_str()) {
-            errors.spanned(
+        // The first clash found, spanned where the fix goes.
+        let clash = if RESERVED.contains(&constant.as_str()) {
+            Some((
                 method,
                 format!(
                     "the step `{method}` would have the constant `{fsm}::{constant}`, which would hide `Fsm::{constant}`: rename the step"
                 ),
-            );
-            continue;
-        }
-        if let Some(other) = items.get(&constant) {
-            errors.spanned(
-                other,
+            ))
+        } else if let Some(other) = items.get(&constant) {
+            Some((
+                *other,
                 format!(
                     "`{constant}` clashes with `{fsm}::{constant}`, the constant generated for the step `{method}`: rename one of them"
                 ),
-            );
-            continue;
+            ))
+        } else {
+            seen.get(&constant).map(|first| {
+                (
+                    method,
+                    format!(
+                        "the steps `{first}` and `{method}` would both have the constant `{fsm}::{constant}`: rename one of them"
+                    ),
+                )
+            })
+        };
+        match clash {
+            Some((span, message)) => errors.spanned(span, message),
+            None => {
+                seen.insert(constant, method.clone());
+                kept.push(step);
+            }
         }
-        if let Some(first) = seen.get(&constant) {
-            errors.spanned(
-                method,
-                format!(
-                    "the steps `{first}` and `{method}` would both have the constant `{fsm}::{constant}`: rename one of them"
-                ),
-            );
-            continue;
-        }
-        seen.insert(constant, method.clone());
-        kept.push(step);
     }
     kept
 }
