@@ -7,9 +7,11 @@
 //! so the overhead is measured against a same-work figure of the same run. Client and server
 //! share the machine's cores, as a sidecar or a local client would.
 //!
-//! Two shapes: 64 callers (`gateway-64`: throughput, where both sides are saturated and
-//! latency is in-flight calls over throughput) and one caller (`gateway-1`: what a call pays
-//! for crossing HTTP when nothing else waits, its latency next to the in-process call's).
+//! Three shapes: 64 callers as fast as they can (`gateway-64`: throughput, where both sides
+//! are saturated and latency is in-flight calls over throughput); 64 callers paced to 10,000
+//! calls/s in all (`gateway-64-at-10k`: the latency at the same offered load on both sides,
+//! measured from when each call was due, so a side that falls behind pays for it); and one
+//! caller (`gateway-1`: what a call pays for crossing HTTP when nothing else waits).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::Settings;
+use crate::objects::BenchCounter;
 use crate::report::{Figure, MedianLatency, median};
 use crate::scenarios::{CallRun, Op, drive};
 
@@ -29,29 +32,42 @@ const OBJECTS: usize = 1_000;
 /// The bearer token of the run; the gateway knows only its hash.
 const TOKEN: &str = "bench-token";
 
-/// The `gateway-N` and `gateway-inproc-N` figures for 64 callers and for one.
+/// The offered load of `gateway-64-at-10k`, in calls per second.
+const PACED_RATE: f64 = 10_000.0;
+
+/// The gateway figures, each next to its in-process twin.
 pub(crate) async fn gateway(settings: &Settings) -> Result<Vec<Figure>, String> {
-    let mut figures = compare(settings, 64).await?;
-    figures.extend(compare(settings, 1).await?);
+    let mut figures = compare(settings, "64", 64, None).await?;
+    let interval = Duration::from_secs_f64(64.0 / PACED_RATE);
+    figures.extend(compare(settings, "64-at-10k", 64, Some(interval)).await?);
+    figures.extend(compare(settings, "1", 1, None).await?);
     Ok(figures)
 }
 
-/// `callers` callers in process, then through the gateway, run by run.
-async fn compare(settings: &Settings, callers: usize) -> Result<Vec<Figure>, String> {
+/// `callers` callers in process, then through the gateway, run by run; each caller sends a
+/// call every `pace` if given, else as soon as the last one returned.
+async fn compare(
+    settings: &Settings,
+    label: &str,
+    callers: usize,
+    pace: Option<Duration>,
+) -> Result<Vec<Figure>, String> {
     let backend = settings.backend.name();
-    let mut inproc = Figure::new(format!("gateway-inproc-{callers}"), backend, "calls/s");
+    let mut inproc = Figure::new(format!("gateway-inproc-{label}"), backend, "calls/s");
     let mut inproc_latency = MedianLatency::default();
-    let mut figure = Figure::new(format!("gateway-{callers}"), backend, "calls/s");
+    let mut figure = Figure::new(format!("gateway-{label}"), backend, "calls/s");
     let mut latency = MedianLatency::default();
     let (mut p50_overheads, mut p99_overheads, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..settings.runs {
         let run = CallRun::start(settings, Op::Increment, OBJECTS, false).await?;
-        let (base_rate, base) =
-            drive(&run.rt, Op::Increment, callers, &run.ids, settings.secs).await?;
+        let (base_rate, base) = match pace {
+            None => drive(&run.rt, Op::Increment, callers, &run.ids, settings.secs).await?,
+            Some(pace) => paced_in_process(&run, callers, pace, settings.secs).await?,
+        };
         run.finish().await;
 
         let run = CallRun::start(settings, Op::Increment, OBJECTS, true).await?;
-        let (rate, histogram) = through_gateway(&run, callers, settings.secs).await?;
+        let (rate, histogram) = through_gateway(&run, callers, pace, settings.secs).await?;
         run.finish().await;
 
         let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
@@ -71,10 +87,69 @@ async fn compare(settings: &Settings, callers: usize) -> Result<Vec<Figure>, Str
     Ok(vec![inproc, figure])
 }
 
-/// Serves `run`'s runtime on a loopback port and drives it with `callers` connections.
+/// When the `n`th call of `caller` is due, with `callers` callers spread evenly over `pace`.
+fn due(started: Instant, caller: usize, callers: usize, n: u32, pace: Duration) -> Instant {
+    started + pace.mul_f64(caller as f64 / callers as f64) + pace * n
+}
+
+/// Picks the next object at random (xorshift).
+fn next_id<'a>(ids: &'a [String], seed: &mut u64) -> &'a str {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    &ids[(*seed % ids.len() as u64) as usize]
+}
+
+/// `callers` in-process callers, each calling every `pace`; latency counts from when each
+/// call was due.
+async fn paced_in_process(
+    run: &CallRun,
+    callers: usize,
+    pace: Duration,
+    duration: Duration,
+) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for caller in 0..callers {
+        let rt = run.rt.clone();
+        let ids = Arc::clone(&run.ids);
+        tasks.spawn(async move {
+            let mut histogram = crate::report::histogram();
+            let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut done = 0u32;
+            loop {
+                let due = due(started, caller, callers, done, pace);
+                if due >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                BenchCounter::increment(&rt, next_id(&ids, &mut seed))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                histogram.saturating_record(due.elapsed().as_nanos() as u64);
+                done += 1;
+            }
+            Ok::<_, String>((u64::from(done), histogram))
+        });
+    }
+    let mut total = 0;
+    let mut histogram = crate::report::histogram();
+    while let Some(result) = tasks.join_next().await {
+        let (done, h) = result.map_err(|e| e.to_string())??;
+        total += done;
+        histogram.add(h).map_err(|e| e.to_string())?;
+    }
+    Ok((total as f64 / started.elapsed().as_secs_f64(), histogram))
+}
+
+/// Serves `run`'s runtime on a loopback port and drives it with `callers` connections, each
+/// sending a call every `pace` if given (latency then counts from when the call was due),
+/// else as soon as the last one returned.
 async fn through_gateway(
     run: &CallRun,
     callers: usize,
+    pace: Option<Duration>,
     duration: Duration,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
     let config = durable_server::ServerConfig::from_toml_str(&format!(
@@ -119,13 +194,20 @@ async fn through_gateway(
             tokio::spawn(connection);
             let mut histogram = crate::report::histogram();
             let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut done = 0u64;
+            let mut done = 0u32;
             let authorization = format!("Bearer {TOKEN}");
-            while Instant::now() < deadline {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let id = &ids[(seed % ids.len() as u64) as usize];
+            loop {
+                let due = match pace {
+                    Some(pace) => due(started, caller, callers, done, pace),
+                    None => Instant::now(),
+                };
+                if due >= deadline {
+                    break;
+                }
+                if pace.is_some() {
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let id = next_id(&ids, &mut seed);
                 let request =
                     Request::post(format!("/v1/objects/BenchCounter/{id}/call/increment"))
                         .header("host", "bench")
@@ -133,7 +215,6 @@ async fn through_gateway(
                         .header("content-type", "application/json")
                         .body(Full::new(Bytes::from_static(b"{}")))
                         .map_err(|e| e.to_string())?;
-                let t = Instant::now();
                 sender.ready().await.map_err(|e| e.to_string())?;
                 let response = sender
                     .send_request(request)
@@ -152,10 +233,10 @@ async fn through_gateway(
                         String::from_utf8_lossy(&body)
                     ));
                 }
-                histogram.saturating_record(t.elapsed().as_nanos() as u64);
+                histogram.saturating_record(due.elapsed().as_nanos() as u64);
                 done += 1;
             }
-            Ok::<_, String>((done, histogram))
+            Ok::<_, String>((u64::from(done), histogram))
         });
     }
     let mut total = 0;
