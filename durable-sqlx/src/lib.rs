@@ -83,6 +83,8 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod conflict;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod dead_alarms;
 mod error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod net_alarms;

@@ -369,13 +369,7 @@ impl Storage for PostgresStore {
         after: Option<&AlarmKey>,
         limit: usize,
     ) -> Result<AlarmPage, StorageError> {
-        let dead = &self.sql.dead;
-        let sql = match (object_type, after) {
-            (Some(_), Some(_)) => &dead.of_type_after,
-            (Some(_), None) => &dead.of_type_first,
-            (None, Some(_)) => &dead.after,
-            (None, None) => &dead.first,
-        };
+        let sql = self.sql.dead.pick(object_type.is_some(), after.is_some());
         let mut query = sqlx::query(sql.clone()).bind(fetch_limit(limit));
         if let Some(object_type) = object_type {
             query = query.bind(object_type);

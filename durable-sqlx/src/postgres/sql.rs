@@ -7,6 +7,7 @@ use sqlx::{Row, SqlStr};
 
 use super::time::PgTime;
 use super::{db_err, states};
+use crate::dead_alarms::DeadAlarms;
 use crate::schema::{Names, from_db_attempts, statement};
 
 /// The store's statements, with its table names filled in.
@@ -53,17 +54,6 @@ pub(super) struct Sql {
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
     pub(super) release: SqlStr,
-}
-
-/// The statements listing dead alarms across objects, ordered by type, id and name: `$1` is
-/// the page's row limit, then the type if filtered, then the position `(type, id, name)` to
-/// start after if any.
-#[derive(Debug)]
-pub(super) struct DeadAlarms {
-    pub(super) first: SqlStr,
-    pub(super) after: SqlStr,
-    pub(super) of_type_first: SqlStr,
-    pub(super) of_type_after: SqlStr,
 }
 
 /// One of the [`DeadAlarms`] statements.
@@ -217,12 +207,7 @@ impl Sql {
                  )
                  ORDER BY t"
             )),
-            dead: DeadAlarms {
-                first: dead_alarms(alarms, columns, false, false),
-                after: dead_alarms(alarms, columns, false, true),
-                of_type_first: dead_alarms(alarms, columns, true, false),
-                of_type_after: dead_alarms(alarms, columns, true, true),
-            },
+            dead: DeadAlarms::build(|of_type, after| dead_alarms(alarms, columns, of_type, after)),
             // Unclaimed alarms by due time (the due index), then the few claimed ones (the
             // claimed index): a claimed alarm is claimable once due and its lease ended
             // (`greatest` skips a missing lease: a claim written before leases has lapsed).

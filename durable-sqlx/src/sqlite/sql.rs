@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlStr};
 
 use super::{batch, db_err};
+use crate::dead_alarms::DeadAlarms;
 use crate::schema::{Names, from_db_attempts, from_micros, statement};
 
 /// The store's statements, with its table names filled in.
@@ -38,17 +39,6 @@ pub(super) struct Sql {
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
     pub(super) release: SqlStr,
-}
-
-/// The statements listing dead alarms across objects, ordered by type, id and name: `?1` is
-/// the page's row limit, then the type if filtered, then the position `(type, id, name)` to
-/// start after if any.
-#[derive(Debug)]
-pub(super) struct DeadAlarms {
-    pub(super) first: SqlStr,
-    pub(super) after: SqlStr,
-    pub(super) of_type_first: SqlStr,
-    pub(super) of_type_after: SqlStr,
 }
 
 /// One of the [`DeadAlarms`] statements.
@@ -134,12 +124,9 @@ impl Sql {
                  )
                  ORDER BY t"
             )),
-            dead: DeadAlarms {
-                first: dead_alarms(alarms, false, false),
-                after: dead_alarms(alarms, false, true),
-                of_type_first: dead_alarms(alarms, true, false),
-                of_type_after: dead_alarms(alarms, true, true),
-            },
+            dead: DeadAlarms::build(|of_type, after| {
+                dead_alarms(alarms, of_type, after)
+            }),
             // Unclaimed alarms by due time (the due index), then the few claimed ones (the
             // claimed index): a claimed alarm is claimable once due and its lease ended. A
             // claim without a lease (written before leases existed) has lapsed.
