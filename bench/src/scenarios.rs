@@ -456,6 +456,8 @@ async fn populate(store: &dyn Storage, object_type: &str, count: usize) -> Resul
                 expected_version: 0,
                 state: Some(br#"{"count":7}"#.to_vec()),
                 alarms: Vec::new(),
+                kv: Vec::new(),
+                idempotency: None,
             })
             .collect();
         store.commit(&batch).await.map_err(|e| e.to_string())?;
@@ -660,7 +662,10 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
                 alarms: vec![AlarmChange::Set {
                     name: "ring".to_owned(),
                     due_at: *due_at,
+                    payload: None,
                 }],
+                kv: Vec::new(),
+                idempotency: None,
             })
             .collect();
         for chunk in writes.chunks(1000) {

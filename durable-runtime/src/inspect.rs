@@ -218,6 +218,8 @@ impl StoreInspector {
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     /// }
@@ -251,6 +253,8 @@ impl StoreInspector {
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     /// }
@@ -295,6 +299,8 @@ impl StoreInspector {
     ///     expected_version: 0,
     ///     state: Some(br#"{"count":7}"#.to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let inspector = StoreInspector::new(storage);
@@ -343,7 +349,9 @@ impl StoreInspector {
     ///     key: ObjectKey::new("Session", "s1"),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
-    ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at }],
+    ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at, payload: None }],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let alarms = StoreInspector::new(storage).list_alarms("Session", "s1").await.unwrap();
@@ -380,12 +388,14 @@ impl StoreInspector {
     /// let storage = MemoryStorage::new();
     /// // An alarm that failed for the last time, as a runtime leaves it in storage.
     /// let (key, due) = (ObjectKey::new("Job", "j1"), UNIX_EPOCH + Duration::from_secs(100));
-    /// let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -436,7 +446,9 @@ impl StoreInspector {
     ///     key: ObjectKey::new("Session", "s1"),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
-    ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at }],
+    ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at, payload: None }],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let inspector = StoreInspector::new(storage);
@@ -481,12 +493,14 @@ impl StoreInspector {
     /// let storage = MemoryStorage::new();
     /// // An alarm that failed for the last time, as a runtime leaves it in storage.
     /// let (key, due) = (ObjectKey::new("Job", "j1"), UNIX_EPOCH + Duration::from_secs(100));
-    /// let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -508,6 +522,7 @@ impl StoreInspector {
         let change = AlarmChange::Set {
             name: name.to_owned(),
             due_at: truncate_to_micros(SystemTime::now()),
+            payload: None,
         };
         self.change_alarm(object_type, id, name, |alarm| alarm.dead, change)
             .await
@@ -544,6 +559,8 @@ impl StoreInspector {
                 expected_version: version,
                 state: None,
                 alarms: vec![change.clone()],
+                kv: Vec::new(),
+                idempotency: None,
             };
             match self.storage.commit(&[write]).await {
                 Ok(()) => return Ok(true),

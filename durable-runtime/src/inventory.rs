@@ -367,12 +367,14 @@ impl Runtime {
     /// let storage = MemoryStorage::new();
     /// // An alarm that failed for the last time, as a runtime leaves it in storage.
     /// let (key, due) = (ObjectKey::new("Job", "j1"), UNIX_EPOCH + Duration::from_secs(100));
-    /// let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -433,12 +435,14 @@ impl Runtime {
     /// let storage = MemoryStorage::new();
     /// // An alarm that failed for the last time, as a runtime leaves it in storage.
     /// let (key, due) = (ObjectKey::new("Job", "j1"), UNIX_EPOCH + Duration::from_secs(100));
-    /// let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();

@@ -335,6 +335,8 @@ async fn server_side_failures_leak_no_internals() {
         expected_version: 0,
         state: Some(br#"{"count": "not a number", "ratio": 0.0}"#.to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     storage.commit(&[planted]).await.unwrap();
     let body = expect_error(

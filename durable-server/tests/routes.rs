@@ -283,7 +283,10 @@ async fn dead_in_storage(
         alarms: vec![AlarmChange::Set {
             name: name.to_owned(),
             due_at: due,
+            payload: None,
         }],
+        kv: Vec::new(),
+        idempotency: None,
     };
     storage.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);
@@ -374,7 +377,10 @@ async fn dead_alarms_are_listed_by_type_a_page_at_a_time() {
         alarms: vec![AlarmChange::Set {
             name: "reset".into(),
             due_at: UNIX_EPOCH + Duration::from_secs(4_000_000_000),
+            payload: None,
         }],
+        kv: Vec::new(),
+        idempotency: None,
     };
     storage.commit(&[pending]).await.unwrap();
     let runtime = builder(storage).manual_alarms().build();

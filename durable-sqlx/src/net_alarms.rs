@@ -44,7 +44,7 @@ impl<'a> NetAlarms<'a> {
         for (position, change) in tail.iter().enumerate() {
             let later = &tail[position + 1..];
             match change {
-                AlarmChange::Set { name, due_at } if !decided_in(later, name) => {
+                AlarmChange::Set { name, due_at, .. } if !decided_in(later, name) => {
                     net.sets.push((name, *due_at));
                 }
                 AlarmChange::Cancel { name } if !decided_in(later, name) => net.cancels.push(name),
@@ -80,6 +80,7 @@ mod tests {
         AlarmChange::Set {
             name: name.into(),
             due_at: at(secs),
+            payload: None,
         }
     }
 

@@ -411,7 +411,10 @@ async fn a_claim_left_by_a_crashed_process_refires_when_its_lease_ends(store: Ar
             alarms: vec![AlarmChange::Set {
                 name: "first".to_owned(),
                 due_at: now,
+                payload: None,
             }],
+            kv: Vec::new(),
+            idempotency: None,
         }])
         .await
         .unwrap();

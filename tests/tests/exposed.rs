@@ -575,7 +575,10 @@ async fn dead_in_storage(store: &Arc<dyn Storage>, object_type: &str, id: &str, 
         alarms: vec![AlarmChange::Set {
             name: name.to_owned(),
             due_at: due,
+            payload: None,
         }],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);

@@ -99,6 +99,8 @@ async fn reads_what_runtimes_committed(store: Arc<dyn Storage>) {
         expected_version: 0,
         state: Some(b"not json".to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.commit(&[write]).await.unwrap();
     let err = inspector.read_state("Foreign", "x").await.unwrap_err();
@@ -171,7 +173,10 @@ async fn direct_alarm_writes_lose_nothing_beside_a_runtime(store: Arc<dyn Storag
         alarms: vec![AlarmChange::Set {
             name: "remind".to_owned(),
             due_at: due,
+            payload: None,
         }],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);

@@ -79,6 +79,8 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
         expected_version: stored.version,
         state: Some(stored.state),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.inner().commit(&[behind_the_back]).await.unwrap();
     assert!(Meter::tick(&rt, "secret-id-3").await.is_err());

@@ -322,6 +322,8 @@ async fn undecodable_state_is_reported_and_never_overwritten(store: Arc<dyn Stor
             expected_version: 0,
             state: Some(bad.clone()),
             alarms: vec![],
+            kv: Vec::new(),
+            idempotency: None,
         }])
         .await
         .unwrap();

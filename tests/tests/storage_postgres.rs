@@ -75,6 +75,8 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
         expected_version: 0,
         state: Some(state.as_bytes().to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 
@@ -84,6 +86,7 @@ fn insert_with_tick(key: &ObjectKey, state: &str) -> ObjectWrite {
     write.alarms.push(AlarmChange::Set {
         name: "tick".into(),
         due_at: at(0),
+        payload: None,
     });
     write
 }
@@ -298,6 +301,8 @@ async fn upgrade_from_first_migration_keeps_data() {
         expected_version: 8,
         state: Some(b"{}".to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.commit(&[recreate]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().version(), 9);
@@ -582,6 +587,8 @@ async fn states_that_are_not_text_are_rejected() {
             expected_version: 0,
             state: Some(state),
             alarms: vec![],
+            kv: Vec::new(),
+            idempotency: None,
         };
         match fx.store.commit(&[write]).await {
             Err(CommitError::Storage(err)) => {
@@ -681,7 +688,10 @@ async fn connection_loss_is_retryable_and_recovers() {
         alarms: vec![AlarmChange::Set {
             name: "tick".into(),
             due_at: at(0),
+            payload: None,
         }],
+        kv: Vec::new(),
+        idempotency: None,
     };
     let in_flight = {
         let store = store.clone();
@@ -755,6 +765,8 @@ async fn connection_loss_is_retryable_and_recovers() {
                         expected_version: stored.version,
                         state: Some(format!("{{\"n\":{}}}", stored.version + 1).into_bytes()),
                         alarms: vec![],
+                        kv: Vec::new(),
+                        idempotency: None,
                     };
                     match store.commit(&[write]).await {
                         Ok(()) => break,
@@ -886,6 +898,8 @@ async fn idle_connections_dropped_by_the_server_are_replaced_unseen() {
             expected_version: round,
             state: Some(format!("{{\"n\":{}}}", round + 1).into_bytes()),
             alarms: vec![],
+            kv: Vec::new(),
+            idempotency: None,
         };
         store.commit(&[write]).await.unwrap();
         assert_eq!(
@@ -990,6 +1004,8 @@ fn second_version() -> ObjectWrite {
         expected_version: 1,
         state: Some(b"{\"n\":2}".to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 

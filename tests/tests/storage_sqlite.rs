@@ -53,6 +53,8 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
         expected_version: 0,
         state: Some(state.as_bytes().to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 
@@ -225,6 +227,8 @@ async fn upgrade_from_first_migration_keeps_data() {
         expected_version: 8,
         state: Some(b"{}".to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     store.commit(&[recreate]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().version(), 9);
@@ -310,6 +314,7 @@ async fn table_prefixes_isolate_stores() {
     write.alarms.push(AlarmChange::Set {
         name: "tick".into(),
         due_at: at(0),
+        payload: None,
     });
     app1.commit(&[write]).await.unwrap();
     app2.commit(&[insert(&key, "{\"app\":2}")]).await.unwrap();
@@ -585,6 +590,7 @@ async fn tables_are_inspectable() {
     write.alarms.push(AlarmChange::Set {
         name: "tick".into(),
         due_at: at(0),
+        payload: None,
     });
     store.commit(&[write]).await.unwrap();
     let (count, version): (i64, i64) = sqlx::query_as(
@@ -614,6 +620,8 @@ async fn states_that_are_not_text_are_rejected() {
             expected_version: 0,
             state: Some(state),
             alarms: vec![],
+            kv: Vec::new(),
+            idempotency: None,
         };
         match store.commit(&[write]).await {
             Err(CommitError::Storage(err)) => {
@@ -690,6 +698,8 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
         expected_version: 1,
         state: Some(b"{\"n\":2}".to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     };
     let abandoned = tokio::time::timeout(
         Duration::from_millis(100),

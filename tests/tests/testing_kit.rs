@@ -431,7 +431,13 @@ fn context_runs_handlers_directly_and_records_their_alarm_changes() {
     assert!(lock.handle_acquire(&ctx, "ann".to_owned()));
     assert_eq!(lock.holder.as_deref(), Some("ann"));
     match &scheduled_alarms(&ctx)[..] {
-        [AlarmChange::Set { name, due_at }] => {
+        [
+            AlarmChange::Set {
+                name,
+                due_at,
+                payload: None,
+            },
+        ] => {
             assert_eq!(name, "release");
             // Thirty seconds after the context's clock (the system clock) read it.
             let delay = due_at.duration_since(before).unwrap();

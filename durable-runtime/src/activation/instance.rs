@@ -332,6 +332,8 @@ impl<O: DurableObject> Instance<O> {
             expected_version: *version,
             state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
             alarms: std::mem::take(&mut self.gate.next.alarms),
+            kv: Vec::new(),
+            idempotency: None,
         };
         let outcome = self.ctx.runtime().committer().submit(write);
         self.gate.start(outcome);
@@ -789,6 +791,8 @@ impl<O: DurableObject> Instance<O> {
                 expected_version: version,
                 state: (changed || !stored).then(|| after.clone()),
                 alarms,
+                kv: Vec::new(),
+                idempotency: None,
             };
             self.commit(write).await?;
             committed_version += 1;

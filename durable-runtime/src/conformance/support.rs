@@ -31,6 +31,8 @@ pub(super) fn insert(key: &ObjectKey, state: &[u8]) -> ObjectWrite {
         expected_version: 0,
         state: Some(state.to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 
@@ -40,6 +42,8 @@ pub(super) fn update(key: &ObjectKey, expected_version: u64, state: &[u8]) -> Ob
         expected_version,
         state: Some(state.to_vec()),
         alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 
@@ -53,6 +57,8 @@ pub(super) fn alarms_only(
         expected_version,
         state: None,
         alarms,
+        kv: Vec::new(),
+        idempotency: None,
     }
 }
 
@@ -60,6 +66,7 @@ pub(super) fn set(name: &str, due_at: SystemTime) -> AlarmChange {
     AlarmChange::Set {
         name: name.to_owned(),
         due_at,
+        payload: None,
     }
 }
 

@@ -41,12 +41,14 @@ impl Runtime {
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
     /// for id in ["j2", "j1", "j3"] {
     ///     let key = ObjectKey::new("Job", id);
-    ///     let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    ///     let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     ///     let write = ObjectWrite {
     ///         key: key.clone(),
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![set],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     ///     storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -123,12 +125,14 @@ impl Runtime {
     /// let storage = MemoryStorage::new();
     /// // An alarm that failed for the last time, as a runtime leaves it in storage.
     /// let (key, due) = (ObjectKey::new("Job", "j1"), UNIX_EPOCH + Duration::from_secs(100));
-    /// let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();

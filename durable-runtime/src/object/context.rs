@@ -316,6 +316,7 @@ impl Context {
         self.changes().push(AlarmChange::Set {
             name: alarm.name().to_owned(),
             due_at,
+            payload: None,
         });
     }
 

@@ -92,7 +92,7 @@ impl Tables {
 
     fn apply_alarm(&mut self, key: &ObjectKey, change: &AlarmChange) {
         match change {
-            AlarmChange::Set { name, due_at } => {
+            AlarmChange::Set { name, due_at, .. } => {
                 self.alarms.insert(
                     (key.clone(), name.clone()),
                     AlarmRecord {

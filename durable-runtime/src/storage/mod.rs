@@ -32,6 +32,8 @@
 //! transaction. This is what lets the runtime coalesce the writes of concurrent calls into one
 //! commit while still releasing each reply only after its own write is durable.
 
+mod idempotency;
+mod kv;
 mod memory;
 
 use std::fmt;
@@ -39,6 +41,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+pub use idempotency::IdempotentReply;
+pub use kv::KvChange;
 pub use memory::MemoryStorage;
 
 /// The address of one object: its type name and its id.
@@ -115,6 +119,8 @@ pub struct StoredObject {
 ///     expected_version: 0,
 ///     state: Some(b"{}".to_vec()),
 ///     alarms: vec![],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// store.commit(&[write]).await.unwrap();
 /// assert_eq!(store.load(&key).await.unwrap().object().map(|stored| stored.version), Some(1));
@@ -196,7 +202,10 @@ impl Loaded {
 ///     alarms: vec![AlarmChange::Set {
 ///         name: "flush".into(),
 ///         due_at: std::time::SystemTime::now(),
+///         payload: None,
 ///     }],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// assert_eq!(write.new_version(), 1);
 /// ```
@@ -213,6 +222,10 @@ pub struct ObjectWrite {
     pub state: Option<Vec<u8>>,
     /// Alarm changes made by the same call, applied in order.
     pub alarms: Vec<AlarmChange>,
+    /// Key-value storage changes made by the same call, applied in order.
+    pub kv: Vec<KvChange>,
+    /// The reply to store under the call's idempotency key, if it carried one.
+    pub idempotency: Option<IdempotentReply>,
 }
 
 impl ObjectWrite {
@@ -231,6 +244,8 @@ impl ObjectWrite {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// // A write that keeps the state (alarm changes only) still advances the version.
     /// let second = ObjectWrite { expected_version: 1, state: None, ..first.clone() };
@@ -264,10 +279,12 @@ impl ObjectWrite {
 ///     state: Some(b"{}".to_vec()),
 ///     // Applied in order: "ping" is set then cancelled, "expire" stays.
 ///     alarms: vec![
-///         AlarmChange::Set { name: "ping".into(), due_at },
-///         AlarmChange::Set { name: "expire".into(), due_at },
+///         AlarmChange::Set { name: "ping".into(), due_at, payload: None },
+///         AlarmChange::Set { name: "expire".into(), due_at, payload: None },
 ///         AlarmChange::Cancel { name: "ping".into() },
 ///     ],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// store.commit(&[write]).await.unwrap();
 /// let alarms = store.list_alarms(&key).await.unwrap();
@@ -284,6 +301,8 @@ pub enum AlarmChange {
         name: String,
         /// When it is due (UTC wall-clock time).
         due_at: SystemTime,
+        /// The encoded argument its handler receives, if any.
+        payload: Option<Vec<u8>>,
     },
     /// Cancels the alarm `name` if it exists.
     Cancel {
@@ -315,12 +334,14 @@ pub enum AlarmChange {
 /// let store = MemoryStorage::new();
 /// let key = ObjectKey::new("Session", "s1");
 /// let due_at = UNIX_EPOCH + Duration::from_secs(60);
-/// let set = AlarmChange::Set { name: "expire".into(), due_at };
+/// let set = AlarmChange::Set { name: "expire".into(), due_at, payload: None };
 /// let write = ObjectWrite {
 ///     key: key.clone(),
 ///     expected_version: 0,
 ///     state: Some(b"{}".to_vec()),
 ///     alarms: vec![set],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// store.commit(&[write]).await.unwrap();
 ///
@@ -392,6 +413,8 @@ pub struct AlarmClaim {
 ///         expected_version: 0,
 ///         state: Some(b"{}".to_vec()),
 ///         alarms: vec![],
+///         kv: Vec::new(),
+///         idempotency: None,
 ///     };
 ///     store.commit(&[write]).await.unwrap();
 /// }
@@ -551,6 +574,8 @@ impl AlarmPage {
 ///     expected_version: 0,
 ///     state: Some(b"{}".to_vec()),
 ///     alarms: vec![],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// store.commit(&[write("a")]).await.unwrap();
 ///
@@ -780,6 +805,8 @@ pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
 ///         expected_version: 0,
 ///         state: Some(b"{\"count\":1}".to_vec()),
 ///         alarms: vec![],
+///         kv: Vec::new(),
+///         idempotency: None,
 ///     }])
 ///     .await
 ///     .unwrap();
@@ -806,6 +833,8 @@ pub trait Storage: Send + Sync + 'static {
     ///     expected_version: 0,
     ///     state: Some(b"{\"count\":1}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let stored = store.load(&key).await.unwrap().object().unwrap();
@@ -836,6 +865,8 @@ pub trait Storage: Send + Sync + 'static {
     ///     expected_version: 0,
     ///     state: Some(b"{\"count\":1}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let loaded = store
@@ -877,6 +908,8 @@ pub trait Storage: Send + Sync + 'static {
     ///     expected_version,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write(0)]).await.unwrap();
     /// store.commit(&[write(1)]).await.unwrap();
@@ -911,6 +944,8 @@ pub trait Storage: Send + Sync + 'static {
     ///     expected_version,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// // Two objects in one transaction.
     /// store.commit(&[write("a", 0), write("b", 0)]).await.unwrap();
@@ -953,12 +988,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(std::slice::from_ref(&write)).await.unwrap();
     /// assert!(store.delete(&key).await.unwrap());
@@ -990,6 +1027,8 @@ pub trait Storage: Send + Sync + 'static {
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     /// }
@@ -1025,10 +1064,12 @@ pub trait Storage: Send + Sync + 'static {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![
-    ///         AlarmChange::Set { name: "b".into(), due_at: at(20) },
-    ///         AlarmChange::Set { name: "c".into(), due_at: at(10) },
-    ///         AlarmChange::Set { name: "a".into(), due_at: at(20) },
+    ///         AlarmChange::Set { name: "b".into(), due_at: at(20), payload: None },
+    ///         AlarmChange::Set { name: "c".into(), due_at: at(10), payload: None },
+    ///         AlarmChange::Set { name: "a".into(), due_at: at(20), payload: None },
     ///     ],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let alarms = store.list_alarms(&key).await.unwrap();
@@ -1054,6 +1095,8 @@ pub trait Storage: Send + Sync + 'static {
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     /// }
@@ -1081,12 +1124,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
     /// for id in ["b", "a"] {
     ///     let key = ObjectKey::new("Job", id);
-    ///     let set = AlarmChange::Set { name: "run".into(), due_at: due };
+    ///     let set = AlarmChange::Set { name: "run".into(), due_at: due, payload: None };
     ///     let write = ObjectWrite {
     ///         key: key.clone(),
     ///         expected_version: 0,
     ///         state: Some(b"{}".to_vec()),
     ///         alarms: vec![set],
+    ///         kv: Vec::new(),
+    ///         idempotency: None,
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     ///     // Claimed, then failed for the last time: dead.
@@ -1122,12 +1167,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100), payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(at(100)));
@@ -1158,12 +1205,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100), payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// // Not due by 99.
@@ -1201,12 +1250,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100) };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: at(100), payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// store.claim_due_alarms(at(100), at(100), at(102), 10).await.unwrap();
@@ -1239,12 +1290,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
@@ -1276,12 +1329,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
@@ -1324,12 +1379,14 @@ pub trait Storage: Send + Sync + 'static {
     /// let store = MemoryStorage::new();
     /// let key = ObjectKey::new("Session", "s1");
     /// let due = UNIX_EPOCH + Duration::from_secs(100);
-    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due };
+    /// let set = AlarmChange::Set { name: "expire".into(), due_at: due, payload: None };
     /// let write = ObjectWrite {
     ///     key: key.clone(),
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![set],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);

@@ -30,6 +30,8 @@ use crate::storage::{
 ///     expected_version: 0,
 ///     state: Some(b"{}".to_vec()),
 ///     alarms: vec![],
+///     kv: Vec::new(),
+///     idempotency: None,
 /// };
 /// assert!(store.commit(std::slice::from_ref(&write)).await.is_err());
 /// assert!(store.commit(std::slice::from_ref(&write)).await.is_ok());
@@ -94,6 +96,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
@@ -122,6 +126,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// // Straight to the wrapped storage: no failure injected, nothing counted.
     /// store.fail_commits(1);
@@ -150,6 +156,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.fail_commits(2);
     /// for _ in 0..2 {
@@ -181,6 +189,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.fail_commits_after_applying(1);
     /// assert!(store.commit(&[write]).await.is_err());
@@ -233,6 +243,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// store.fail_deletes(1);
@@ -307,6 +319,8 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// let started = Instant::now();
     /// store.commit(&[write]).await.unwrap();
@@ -335,11 +349,13 @@ impl<S: Storage> FaultyStorage<S> {
     ///     expected_version: 0,
     ///     state: Some(b"{}".to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// store.commit(std::slice::from_ref(&write)).await.unwrap();
     /// assert!(store.commit(&[write]).await.is_err()); // a version conflict
     /// store.fail_commits(1);
-    /// let next = ObjectWrite { key, expected_version: 1, state: None, alarms: vec![] };
+    /// let next = ObjectWrite { key, expected_version: 1, state: None, alarms: vec![], kv: Vec::new(), idempotency: None };
     /// assert!(store.commit(&[next]).await.is_err()); // injected
     /// assert_eq!(store.commits(), 1);
     /// # }

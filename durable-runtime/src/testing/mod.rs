@@ -205,6 +205,8 @@ impl TestRuntime {
     ///     expected_version: 0,
     ///     state: Some(br#"{"count":41}"#.to_vec()),
     ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
     /// };
     /// rt.storage().commit(&[write]).await.unwrap();
     /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 42);

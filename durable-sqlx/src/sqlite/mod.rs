@@ -61,6 +61,8 @@ fn db_err(err: sqlx::Error) -> StorageError {
 ///         expected_version: 0,
 ///         state: Some(br#"{"count":1}"#.to_vec()),
 ///         alarms: vec![],
+///         kv: Vec::new(),
+///         idempotency: None,
 ///     }])
 ///     .await?;
 /// assert_eq!(store.load(&key).await?.version(), 1);

@@ -24,6 +24,8 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
             expected_version: 0,
             state: Some(b"0".to_vec()),
             alarms: vec![],
+            kv: Vec::new(),
+            idempotency: None,
         }])
         .await
         .unwrap();
@@ -40,6 +42,8 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
                     expected_version: stored.version,
                     state: Some((n + 1).to_string().into_bytes()),
                     alarms: vec![],
+                    kv: Vec::new(),
+                    idempotency: None,
                 };
                 match store.commit(&[write]).await {
                     Ok(()) => break,
@@ -76,8 +80,11 @@ pub async fn claims_across_stores<S: Storage>(stores: &[S]) {
                 .map(|n| AlarmChange::Set {
                     name: format!("n{n}"),
                     due_at: at((i % 5) as u64),
+                    payload: None,
                 })
                 .collect(),
+            kv: Vec::new(),
+            idempotency: None,
         })
         .collect();
     stores[0].commit(&batch).await.unwrap();
@@ -128,7 +135,10 @@ pub async fn unreadable_claimed_rows_are_skipped<S: Storage, F: Future<Output = 
                 alarms: vec![AlarmChange::Set {
                     name: "tick".into(),
                     due_at: at(0),
+                    payload: None,
                 }],
+                kv: Vec::new(),
+                idempotency: None,
             }])
             .await
             .unwrap();
