@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use durable_runtime::storage::{
-    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded,
-    MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError, truncate_to_micros,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage,
+    Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError, truncate_to_micros,
 };
 use durable_runtime::{AlarmSettings, ObjectOptions, Runtime};
 use hdrhistogram::Histogram;
@@ -580,6 +580,24 @@ impl Storage for NullStorage {
         _: SystemTime,
     ) -> Result<bool, StorageError> {
         Ok(false)
+    }
+
+    async fn kv_get(&self, _: &ObjectKey, _: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(None)
+    }
+
+    async fn kv_list(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+        _: Option<&str>,
+        _: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        Ok(Vec::new())
+    }
+
+    async fn kv_usage(&self, _: &ObjectKey) -> Result<KvUsage, StorageError> {
+        Ok(KvUsage::default())
     }
 }
 

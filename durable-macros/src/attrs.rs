@@ -26,6 +26,14 @@ pub(crate) struct ObjectArgs {
     pub(crate) call_timeout: Option<DurationArg>,
     /// `queue_capacity = 64`.
     pub(crate) queue_capacity: Option<CapacityArg>,
+    /// `kv_max_keys = 10000`.
+    pub(crate) kv_max_keys: Option<LimitArg>,
+    /// `kv_max_value_bytes = 1048576`.
+    pub(crate) kv_max_value_bytes: Option<LimitArg>,
+    /// `kv_max_bytes = 52428800`.
+    pub(crate) kv_max_bytes: Option<LimitArg>,
+    /// `kv_cache_bytes = 1048576`.
+    pub(crate) kv_cache_bytes: Option<LimitArg>,
     /// `crate = "path"`: where `durable_runtime` is found, when renamed.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<syn::Path>,
@@ -38,6 +46,10 @@ const OBJECT_OPTIONS: &[&str] = &[
     "shutdown_after",
     "call_timeout",
     "queue_capacity",
+    "kv_max_keys",
+    "kv_max_value_bytes",
+    "kv_max_bytes",
+    "kv_cache_bytes",
 ];
 
 impl ObjectArgs {
@@ -140,6 +152,35 @@ impl FromMeta for CapacityArg {
     fn from_word() -> darling::Result<Self> {
         Err(Error::custom(
             "`queue_capacity` needs a value: write `queue_capacity = 64`",
+        ))
+    }
+}
+
+/// A key-value limit: a non-negative integer literal.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LimitArg {
+    pub(crate) value: u64,
+}
+
+impl FromMeta for LimitArg {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        match expr {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => int
+                .base10_parse::<u64>()
+                .map(|value| Self { value })
+                .map_err(Error::from),
+            Expr::Group(group) => Self::from_expr(&group.expr),
+            _ => Err(
+                Error::custom("expected an integer, such as `kv_max_keys = 10000`").with_span(expr),
+            ),
+        }
+    }
+
+    fn from_word() -> darling::Result<Self> {
+        Err(Error::custom(
+            "this limit needs a value: write it as `= 10000`",
         ))
     }
 }

@@ -64,9 +64,10 @@ use flavor::Flavor;
 /// ```
 ///
 /// Options, all optional: `hibernate_after`, `shutdown_after`, `call_timeout` (durations as
-/// strings: `"250ms"`, `"5m"`, `"1h30m"`), `queue_capacity` (a positive integer), `name` (the
-/// stored type name; the struct's name by default) and `crate` (the path of `durable_runtime`
-/// when it is renamed).
+/// strings: `"250ms"`, `"5m"`, `"1h30m"`), `queue_capacity` (a positive integer), the
+/// key-value limits `kv_max_keys`, `kv_max_value_bytes`, `kv_max_bytes` and `kv_cache_bytes`
+/// (integers), `name` (the stored type name; the struct's name by default) and `crate` (the
+/// path of `durable_runtime` when it is renamed).
 ///
 /// The struct gets serde's `Serialize` and `Deserialize` (with container defaults), `Default`
 /// (from the `#[field(default = ..)]` expressions), `DurableObject`, and a typed handle

@@ -38,6 +38,11 @@ pub(crate) struct Options {
     pub(crate) call_timeout: Option<u64>,
     /// At least 1.
     pub(crate) queue_capacity: Option<usize>,
+    /// Key-value limits: keys, value bytes, object bytes, cache bytes.
+    pub(crate) kv_max_keys: Option<u64>,
+    pub(crate) kv_max_value_bytes: Option<u64>,
+    pub(crate) kv_max_bytes: Option<u64>,
+    pub(crate) kv_cache_bytes: Option<u64>,
 }
 
 impl Object {
@@ -57,6 +62,10 @@ impl Object {
                 shutdown_after: args.shutdown_after.map(|d| d.nanos),
                 call_timeout: args.call_timeout.map(|d| d.nanos),
                 queue_capacity: args.queue_capacity.map(|c| c.value),
+                kv_max_keys: args.kv_max_keys.map(|l| l.value),
+                kv_max_value_bytes: args.kv_max_value_bytes.map(|l| l.value),
+                kv_max_bytes: args.kv_max_bytes.map(|l| l.value),
+                kv_cache_bytes: args.kv_cache_bytes.map(|l| l.value),
             },
         })
     }

@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 
 use crate::id::InvalidId;
-use crate::storage::{CommitError, ObjectKey, StorageError};
+use crate::storage::{CommitError, KvLimitExceeded, ObjectKey, StorageError};
 
 /// Why a call did not return a value.
 ///
@@ -78,6 +78,17 @@ pub enum Error<E = Infallible> {
         key: ObjectKey,
         /// The version found in storage, if any.
         found: Option<u64>,
+    },
+
+    /// The call's key-value changes (with those of the calls committed with it) would have
+    /// exceeded a limit of the object's key-value storage: its key count or its total bytes.
+    /// Nothing was written; the object reloads what storage holds.
+    #[error("key-value storage of {key} would hold {limit}")]
+    KvLimit {
+        /// The object.
+        key: ObjectKey,
+        /// The limit exceeded.
+        limit: KvLimitExceeded,
     },
 
     /// The call's write reached storage, but whether it was applied is unknown: the storage
@@ -241,6 +252,7 @@ impl<E> Error<E> {
             },
             Self::Storage { key, source } => Error::Storage { key, source },
             Self::Conflict { key, found } => Error::Conflict { key, found },
+            Self::KvLimit { key, limit } => Error::KvLimit { key, limit },
             Self::OutcomeUnknown { key, source } => Error::OutcomeUnknown { key, source },
             Self::Decode { key, path, message } => Error::Decode { key, path, message },
             Self::Encode { key, message } => Error::Encode { key, message },
@@ -279,6 +291,10 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
         CommitError::Conflict { found, .. } => Error::Conflict {
             key: key.clone(),
             found: *found,
+        },
+        CommitError::KvLimit { limit, .. } => Error::KvLimit {
+            key: key.clone(),
+            limit: *limit,
         },
         CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
             key: key.clone(),

@@ -566,6 +566,10 @@ impl StoreInspector {
                 Ok(()) => return Ok(true),
                 Err(CommitError::Conflict { .. }) => continue,
                 Err(CommitError::Storage(error)) => return Err(error.into()),
+                // The write carries no key-value changes, so no key-value limit.
+                Err(error @ CommitError::KvLimit { .. }) => {
+                    return Err(StorageError::rejected(error).into());
+                }
             }
         }
         Err(InspectError::Conflict { key })

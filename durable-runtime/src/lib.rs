@@ -53,6 +53,7 @@ mod exposed;
 mod id;
 pub mod inspect;
 mod inventory;
+mod kv;
 mod object;
 mod observe;
 mod runtime;
@@ -79,6 +80,10 @@ pub use error::Error;
 pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, HandlerSchemas, Invoke};
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};
 pub use inventory::{DeadAlarmPage, InvalidCursor, LiveStatus, ObjectView};
+pub use kv::{
+    DEFAULT_CACHE_BYTES, DEFAULT_MAX_BYTES, DEFAULT_MAX_KEYS, DEFAULT_MAX_VALUE_BYTES, KvError,
+    KvStorage,
+};
 pub use object::context::Context;
 pub use object::handle::Runtime;
 pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};

@@ -88,6 +88,8 @@ mod dead_alarms;
 mod error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod net_alarms;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod net_kv;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod schema;

@@ -64,6 +64,8 @@ pub(crate) struct Names {
     pub(crate) schema: Option<String>,
     pub(crate) objects: String,
     pub(crate) alarms: String,
+    /// Key-value storage per object.
+    pub(crate) kv: String,
     /// SQLite's commit guard (see its migration).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) commit_guard: String,
@@ -82,6 +84,7 @@ impl Names {
         Self {
             objects: format!("{qualifier}durable_objects"),
             alarms: format!("{qualifier}durable_alarms"),
+            kv: format!("{qualifier}durable_kv"),
             commit_guard: format!("{qualifier}durable_commit_guard"),
             migrations: format!("{qualifier}durable_schema_migrations"),
             index_prefix: prefix.to_owned(),
@@ -150,6 +153,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "dead alarm index",
         sql: include_str!("../migrations/sqlite/0006_dead_alarm_index.sql"),
     },
+    Migration {
+        version: 7,
+        description: "kv",
+        sql: include_str!("../migrations/sqlite/0007_kv.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -185,6 +193,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "dead alarm index",
         sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
+    },
+    Migration {
+        version: 7,
+        description: "kv",
+        sql: include_str!("../migrations/postgres/0007_kv.sql"),
     },
     Migration {
         version: 100,
@@ -451,6 +464,8 @@ mod tests {
         let mut files: Vec<String> = std::fs::read_dir(path)
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            // A `.down.sql` file reverses its migration; it is not applied.
+            .filter(|name| !name.ends_with(".down.sql"))
             .collect();
         files.sort();
         files

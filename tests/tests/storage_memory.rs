@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, MemoryStorage,
-        ObjectKey, ObjectWrite, Storage, StorageError,
+        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded,
+        MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
     };
 
     #[derive(Default)]
@@ -146,6 +146,28 @@ mod broken {
             claimed_at: SystemTime,
         ) -> Result<bool, StorageError> {
             self.0.release_alarm(key, name, claimed_at).await
+        }
+
+        async fn kv_get(
+            &self,
+            key: &ObjectKey,
+            name: &str,
+        ) -> Result<Option<Vec<u8>>, StorageError> {
+            self.0.kv_get(key, name).await
+        }
+
+        async fn kv_list(
+            &self,
+            key: &ObjectKey,
+            prefix: &str,
+            start_after: Option<&str>,
+            limit: usize,
+        ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+            self.0.kv_list(key, prefix, start_after, limit).await
+        }
+
+        async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+            self.0.kv_usage(key).await
         }
     }
 }

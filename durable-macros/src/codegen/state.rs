@@ -39,6 +39,10 @@ fn options_expr(options: &Options, private: &TokenStream) -> TokenStream {
         shutdown_after,
         call_timeout,
         queue_capacity,
+        kv_max_keys,
+        kv_max_value_bytes,
+        kv_max_bytes,
+        kv_cache_bytes,
     } = options;
     let duration = |name: &str, nanos: &Option<u64>| {
         nanos.map(|nanos| {
@@ -54,7 +58,20 @@ fn options_expr(options: &Options, private: &TokenStream) -> TokenStream {
         let capacity = Literal::usize_unsuffixed(capacity);
         quote!(.with_queue_capacity(#capacity))
     });
+    let limit = |name: &str, value: &Option<u64>| {
+        value.map(|value| {
+            let method = quote::format_ident!("with_{}", name);
+            let value = Literal::u64_unsuffixed(value);
+            quote!(.#method(#value))
+        })
+    };
+    let kv = [
+        limit("kv_max_keys", kv_max_keys),
+        limit("kv_max_value_bytes", kv_max_value_bytes),
+        limit("kv_max_bytes", kv_max_bytes),
+        limit("kv_cache_bytes", kv_cache_bytes),
+    ];
     quote! {
-        #private::options() #hibernate_after #shutdown_after #call_timeout #queue_capacity
+        #private::options() #hibernate_after #shutdown_after #call_timeout #queue_capacity #(#kv)*
     }
 }

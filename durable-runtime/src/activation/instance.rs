@@ -24,7 +24,7 @@ use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::observe::metrics;
-use crate::storage::{CommitError, Loaded, ObjectKey, ObjectWrite};
+use crate::storage::{CommitError, KvChange, Loaded, ObjectKey, ObjectWrite};
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -39,6 +39,7 @@ pub(crate) struct Settings {
     pub(crate) shutdown_after: Option<Duration>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) queue_capacity: usize,
+    pub(crate) kv: crate::kv::KvLimits,
 }
 
 impl Settings {
@@ -52,6 +53,17 @@ impl Settings {
                 .queue_capacity
                 .unwrap_or(1)
                 .clamp(1, MAX_QUEUE_CAPACITY),
+            kv: {
+                let defaults = crate::kv::KvLimits::default();
+                crate::kv::KvLimits {
+                    max_keys: options.kv_max_keys.unwrap_or(defaults.max_keys),
+                    max_value_bytes: options
+                        .kv_max_value_bytes
+                        .unwrap_or(defaults.max_value_bytes),
+                    max_bytes: options.kv_max_bytes.unwrap_or(defaults.max_bytes),
+                    cache_bytes: options.kv_cache_bytes.unwrap_or(defaults.cache_bytes),
+                }
+            },
         }
     }
 }
@@ -288,6 +300,9 @@ impl<O: DurableObject> Instance<O> {
             Ok(write) => {
                 self.runtime().alarms_committed(&write.alarms);
                 self.settle_alarm_changes(Some(&write));
+                if !write.kv.is_empty() {
+                    self.inbox.root().kv().committed();
+                }
                 if let Slot::Active {
                     version, stored, ..
                 } = &mut self.slot
@@ -327,12 +342,21 @@ impl<O: DurableObject> Instance<O> {
         else {
             return;
         };
+        let mut kv = std::mem::take(&mut self.gate.next.kv);
+        if !kv.is_empty() {
+            let limits = self.entry.settings.kv;
+            kv.push(KvChange::Limit {
+                max_keys: limits.max_keys,
+                max_bytes: limits.max_bytes,
+            });
+            self.inbox.root().kv().submitted();
+        }
         let write = ObjectWrite {
             key: self.ctx.key().clone(),
             expected_version: *version,
             state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
             alarms: std::mem::take(&mut self.gate.next.alarms),
-            kv: Vec::new(),
+            kv,
             idempotency: None,
         };
         let outcome = self.ctx.runtime().committer().submit(write);
@@ -388,6 +412,7 @@ impl<O: DurableObject> Instance<O> {
                     Dormant::new(committed, *version, idle_since)
                 });
         self.inbox.clear_state();
+        self.inbox.root().kv().reset();
         if dormant {
             self.slot = Slot::Unloaded;
             self.dormant = true;
@@ -431,6 +456,7 @@ impl<O: DurableObject> Instance<O> {
     fn set_slot_unloaded(&mut self) {
         self.slot = Slot::Unloaded;
         self.inbox.clear_state();
+        self.inbox.root().kv().reset();
         self.set_residency(Residency::Unloaded);
     }
 
@@ -514,7 +540,7 @@ impl<O: DurableObject> Instance<O> {
             // The handler was cut off at an arbitrary await point: its in-memory changes
             // cannot be trusted, so the activation goes, once the writes of the calls before
             // it (which carry their own encoded state) are committed.
-            self.ctx.take_alarm_changes();
+            self.ctx.discard_changes();
             let flush = Box::pin(self.flush());
             flush.await;
             self.set_slot_unloaded();
@@ -527,7 +553,7 @@ impl<O: DurableObject> Instance<O> {
         };
         if failed {
             // Whatever the handler did rests on state that will never be committed.
-            self.ctx.take_alarm_changes();
+            self.ctx.discard_changes();
             let key = self.key().clone();
             let Some(error) = self.inbox.root().durability().failure(&key) else {
                 unreachable!("the slot is unloaded under a running handler only by a failed write");
@@ -618,7 +644,7 @@ impl<O: DurableObject> Instance<O> {
         let access = call.access();
         let held = match outcome {
             Outcome::Returned if access == Access::Read => {
-                self.ctx.take_alarm_changes();
+                self.ctx.discard_changes();
                 Held::reply(call, "ok", started)
             }
             Outcome::Returned => match self.stage_write() {
@@ -771,6 +797,7 @@ impl<O: DurableObject> Instance<O> {
         let hook = std::panic::AssertUnwindSafe(state.after_load(&self.ctx));
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
         let alarms = self.ctx.take_alarm_changes();
+        let kv = self.ctx.take_kv();
         let message = match hook_result {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(error.to_string()),
@@ -783,18 +810,35 @@ impl<O: DurableObject> Instance<O> {
         let changed = before != after;
         let mut committed_version = version;
         let mut now_stored = stored;
-        if changed || !alarms.is_empty() {
+        if changed || !alarms.is_empty() || !kv.is_empty() {
             // Settled by `commit`, whatever its outcome.
             self.runtime().scheduler().claims().revoke(&key, &alarms);
+            // The view is empty here: the hook's changes are read from storage once committed.
+            let mut kv = self.inbox.root().kv().stage(kv);
+            if !kv.is_empty() {
+                let limits = self.entry.settings.kv;
+                kv.push(KvChange::Limit {
+                    max_keys: limits.max_keys,
+                    max_bytes: limits.max_bytes,
+                });
+                self.inbox.root().kv().submitted();
+            }
             let write = ObjectWrite {
                 key,
                 expected_version: version,
                 state: (changed || !stored).then(|| after.clone()),
                 alarms,
-                kv: Vec::new(),
+                kv,
                 idempotency: None,
             };
-            self.commit(write).await?;
+            match self.commit(write).await {
+                Ok(write) if !write.kv.is_empty() => self.inbox.root().kv().committed(),
+                Ok(_) => {}
+                Err(error) => {
+                    self.inbox.root().kv().reset();
+                    return Err(error);
+                }
+            }
             committed_version += 1;
             now_stored = true;
         }
@@ -820,6 +864,7 @@ impl<O: DurableObject> Instance<O> {
     /// a write unless one is in flight (then it joins the next one).
     fn stage_write(&mut self) -> Result<(), Error> {
         let alarms = self.ctx.take_alarm_changes();
+        let kv = self.ctx.take_kv();
         let Slot::Active { committed, .. } = &mut self.slot else {
             unreachable!("stage_write runs on an active slot");
         };
@@ -843,7 +888,7 @@ impl<O: DurableObject> Instance<O> {
                 return Err(Error::Encode { key, message });
             }
         };
-        if !changed && alarms.is_empty() {
+        if !changed && alarms.is_empty() && kv.is_empty() {
             return Ok(());
         }
         if changed {
@@ -863,6 +908,10 @@ impl<O: DurableObject> Instance<O> {
         }
         self.gate.next.state_changed |= changed;
         self.gate.next.alarms.extend(alarms);
+        if !kv.is_empty() {
+            let changes = self.inbox.root().kv().stage(kv);
+            self.gate.next.kv.extend(changes);
+        }
         self.inbox.root().durability().staged();
         if self.gate.in_flight.is_none() {
             self.start_write();
@@ -902,6 +951,7 @@ impl<O: DurableObject> Instance<O> {
                 Ok(write)
             }
             Err(CommitError::Conflict { key, found, .. }) => Err(Error::Conflict { key, found }),
+            Err(CommitError::KvLimit { key, limit, .. }) => Err(Error::KvLimit { key, limit }),
             Err(CommitError::Storage(source)) => Err(Error::Storage {
                 key: self.key().clone(),
                 source,
@@ -911,7 +961,7 @@ impl<O: DurableObject> Instance<O> {
 
     /// Restores the last committed state after a failed `&mut self` call.
     fn rollback(&mut self, access: Access) {
-        self.ctx.take_alarm_changes();
+        self.ctx.discard_changes();
         if access == Access::Read {
             return;
         }

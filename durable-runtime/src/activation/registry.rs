@@ -118,14 +118,14 @@ struct Queue<O> {
 }
 
 impl<O> Inbox<O> {
-    pub(crate) fn new(residency: Residency, key: ObjectKey) -> Self {
+    pub(crate) fn new(residency: Residency, key: ObjectKey, kv: crate::kv::KvLimits) -> Self {
         Self {
             queue: Mutex::new(Queue {
                 envelopes: VecDeque::new(),
                 waker: None,
             }),
             state: Mutex::new(None),
-            root: Root::new(key),
+            root: Root::new(key, kv),
             residency: AtomicU8::new(residency as u8),
             outstanding: AtomicU32::new(0),
             last_used: AtomicU64::new(0),
@@ -497,6 +497,7 @@ impl<O: DurableObject> TypeEntry<O> {
         let inbox = Arc::new(Inbox::new(
             Residency::Unloaded,
             ObjectKey::new(O::TYPE_NAME, id),
+            self.settings.kv,
         ));
         self.spawn(runtime, Arc::clone(&inbox), origin);
         metrics::live_objects(O::TYPE_NAME, 1.0);
@@ -553,6 +554,7 @@ impl<O: DurableObject> TypeEntry<O> {
         let inbox = Arc::new(Inbox::new(
             Residency::Hibernated,
             ObjectKey::new(O::TYPE_NAME, id),
+            self.settings.kv,
         ));
         let mailbox = Mailbox {
             inbox: Arc::clone(&inbox),

@@ -11,7 +11,8 @@
 //! storage error on a batch of several writes commits them one at a time, so that one bad
 //! write cannot fail its neighbours. That storage error may have come after the batch was
 //! applied, so a write that then conflicts alone is answered with the batch's storage error
-//! (an unknown outcome), not with a conflict, which would say that nothing was written.
+//! (an unknown outcome), not with a conflict, which would say that nothing was written. A write
+//! whose key-value changes exceed a limit fails alone like a conflicting one.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -106,6 +107,18 @@ async fn commit_batch(
                 };
                 let _ = replies.remove(index).send(Err(conflict));
             }
+            Err(CommitError::KvLimit { index, key, limit })
+                if writes.len() > 1 && index < writes.len() =>
+            {
+                // Only that write exceeded a limit, and nothing was applied: as for a conflict.
+                writes.remove(index);
+                let exceeded = CommitError::KvLimit {
+                    index: 0,
+                    key,
+                    limit,
+                };
+                let _ = replies.remove(index).send(Err(exceeded));
+            }
             Err(error) if writes.len() == 1 => {
                 if let Some(reply) = replies.pop() {
                     let _ = reply.send(Err(error));
@@ -119,7 +132,7 @@ async fn commit_batch(
                 // never a conflict that says nothing was written.
                 let ambiguous = match &error {
                     CommitError::Storage(cause) => Some(cause),
-                    CommitError::Conflict { .. } => None,
+                    CommitError::Conflict { .. } | CommitError::KvLimit { .. } => None,
                 };
                 for (write, reply) in writes.into_iter().zip(replies) {
                     let alone = timed_commit(storage, std::slice::from_ref(&write)).await;
@@ -144,6 +157,7 @@ async fn timed_commit(storage: &dyn Storage, writes: &[ObjectWrite]) -> Result<(
     let outcome = match &committed {
         Ok(()) => "ok",
         Err(CommitError::Conflict { .. }) => "conflict",
+        Err(CommitError::KvLimit { .. }) => "kv_limit",
         Err(_) => "error",
     };
     crate::observe::metrics::committed(outcome, started.elapsed());

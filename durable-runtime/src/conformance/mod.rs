@@ -45,6 +45,7 @@ mod alarms;
 mod claims;
 mod concurrency;
 mod inventory;
+mod kv;
 mod listing;
 mod outcomes;
 mod states;
@@ -66,6 +67,10 @@ pub use concurrency::{
 pub use inventory::{
     dead_alarms_leave_when_set_again_or_deleted, dead_alarms_listed_in_order_and_paged,
     list_object_types_skips_deleted,
+};
+pub use kv::{
+    kv_commits_with_state, kv_delete_object_deletes_keys, kv_limits_checked_at_commit,
+    kv_list_order_and_pages, kv_odd_keys_and_values_round_trip,
 };
 pub use listing::{
     large_state_round_trips, list_ids_byte_order, list_ids_pages, nul_escape_round_trips,
@@ -186,6 +191,11 @@ macro_rules! __conformance_cases {
             { $($args)* }
             load_missing
             insert_then_load
+            kv_commits_with_state
+            kv_limits_checked_at_commit
+            kv_list_order_and_pages
+            kv_delete_object_deletes_keys
+            kv_odd_keys_and_values_round_trip
             load_many_in_key_order
             load_versions_match_loads
             update_with_expected_version

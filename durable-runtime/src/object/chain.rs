@@ -13,6 +13,8 @@
 
 use std::sync::Arc;
 
+use crate::kv::KvLimits;
+use crate::kv::view::KvCell;
 use crate::object::durability::Durability;
 use crate::storage::ObjectKey;
 
@@ -30,12 +32,18 @@ pub(crate) struct Chain(Option<Arc<Link>>);
 pub(crate) struct Root(Arc<Link>);
 
 impl Root {
-    pub(crate) fn new(key: ObjectKey) -> Self {
+    pub(crate) fn new(key: ObjectKey, kv: KvLimits) -> Self {
         Self(Arc::new(Link {
             key,
             parent: Chain::default(),
             durability: Some(Arc::default()),
+            kv: KvCell::new(kv),
         }))
+    }
+
+    /// The object's key-value storage as its live instance knows it.
+    pub(crate) fn kv(&self) -> &KvCell {
+        &self.0.kv
     }
 
     /// The object's key.
@@ -63,6 +71,8 @@ struct Link {
     parent: Chain,
     /// The object's, if its handlers may call out from this link (they are not synchronous).
     durability: Option<Arc<Durability>>,
+    /// A root's key-value view (unused in the links of a chain).
+    kv: KvCell,
 }
 
 impl Chain {
@@ -81,6 +91,7 @@ impl Chain {
             key,
             parent: self.clone(),
             durability: None,
+            kv: KvCell::default(),
         })))
     }
 
@@ -94,6 +105,7 @@ impl Chain {
             key: root.key().clone(),
             parent: self.clone(),
             durability: root.0.durability.clone(),
+            kv: KvCell::default(),
         })))
     }
 

@@ -6,6 +6,9 @@ use std::time::SystemTime;
 
 use crate::alarms::{Alarm, AlarmTime};
 use crate::error::Error;
+use crate::kv::KvStorage;
+use crate::kv::staged::Staged;
+use crate::kv::view::KvCell;
 use crate::object::DurableObject;
 use crate::object::chain::{Chain, Root};
 use crate::object::handle::Runtime;
@@ -46,13 +49,15 @@ pub struct Context {
     root: Root,
     runtime: Runtime,
     alarm_changes: Mutex<Vec<AlarmChange>>,
+    /// The call's key-value changes (allocated only once it makes one).
+    kv: Mutex<Staged>,
     writable: AtomicBool,
 }
 
 impl Context {
     #[cfg(feature = "testing")]
     pub(crate) fn new(key: ObjectKey, runtime: Runtime) -> Self {
-        Self::with_root(Root::new(key), runtime)
+        Self::with_root(Root::new(key, crate::kv::KvLimits::default()), runtime)
     }
 
     /// The context of the object whose key `root` holds.
@@ -61,6 +66,7 @@ impl Context {
             root,
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
+            kv: Mutex::new(Staged::default()),
             writable: AtomicBool::new(true),
         }
     }
@@ -80,6 +86,10 @@ impl Context {
         let changes = fork.take_alarm_changes();
         if !changes.is_empty() {
             self.changes().extend(changes);
+        }
+        let kv = fork.take_kv();
+        if !kv.is_empty() {
+            self.staged_kv().absorb(kv);
         }
     }
 
@@ -452,5 +462,70 @@ impl Context {
     /// Alarm changes recorded during the current call, to be committed with its state.
     pub(crate) fn take_alarm_changes(&self) -> Vec<AlarmChange> {
         std::mem::take(&mut *self.changes())
+    }
+
+    /// The object's key-value storage: typed reads, and changes committed with the call's
+    /// state (see [`KvStorage`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{Context, KvError, MemoryStorage, Runtime, durable_object};
+    ///
+    /// #[durable_object]
+    /// #[derive(Default, serde::Serialize, serde::Deserialize)]
+    /// struct Cache;
+    ///
+    /// #[durable_object]
+    /// impl Cache {
+    ///     #[handler]
+    ///     async fn remember(&mut self, ctx: &Context, key: String, value: u32) -> Result<(), KvError> {
+    ///         ctx.storage().put(&key, &value)
+    ///     }
+    ///
+    ///     #[handler]
+    ///     async fn recall(&self, ctx: &Context, key: String) -> Result<Option<u32>, KvError> {
+    ///         ctx.storage().get(&key).await
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = Runtime::builder(MemoryStorage::new()).register::<Cache>().build();
+    /// Cache::remember(&rt, "c", "answer".into(), 42).await?;
+    /// assert_eq!(Cache::recall(&rt, "c", "answer".into()).await?, Some(42));
+    /// assert_eq!(Cache::recall(&rt, "c", "question".into()).await?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn storage(&self) -> KvStorage<'_> {
+        KvStorage::new(self)
+    }
+
+    pub(crate) fn staged_kv(&self) -> MutexGuard<'_, Staged> {
+        self.kv
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn kv_cell(&self) -> &KvCell {
+        self.root.kv()
+    }
+
+    pub(crate) fn is_writable(&self) -> bool {
+        self.writable.load(Ordering::Relaxed)
+    }
+
+    /// Takes the call's key-value changes.
+    pub(crate) fn take_kv(&self) -> Staged {
+        let mut staged = self.staged_kv();
+        if staged.is_empty() {
+            return Staged::default();
+        }
+        std::mem::take(&mut *staged)
+    }
+
+    /// Drops every change the call staged (alarms and key-value storage).
+    pub(crate) fn discard_changes(&self) {
+        self.take_alarm_changes();
+        self.take_kv();
     }
 }

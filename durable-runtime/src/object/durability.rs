@@ -155,6 +155,11 @@ fn duplicate(error: &CommitError) -> CommitError {
             expected: *expected,
             found: *found,
         },
+        CommitError::KvLimit { index, key, limit } => CommitError::KvLimit {
+            index: *index,
+            key: key.clone(),
+            limit: *limit,
+        },
         CommitError::Storage(source) => CommitError::Storage(source.duplicate()),
     }
 }

@@ -274,6 +274,18 @@ pub struct ObjectOptions {
     pub call_timeout: Option<Duration>,
     /// How many calls may wait in the object's queue before new ones are refused.
     pub queue_capacity: Option<usize>,
+    /// The most keys in one object's key-value storage
+    /// ([`DEFAULT_MAX_KEYS`](crate::DEFAULT_MAX_KEYS) if unset).
+    pub kv_max_keys: Option<u64>,
+    /// The largest encoded value one key may hold, in bytes
+    /// ([`DEFAULT_MAX_VALUE_BYTES`](crate::DEFAULT_MAX_VALUE_BYTES) if unset).
+    pub kv_max_value_bytes: Option<u64>,
+    /// The most bytes (keys and values) in one object's key-value storage
+    /// ([`DEFAULT_MAX_BYTES`](crate::DEFAULT_MAX_BYTES) if unset).
+    pub kv_max_bytes: Option<u64>,
+    /// The byte budget of a live object's key-value read cache
+    /// ([`DEFAULT_CACHE_BYTES`](crate::DEFAULT_CACHE_BYTES) if unset).
+    pub kv_cache_bytes: Option<u64>,
 }
 
 impl ObjectOptions {
@@ -294,7 +306,71 @@ impl ObjectOptions {
             shutdown_after: None,
             call_timeout: None,
             queue_capacity: None,
+            kv_max_keys: None,
+            kv_max_value_bytes: None,
+            kv_max_bytes: None,
+            kv_cache_bytes: None,
         }
+    }
+
+    /// Sets `kv_max_keys`: the most keys per object.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_kv_max_keys(100);
+    /// assert_eq!(options.kv_max_keys, Some(100));
+    /// ```
+    pub const fn with_kv_max_keys(mut self, value: u64) -> Self {
+        self.kv_max_keys = Some(value);
+        self
+    }
+
+    /// Sets `kv_max_value_bytes`: the largest encoded value, in bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_kv_max_value_bytes(4096);
+    /// assert_eq!(options.kv_max_value_bytes, Some(4096));
+    /// ```
+    pub const fn with_kv_max_value_bytes(mut self, value: u64) -> Self {
+        self.kv_max_value_bytes = Some(value);
+        self
+    }
+
+    /// Sets `kv_max_bytes`: the most bytes (keys and values) per object.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_kv_max_bytes(1048576);
+    /// assert_eq!(options.kv_max_bytes, Some(1048576));
+    /// ```
+    pub const fn with_kv_max_bytes(mut self, value: u64) -> Self {
+        self.kv_max_bytes = Some(value);
+        self
+    }
+
+    /// Sets `kv_cache_bytes`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_kv_cache_bytes(64 << 10);
+    /// assert_eq!(options.kv_cache_bytes, Some(65536));
+    /// ```
+    pub const fn with_kv_cache_bytes(mut self, bytes: u64) -> Self {
+        self.kv_cache_bytes = Some(bytes);
+        self
     }
 
     /// Sets `hibernate_after`.
@@ -393,6 +469,22 @@ impl ObjectOptions {
             queue_capacity: match self.queue_capacity {
                 Some(v) => Some(v),
                 None => fallback.queue_capacity,
+            },
+            kv_max_keys: match self.kv_max_keys {
+                Some(v) => Some(v),
+                None => fallback.kv_max_keys,
+            },
+            kv_max_value_bytes: match self.kv_max_value_bytes {
+                Some(v) => Some(v),
+                None => fallback.kv_max_value_bytes,
+            },
+            kv_max_bytes: match self.kv_max_bytes {
+                Some(v) => Some(v),
+                None => fallback.kv_max_bytes,
+            },
+            kv_cache_bytes: match self.kv_cache_bytes {
+                Some(v) => Some(v),
+                None => fallback.kv_cache_bytes,
             },
         }
     }

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded,
-    ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvChange,
+    KvUsage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject, entry_bytes,
 };
 
 /// Objects and alarms kept in process memory.
@@ -39,6 +39,8 @@ struct Tables {
     alarms: BTreeMap<(ObjectKey, String), AlarmRecord>,
     /// When each claimed alarm's lease ends (read only while the alarm is claimed).
     leases: BTreeMap<(ObjectKey, String), SystemTime>,
+    /// Key-value storage per object, keys in byte order.
+    kv: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
 }
 
 /// What is stored under one key.
@@ -85,6 +87,22 @@ impl MemoryStorage {
     }
 }
 
+/// Applies key-value changes in order (a limit is checked before, not here).
+fn apply_kv(entries: &mut BTreeMap<String, Vec<u8>>, changes: &[KvChange]) {
+    for change in changes {
+        match change {
+            KvChange::Put { key, value } => {
+                entries.insert(key.clone(), value.clone());
+            }
+            KvChange::Delete { key } => {
+                entries.remove(key);
+            }
+            KvChange::DeleteAll => entries.clear(),
+            KvChange::Limit { .. } => {}
+        }
+    }
+}
+
 impl Tables {
     fn load(&self, key: &ObjectKey) -> Loaded {
         self.objects.get(key).map_or(Loaded::Absent, Row::loaded)
@@ -119,6 +137,71 @@ impl Tables {
     }
 
     /// When the alarm becomes claimable: its due time, or the end of its claim's lease if later.
+    fn kv_usage(&self, key: &ObjectKey) -> KvUsage {
+        self.kv.get(key).map_or_else(KvUsage::default, |entries| {
+            KvUsage::of(entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+        })
+    }
+
+    /// The first limit of `write` its changes would exceed, counted as a store with counters
+    /// does: the usage before, adjusted change by change.
+    fn kv_limit_exceeded(&self, write: &ObjectWrite) -> Option<super::KvLimitExceeded> {
+        if !write
+            .kv
+            .iter()
+            .any(|change| matches!(change, KvChange::Limit { .. }))
+        {
+            return None;
+        }
+        let mut usage = self.kv_usage(&write.key);
+        let stored = self.kv.get(&write.key);
+        // What each touched key holds by now: `None` once removed.
+        let mut now: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+        let mut cleared = false;
+        for change in &write.kv {
+            let current = |key: &str, now: &BTreeMap<&str, Option<u64>>| match now.get(key) {
+                Some(bytes) => *bytes,
+                None if cleared => None,
+                None => stored
+                    .and_then(|entries| entries.get(key))
+                    .map(|value| entry_bytes(key, value)),
+            };
+            match change {
+                KvChange::Put { key, value } => {
+                    if let Some(old) = current(key, &now) {
+                        usage.keys -= 1;
+                        usage.bytes -= old;
+                    }
+                    let bytes = entry_bytes(key, value);
+                    usage.keys += 1;
+                    usage.bytes += bytes;
+                    now.insert(key, Some(bytes));
+                }
+                KvChange::Delete { key } => {
+                    if let Some(old) = current(key, &now) {
+                        usage.keys -= 1;
+                        usage.bytes -= old;
+                    }
+                    now.insert(key, None);
+                }
+                KvChange::DeleteAll => {
+                    usage = KvUsage::default();
+                    now.clear();
+                    cleared = true;
+                }
+                KvChange::Limit {
+                    max_keys,
+                    max_bytes,
+                } => {
+                    if let Some(exceeded) = usage.exceeds(*max_keys, *max_bytes) {
+                        return Some(exceeded);
+                    }
+                }
+            }
+        }
+        None
+    }
+
     fn claimable_at(&self, alarm: &AlarmRecord) -> SystemTime {
         let lease = alarm.claimed_at.and_then(|_| {
             self.leases
@@ -177,7 +260,24 @@ impl Storage for MemoryStorage {
                 });
             }
         }
+        // Then every key-value limit, on what each write's changes would leave.
+        for (index, write) in batch.iter().enumerate() {
+            if let Some(limit) = tables.kv_limit_exceeded(write) {
+                return Err(CommitError::KvLimit {
+                    index,
+                    key: write.key.clone(),
+                    limit,
+                });
+            }
+        }
         for write in batch {
+            if !write.kv.is_empty() {
+                let entries = tables.kv.entry(write.key.clone()).or_default();
+                apply_kv(entries, &write.kv);
+                if entries.is_empty() {
+                    tables.kv.remove(&write.key);
+                }
+            }
             let entry = tables.objects.entry(write.key.clone()).or_insert(Row {
                 state: None,
                 version: 0,
@@ -196,6 +296,7 @@ impl Storage for MemoryStorage {
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut tables = self.tables();
         tables.alarms.retain(|(k, _), _| k != key);
+        tables.kv.remove(key);
         // The tombstone keeps the version growing: a recreated object continues above it.
         match tables.objects.get_mut(key) {
             Some(row) if row.state.is_some() => {
@@ -395,5 +496,42 @@ impl Storage for MemoryStorage {
         };
         alarm.claimed_at = None;
         Ok(true)
+    }
+
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let tables = self.tables();
+        Ok(tables
+            .kv
+            .get(key)
+            .and_then(|entries| entries.get(name))
+            .cloned())
+    }
+
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        use std::ops::Bound;
+        let tables = self.tables();
+        let Some(entries) = tables.kv.get(key) else {
+            return Ok(Vec::new());
+        };
+        let start = match start_after {
+            Some(after) if after >= prefix => Bound::Excluded(after),
+            _ => Bound::Included(prefix),
+        };
+        Ok(entries
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+        Ok(self.tables().kv_usage(key))
     }
 }

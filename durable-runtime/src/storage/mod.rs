@@ -42,7 +42,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 pub use idempotency::IdempotentReply;
-pub use kv::KvChange;
+pub use kv::{KvChange, KvLimitExceeded, KvUsage, entry_bytes, prefix_end};
 pub use memory::MemoryStorage;
 
 /// The address of one object: its type name and its id.
@@ -613,6 +613,18 @@ pub enum CommitError {
         /// nothing was ever stored under the key).
         found: Option<u64>,
     },
+    /// A write's key-value changes would have exceeded one of its limits
+    /// ([`KvChange::Limit`]): nothing of the batch was applied, and only that write is at
+    /// fault.
+    #[error("key-value storage of {key} would hold {limit}")]
+    KvLimit {
+        /// The write's position in the batch.
+        index: usize,
+        /// The object written.
+        key: ObjectKey,
+        /// The limit exceeded.
+        limit: KvLimitExceeded,
+    },
     /// The store failed; the batch may or may not have been applied (an unknown outcome is
     /// treated as a failure and the objects involved are reloaded).
     #[error(transparent)]
@@ -972,7 +984,7 @@ pub trait Storage: Send + Sync + 'static {
         1
     }
 
-    /// Deletes an object's state and all its alarms in one transaction, keeping a tombstone
+    /// Deletes an object's state, all its alarms and its key-value storage in one transaction, keeping a tombstone
     /// one version above the object's last (see [versions](self#versions)). Returns whether a
     /// stored state existed; deleting a deleted or never stored object changes nothing.
     ///
@@ -1404,6 +1416,90 @@ pub trait Storage: Send + Sync + 'static {
         name: &str,
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError>;
+
+    /// The encoded value stored under `name` in the key-value storage of the object `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{KvChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Doc", "d1");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: vec![KvChange::Put { key: "title".into(), value: b"\"Hi\"".to_vec() }],
+    ///     idempotency: None,
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.kv_get(&key, "title").await.unwrap(), Some(b"\"Hi\"".to_vec()));
+    /// assert_eq!(store.kv_get(&key, "body").await.unwrap(), None);
+    /// # }
+    /// ```
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Up to `limit` entries of the object's key-value storage whose keys start with `prefix`
+    /// and come after `start_after` (if given), in the order of the keys' bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{KvChange, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Doc", "d1");
+    /// let put = |k: &str| KvChange::Put { key: k.into(), value: b"1".to_vec() };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: vec![put("b:2"), put("a:1"), put("b:1"), put("b:3")],
+    ///     idempotency: None,
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// let page = store.kv_list(&key, "b:", Some("b:1"), 10).await.unwrap();
+    /// let keys: Vec<&str> = page.iter().map(|(k, _)| k.as_str()).collect();
+    /// assert_eq!(keys, ["b:2", "b:3"]);
+    /// # }
+    /// ```
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError>;
+
+    /// How many keys and bytes the object's key-value storage holds: the counters a commit
+    /// checks [`KvChange::Limit`] against (zero for an object not stored).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{KvChange, KvUsage, MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Doc", "d1");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: vec![KvChange::Put { key: "ab".into(), value: b"123".to_vec() }],
+    ///     idempotency: None,
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.kv_usage(&key).await.unwrap(), KvUsage { keys: 1, bytes: 5 });
+    /// # }
+    /// ```
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError>;
 }
 
 /// [`Storage::load_many`] with its contract checked: a backend that answers a different number
@@ -1547,5 +1643,23 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
         (**self).release_alarm(key, name, claimed_at).await
+    }
+
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        (**self).kv_get(key, name).await
+    }
+
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        (**self).kv_list(key, prefix, start_after, limit).await
+    }
+
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+        (**self).kv_usage(key).await
     }
 }

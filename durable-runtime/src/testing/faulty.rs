@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
     ObjectWrite, Storage, StorageError,
 };
 
@@ -569,5 +569,31 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         claimed_at: SystemTime,
     ) -> Result<bool, StorageError> {
         self.inner.release_alarm(key, name, claimed_at).await
+    }
+
+    /// Fails like a load when a load failure is due.
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        if take_one(&self.switches.failing_loads) {
+            return Err(injected("key-value read"));
+        }
+        self.inner.kv_get(key, name).await
+    }
+
+    /// Fails like a load when a load failure is due.
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        if take_one(&self.switches.failing_loads) {
+            return Err(injected("key-value listing"));
+        }
+        self.inner.kv_list(key, prefix, start_after, limit).await
+    }
+
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+        self.inner.kv_usage(key).await
     }
 }

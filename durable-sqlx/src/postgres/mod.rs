@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
+    ObjectWrite, Storage, StorageError, prefix_end,
 };
 use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, SqlStr};
@@ -26,6 +26,7 @@ mod builder;
 mod commit_connections;
 #[cfg(feature = "fsm")]
 pub(crate) mod fsm;
+mod kv;
 mod migrate;
 mod sql;
 mod states;
@@ -299,7 +300,10 @@ impl Storage for PostgresStore {
         });
         // A conflict is the server's answer; after any other error the connection may be
         // broken or in the middle of an exchange, and is not used again.
-        if matches!(committed, Ok(()) | Err(CommitError::Conflict { .. })) {
+        if matches!(
+            committed,
+            Ok(()) | Err(CommitError::Conflict { .. } | CommitError::KvLimit { .. })
+        ) {
             lease.release();
         }
         committed
@@ -318,6 +322,12 @@ impl Storage for PostgresStore {
             .map_err(db_err)?
             .rows_affected();
         sqlx::query(self.sql.alarm_cancel_all.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        sqlx::query(self.sql.kv.clear.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .execute(&mut *tx)
@@ -492,6 +502,51 @@ impl Storage for PostgresStore {
     ) -> Result<bool, StorageError> {
         self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
+    }
+
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        sqlx::query_scalar(self.sql.kv.get.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = sqlx::query_as(self.sql.kv.list.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(prefix.as_bytes())
+            .bind(prefix_end(prefix.as_bytes()))
+            .bind(start_after.map(str::as_bytes))
+            .bind(crate::net_kv::list_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(k, v)| Ok((crate::net_kv::key_text(k)?, v)))
+            .collect()
+    }
+
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+        let row: Option<(i64, i64)> = sqlx::query_as(self.sql.kv.usage.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(row.map_or_else(KvUsage::default, |(keys, bytes)| KvUsage {
+            keys: crate::net_kv::to_count(keys),
+            bytes: crate::net_kv::to_count(bytes),
+        }))
     }
 }
 

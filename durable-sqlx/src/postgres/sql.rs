@@ -39,6 +39,8 @@ pub(super) struct Sql {
     pub(super) alarm_cancel: SqlStr,
     pub(super) alarm_cancel_all: SqlStr,
     pub(super) delete_object: SqlStr,
+    /// Key-value statements (see [`KvSql`]).
+    pub(super) kv: KvSql,
     pub(super) list_first: SqlStr,
     pub(super) list_after: SqlStr,
     pub(super) list_alarms: SqlStr,
@@ -78,6 +80,7 @@ impl Sql {
     pub(super) fn new(names: &Names) -> Self {
         let objects = &names.objects;
         let alarms = &names.alarms;
+        let kv = &names.kv;
         let columns =
             "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
         let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
@@ -176,9 +179,11 @@ impl Sql {
             )),
             // The row stays as a tombstone, one version up (see migration 4).
             delete_object: statement(format!(
-                "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = now()
+                "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = now(),
+                     kv_keys = 0, kv_bytes = 0
                  WHERE object_type = $1 AND object_id = $2 AND state IS NOT NULL"
             )),
+            kv: KvSql::new(objects, kv),
             list_first: statement(format!(
                 "SELECT object_id FROM {objects} WHERE object_type = $1 AND state IS NOT NULL
                  ORDER BY object_id LIMIT $2"
@@ -281,4 +286,61 @@ pub(super) fn alarm_from_row(row: &PgRow) -> Result<AlarmRecord, StorageError> {
         last_error: row.try_get("last_error").map_err(db_err)?,
         dead: row.try_get("dead").map_err(db_err)?,
     })
+}
+
+/// The key-value statements. A key is found by its primary key, `(key_head, key_hash)`
+/// computed from it (see migration 7); `$1`, `$2` are the object's type and id.
+#[derive(Debug)]
+pub(super) struct KvSql {
+    /// `$3`: the key.
+    pub(super) get: SqlStr,
+    /// `$3`: the prefix; `$4`: the end of its range (or NULL); `$5`: the key to start after
+    /// (or NULL); `$6`: the limit.
+    pub(super) list: SqlStr,
+    pub(super) usage: SqlStr,
+    pub(super) clear: SqlStr,
+    /// `$3`: the key; returns its size.
+    pub(super) remove: SqlStr,
+    /// `$3`–`$5`: key, value, size.
+    pub(super) insert: SqlStr,
+    /// `$3`: whether the keys were cleared; `$4`, `$5`: the change of key count and bytes.
+    pub(super) count: SqlStr,
+}
+
+impl KvSql {
+    fn new(objects: &str, kv: &str) -> Self {
+        const BY_KEY: &str = "object_type = $1 AND object_id = $2
+             AND key_head = substring($3::bytea FROM 1 FOR 1024) AND key_hash = sha256($3::bytea)";
+        Self {
+            get: statement(format!("SELECT value FROM {kv} WHERE {BY_KEY}")),
+            list: statement(format!(
+                "SELECT key, value FROM {kv}
+                 WHERE object_type = $1 AND object_id = $2
+                     AND key_head >= substring($3::bytea FROM 1 FOR 1024) AND key >= $3
+                     AND ($4::bytea IS NULL OR key < $4)
+                     AND ($5::bytea IS NULL OR
+                         (key_head >= substring($5::bytea FROM 1 FOR 1024) AND key > $5))
+                 ORDER BY key_head, key LIMIT $6"
+            )),
+            usage: statement(format!(
+                "SELECT kv_keys, kv_bytes FROM {objects}
+                 WHERE object_type = $1 AND object_id = $2 AND state IS NOT NULL"
+            )),
+            clear: statement(format!(
+                "DELETE FROM {kv} WHERE object_type = $1 AND object_id = $2"
+            )),
+            remove: statement(format!("DELETE FROM {kv} WHERE {BY_KEY} RETURNING bytes")),
+            insert: statement(format!(
+                "INSERT INTO {kv} (object_type, object_id, key, value, bytes)
+                 VALUES ($1, $2, $3, $4, $5)"
+            )),
+            count: statement(format!(
+                "UPDATE {objects}
+                 SET kv_keys = CASE WHEN $3 THEN 0 ELSE kv_keys END + $4,
+                     kv_bytes = CASE WHEN $3 THEN 0 ELSE kv_bytes END + $5
+                 WHERE object_type = $1 AND object_id = $2
+                 RETURNING kv_keys, kv_bytes"
+            )),
+        }
+    }
 }

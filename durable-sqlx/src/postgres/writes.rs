@@ -296,8 +296,10 @@ pub(super) async fn commit_on(
     sql: &Sql,
     prepared: &[Prepared<'_>],
 ) -> Result<(), CommitError> {
+    let with_kv = prepared.iter().any(|p| !p.write.kv.is_empty());
     if let [single] = prepared
         && single.alarms.is_empty()
+        && !with_kv
     {
         // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
         if apply_object_row(conn, sql, single).await? {
@@ -311,7 +313,7 @@ pub(super) async fn commit_on(
             found,
         });
     }
-    if states::applies(prepared) {
+    if !with_kv && states::applies(prepared) {
         return states::commit(conn, &sql.states, prepared).await;
     }
     let mut tx = conn.begin().await.map_err(db_err)?;
@@ -332,6 +334,10 @@ pub(super) async fn commit_on(
             expected: p.write.expected_version,
             found,
         });
+    }
+    if with_kv && let Err(exceeded) = super::kv::apply(&mut tx, &sql.kv, prepared).await? {
+        tx.rollback().await.map_err(db_err)?;
+        return Err(exceeded);
     }
     tx.commit().await.map_err(db_err)?;
     Ok(())

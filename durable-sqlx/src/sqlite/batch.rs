@@ -39,6 +39,9 @@ const KINDS: usize = 7;
 #[derive(Debug)]
 pub(super) struct Statements {
     by_kinds: Vec<SqlStr>,
+    /// The same without their `COMMIT`: a batch with key-value changes applies them in the
+    /// transaction left open, then commits.
+    open_by_kinds: Vec<SqlStr>,
     /// The stored versions of the objects named by a JSON array of `[type, id]`, and whether
     /// each holds a state, to name a write that did not match.
     versions: SqlStr,
@@ -97,29 +100,43 @@ impl Statements {
                          last_error = NULL, dead = 0;\n"
             ),
         ];
-        let by_kinds = (0..1usize << KINDS)
-            .map(|kinds| {
-                let mut sql = String::from("BEGIN IMMEDIATE;\n");
-                for (kind, part) in parts.iter().enumerate() {
-                    if kinds & (1 << kind) != 0 {
-                        sql.push_str(part);
-                    }
+        let build = |kinds: usize, commit: bool| {
+            let mut sql = String::from("BEGIN IMMEDIATE;\n");
+            for (kind, part) in parts.iter().enumerate() {
+                if kinds & (1 << kind) != 0 {
+                    sql.push_str(part);
                 }
+            }
+            if commit {
                 sql.push_str("COMMIT;");
-                statement(sql)
-            })
+            }
+            statement(sql)
+        };
+        let by_kinds = (0..1usize << KINDS)
+            .map(|kinds| build(kinds, true))
+            .collect();
+        let open_by_kinds = (0..1usize << KINDS)
+            .map(|kinds| build(kinds, false))
             .collect();
         let versions = statement(format!(
             "SELECT o.object_type, o.object_id, o.version, o.state IS NOT NULL
              FROM json_each($1) AS k
              JOIN {objects} AS o ON o.object_type = k.value->>0 AND o.object_id = k.value->>1"
         ));
-        Self { by_kinds, versions }
+        Self {
+            by_kinds,
+            open_by_kinds,
+            versions,
+        }
     }
 
     /// The statement for `params`.
-    fn for_batch(&self, params: &Params) -> SqlStr {
-        self.by_kinds[params.kinds].clone()
+    fn for_batch(&self, params: &Params, open: bool) -> SqlStr {
+        if open {
+            self.open_by_kinds[params.kinds].clone()
+        } else {
+            self.by_kinds[params.kinds].clone()
+        }
     }
 }
 
@@ -223,10 +240,11 @@ pub(super) async fn commit(
     batch: &[ObjectWrite],
     params: &Params,
 ) -> Result<(), CommitError> {
+    let with_kv = batch.iter().any(|write| !write.kv.is_empty());
     for _ in 0..UNLOCATED_RETRIES {
         writer.transaction_started();
         let conn = writer.connection();
-        let sent = sqlx::query(sql.commit_batch.for_batch(params))
+        let sent = sqlx::query(sql.commit_batch.for_batch(params, with_kv))
             .bind(now_micros())
             .bind(&params.inserts)
             .bind(&params.updates)
@@ -238,6 +256,7 @@ pub(super) async fn commit(
             .execute(&mut *conn)
             .await;
         let error = match sent {
+            Ok(_) if with_kv => return finish_with_kv(writer, sql, batch).await,
             Ok(_) => {
                 writer.transaction_ended();
                 return Ok(());
@@ -261,6 +280,50 @@ pub(super) async fn commit(
         }
     }
     Err(kept_changing())
+}
+
+/// Applies the batch's key-value changes in the transaction its statement left open, then
+/// commits it, or rolls it back if a write exceeds a limit.
+async fn finish_with_kv(
+    mut writer: WriterGuard<'_>,
+    sql: &Sql,
+    batch: &[ObjectWrite],
+) -> Result<(), CommitError> {
+    let conn = writer.connection();
+    let outcome = match super::kv::apply(conn, sql, batch).await {
+        Ok(Ok(())) => sqlx::query("COMMIT")
+            .execute(&mut *conn)
+            .await
+            .map(|_| Ok(()))
+            .map_err(db_err),
+        Ok(Err(exceeded)) => Ok(Err(exceeded)),
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(Ok(())) => {
+            writer.transaction_ended();
+            Ok(())
+        }
+        Ok(Err(exceeded)) => {
+            if !roll_back(writer.connection()).await {
+                writer.discard();
+                return Err(crate::error::rejected(
+                    "rolling back a batch that exceeded a key-value limit failed",
+                )
+                .into());
+            }
+            writer.transaction_ended();
+            Err(exceeded)
+        }
+        Err(error) => {
+            if roll_back(writer.connection()).await {
+                writer.transaction_ended();
+            } else {
+                writer.discard();
+            }
+            Err(error.into())
+        }
+    }
 }
 
 /// Ends the failed query's transaction. Returns false if the connection's state is unknown

@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
+    ObjectWrite, Storage, StorageError, prefix_end,
 };
 use sqlx::SqlStr;
 use sqlx::sqlite::SqlitePool;
@@ -25,6 +25,7 @@ use crate::schema::{
 
 mod batch;
 mod builder;
+mod kv;
 mod migrate;
 mod sql;
 mod writer;
@@ -278,6 +279,12 @@ impl Storage for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
+        sqlx::query(self.sql.kv_clear.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         let deleted = sqlx::query(self.sql.delete_object.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -464,6 +471,51 @@ impl Storage for SqliteStore {
     ) -> Result<bool, StorageError> {
         self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
+    }
+
+    async fn kv_get(&self, key: &ObjectKey, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        sqlx::query_scalar(self.sql.kv_get.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(name.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn kv_list(
+        &self,
+        key: &ObjectKey,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = sqlx::query_as(self.sql.kv_list.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(prefix.as_bytes())
+            .bind(prefix_end(prefix.as_bytes()))
+            .bind(start_after.map(str::as_bytes))
+            .bind(crate::net_kv::list_limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(k, v)| Ok((crate::net_kv::key_text(k)?, v)))
+            .collect()
+    }
+
+    async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
+        let row: Option<(i64, i64)> = sqlx::query_as(self.sql.kv_usage.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(row.map_or_else(KvUsage::default, |(keys, bytes)| KvUsage {
+            keys: crate::net_kv::to_count(keys),
+            bytes: crate::net_kv::to_count(bytes),
+        }))
     }
 }
 

@@ -39,6 +39,18 @@ pub(super) struct Sql {
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
     pub(super) release: SqlStr,
+    /// `?1`, `?2`: the object; `?3`: the key.
+    pub(super) kv_get: SqlStr,
+    /// `?1`, `?2`: the object; `?3`: the prefix; `?4`: the end of its range (or NULL); `?5`:
+    /// the key to start after (or NULL); `?6`: the limit.
+    pub(super) kv_list: SqlStr,
+    pub(super) kv_usage: SqlStr,
+    pub(super) kv_clear: SqlStr,
+    /// Removes one key, returning its size.
+    pub(super) kv_remove: SqlStr,
+    pub(super) kv_insert: SqlStr,
+    /// `?3`: whether the keys were cleared; `?4`, `?5`: the change of key count and bytes.
+    pub(super) kv_count: SqlStr,
 }
 
 /// One of the [`DeadAlarms`] statements.
@@ -67,6 +79,7 @@ impl Sql {
         let objects = &names.objects;
         let alarms = &names.alarms;
         let guard = &names.commit_guard;
+        let kv = &names.kv;
         Self {
             commit_batch: batch::Statements::new(objects, alarms, guard),
             load: statement(format!(
@@ -92,7 +105,8 @@ impl Sql {
             )),
             // The row stays as a tombstone, one version up (see migration 4).
             delete_object: statement(format!(
-                "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = ?3
+                "UPDATE {objects} SET state = NULL, version = version + 1, updated_at = ?3,
+                     kv_keys = 0, kv_bytes = 0
                  WHERE object_type = ?1 AND object_id = ?2 AND state IS NOT NULL"
             )),
             list_first: statement(format!(
@@ -170,6 +184,37 @@ impl Sql {
             release: statement(format!(
                 "UPDATE {alarms} SET claimed_at = NULL
                  WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+            )),
+            kv_get: statement(format!(
+                "SELECT value FROM {kv} WHERE object_type = ?1 AND object_id = ?2 AND key = ?3"
+            )),
+            kv_list: statement(format!(
+                "SELECT key, value FROM {kv}
+                 WHERE object_type = ?1 AND object_id = ?2 AND key >= ?3
+                     AND (?4 IS NULL OR key < ?4) AND (?5 IS NULL OR key > ?5)
+                 ORDER BY key LIMIT ?6"
+            )),
+            kv_usage: statement(format!(
+                "SELECT kv_keys, kv_bytes FROM {objects}
+                 WHERE object_type = ?1 AND object_id = ?2 AND state IS NOT NULL"
+            )),
+            kv_clear: statement(format!(
+                "DELETE FROM {kv} WHERE object_type = ?1 AND object_id = ?2"
+            )),
+            kv_remove: statement(format!(
+                "DELETE FROM {kv} WHERE object_type = ?1 AND object_id = ?2 AND key = ?3
+                 RETURNING bytes"
+            )),
+            kv_insert: statement(format!(
+                "INSERT INTO {kv} (object_type, object_id, key, value, bytes)
+                 VALUES (?1, ?2, ?3, ?4, ?5)"
+            )),
+            kv_count: statement(format!(
+                "UPDATE {objects}
+                 SET kv_keys = CASE WHEN ?3 THEN 0 ELSE kv_keys END + ?4,
+                     kv_bytes = CASE WHEN ?3 THEN 0 ELSE kv_bytes END + ?5
+                 WHERE object_type = ?1 AND object_id = ?2
+                 RETURNING kv_keys, kv_bytes"
             )),
         }
     }
