@@ -127,14 +127,14 @@ pub enum KvError {
 /// #[durable_object]
 /// impl Notes {
 ///     #[handler]
-///     async fn add(&mut self, ctx: &Context, text: String) -> Result<u64, KvError> {
+///     async fn handle_add(&mut self, ctx: &Context, text: String) -> Result<u64, KvError> {
 ///         self.count += 1;
 ///         ctx.storage().put(&format!("note:{:04}", self.count), &text)?;
 ///         Ok(self.count)
 ///     }
 ///
 ///     #[handler]
-///     async fn all(&self, ctx: &Context) -> Result<Vec<String>, KvError> {
+///     async fn handle_all(&self, ctx: &Context) -> Result<Vec<String>, KvError> {
 ///         let notes = ctx.storage().list::<String>("note:", None, 100).await?;
 ///         Ok(notes.into_iter().map(|(_, text)| text).collect())
 ///     }

@@ -479,12 +479,12 @@ impl Context {
     /// #[durable_object]
     /// impl Cache {
     ///     #[handler]
-    ///     async fn remember(&mut self, ctx: &Context, key: String, value: u32) -> Result<(), KvError> {
+    ///     async fn handle_remember(&mut self, ctx: &Context, key: String, value: u32) -> Result<(), KvError> {
     ///         ctx.storage().put(&key, &value)
     ///     }
     ///
     ///     #[handler]
-    ///     async fn recall(&self, ctx: &Context, key: String) -> Result<Option<u32>, KvError> {
+    ///     async fn handle_recall(&self, ctx: &Context, key: String) -> Result<Option<u32>, KvError> {
     ///         ctx.storage().get(&key).await
     ///     }
     /// }
