@@ -29,7 +29,12 @@ fn string_of(size: usize) -> String {
 #[durable_object]
 impl Doc {
     #[handler]
-    async fn handle_put(&mut self, ctx: &Context, key: String, value: Value) -> Result<u64, KvError> {
+    async fn handle_put(
+        &mut self,
+        ctx: &Context,
+        key: String,
+        value: Value,
+    ) -> Result<u64, KvError> {
         self.writes += 1;
         ctx.storage().put(&key, &value)?;
         Ok(self.writes)
@@ -86,7 +91,11 @@ impl Doc {
 
     /// Puts, deletes and reads back in one call: the call sees its own changes.
     #[handler]
-    async fn handle_put_and_list(&mut self, ctx: &Context, key: String) -> Result<Vec<String>, KvError> {
+    async fn handle_put_and_list(
+        &mut self,
+        ctx: &Context,
+        key: String,
+    ) -> Result<Vec<String>, KvError> {
         self.writes += 1;
         let storage = ctx.storage();
         storage.put(&key, &self.writes)?;
@@ -130,7 +139,12 @@ pub struct Small {
 impl Small {
     /// Puts `key` holding a string encoded in `size` bytes.
     #[handler]
-    async fn handle_put(&mut self, ctx: &Context, key: String, size: usize) -> Result<u64, KvError> {
+    async fn handle_put(
+        &mut self,
+        ctx: &Context,
+        key: String,
+        size: usize,
+    ) -> Result<u64, KvError> {
         self.writes += 1;
         ctx.storage().put(&key, &string_of(size))?;
         Ok(self.writes)
@@ -154,22 +168,39 @@ async fn usage(store: &dyn Storage, key: &ObjectKey) -> KvUsage {
 async fn handlers_read_and_change_their_storage() {
     let rt = Runtime::new(MemoryStorage::new());
     assert_eq!(Doc::get(&rt, "d", "a".into()).await.unwrap(), None);
-    Doc::put(&rt, "d", "a".into(), json!({"x": 1})).await.unwrap();
+    Doc::put(&rt, "d", "a".into(), json!({"x": 1}))
+        .await
+        .unwrap();
     Doc::put(&rt, "d", "b".into(), json!([1, 2])).await.unwrap();
-    Doc::put(&rt, "d", "c".into(), json!("three")).await.unwrap();
-    assert_eq!(Doc::get(&rt, "d", "a".into()).await.unwrap(), Some(json!({"x": 1})));
+    Doc::put(&rt, "d", "c".into(), json!("three"))
+        .await
+        .unwrap();
     assert_eq!(
-        Doc::keys(&rt, "d", String::new(), Some("a".into()), 10).await.unwrap(),
+        Doc::get(&rt, "d", "a".into()).await.unwrap(),
+        Some(json!({"x": 1}))
+    );
+    assert_eq!(
+        Doc::keys(&rt, "d", String::new(), Some("a".into()), 10)
+            .await
+            .unwrap(),
         ["b", "c"]
     );
     Doc::delete(&rt, "d", "b".into()).await.unwrap();
-    assert_eq!(Doc::keys(&rt, "d", String::new(), None, 10).await.unwrap(), ["a", "c"]);
+    assert_eq!(
+        Doc::keys(&rt, "d", String::new(), None, 10).await.unwrap(),
+        ["a", "c"]
+    );
     assert_eq!(
         Doc::put_and_list(&rt, "d", "b".into()).await.unwrap(),
         ["a", "b", "c"]
     );
     Doc::delete_all(&rt, "d").await.unwrap();
-    assert!(Doc::keys(&rt, "d", String::new(), None, 10).await.unwrap().is_empty());
+    assert!(
+        Doc::keys(&rt, "d", String::new(), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(Doc::get(&rt, "d", "a".into()).await.unwrap(), None);
 
     // A `&self` handler cannot change storage.
@@ -186,7 +217,10 @@ async fn a_call_changing_only_keys_commits() {
     let version = store.load(&doc("d")).await.unwrap().version();
     Doc::put_and_list(&rt, "d", "a".into()).await.unwrap();
     assert_eq!(store.load(&doc("d")).await.unwrap().version(), version + 1);
-    assert_eq!(store.kv_get(&doc("d"), "a").await.unwrap(), Some(b"2".to_vec()));
+    assert_eq!(
+        store.kv_get(&doc("d"), "a").await.unwrap(),
+        Some(b"2".to_vec())
+    );
 }
 
 #[tokio::test]
@@ -195,14 +229,21 @@ async fn a_handler_error_or_panic_rolls_back_keys_with_the_state() {
     let rt = Runtime::new(store.clone());
     Doc::put(&rt, "d", "kept".into(), json!(1)).await.unwrap();
 
-    let err = Doc::put_then_fail(&rt, "d", "lost".into()).await.unwrap_err();
+    let err = Doc::put_then_fail(&rt, "d", "lost".into())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Handler(_)), "{err}");
-    let err = Doc::put_then_panic(&rt, "d", "lost".into()).await.unwrap_err();
+    let err = Doc::put_then_panic(&rt, "d", "lost".into())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Panicked { .. }), "{err}");
 
     assert_eq!(Doc::writes(&rt, "d").await.unwrap(), 1);
     assert_eq!(Doc::get(&rt, "d", "lost".into()).await.unwrap(), None);
-    assert_eq!(Doc::keys(&rt, "d", String::new(), None, 10).await.unwrap(), ["kept"]);
+    assert_eq!(
+        Doc::keys(&rt, "d", String::new(), None, 10).await.unwrap(),
+        ["kept"]
+    );
     assert_eq!(store.kv_get(&doc("d"), "lost").await.unwrap(), None);
 }
 
@@ -212,23 +253,39 @@ async fn a_failed_commit_rolls_back_keys_and_drops_the_cache() {
     let rt = Runtime::new(store.clone());
     Doc::put(&rt, "d", "k".into(), json!("old")).await.unwrap();
     // Read once: cached now.
-    assert_eq!(Doc::get(&rt, "d", "k".into()).await.unwrap(), Some(json!("old")));
+    assert_eq!(
+        Doc::get(&rt, "d", "k".into()).await.unwrap(),
+        Some(json!("old"))
+    );
 
     store.fail_commits(1);
-    let err = Doc::put(&rt, "d", "k".into(), json!("new")).await.unwrap_err();
+    let err = Doc::put(&rt, "d", "k".into(), json!("new"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err}");
     // Neither the state nor the key changed, in storage or in what the object reads.
     assert_eq!(Doc::writes(&rt, "d").await.unwrap(), 1);
-    assert_eq!(Doc::get(&rt, "d", "k".into()).await.unwrap(), Some(json!("old")));
-    assert_eq!(store.kv_get(&doc("d"), "k").await.unwrap(), Some(b"\"old\"".to_vec()));
+    assert_eq!(
+        Doc::get(&rt, "d", "k".into()).await.unwrap(),
+        Some(json!("old"))
+    );
+    assert_eq!(
+        store.kv_get(&doc("d"), "k").await.unwrap(),
+        Some(b"\"old\"".to_vec())
+    );
 
     // A commit that failed after it was applied: the object reloads, and reads what storage
     // holds, not what it staged.
     store.fail_commits_after_applying(1);
-    let err = Doc::put(&rt, "d", "k".into(), json!("maybe")).await.unwrap_err();
+    let err = Doc::put(&rt, "d", "k".into(), json!("maybe"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err}");
     assert_eq!(Doc::writes(&rt, "d").await.unwrap(), 2);
-    assert_eq!(Doc::get(&rt, "d", "k".into()).await.unwrap(), Some(json!("maybe")));
+    assert_eq!(
+        Doc::get(&rt, "d", "k".into()).await.unwrap(),
+        Some(json!("maybe"))
+    );
 }
 
 /// Calls queued behind a write in flight see its changes, committed or not, and a listing
@@ -257,7 +314,9 @@ async fn default_limits_hold_at_their_boundaries() {
     let rt = Runtime::new(store.clone());
     let max_value = DEFAULT_MAX_VALUE_BYTES as usize;
 
-    Doc::put_many(&rt, "v", "big".into(), 1, max_value).await.unwrap();
+    Doc::put_many(&rt, "v", "big".into(), 1, max_value)
+        .await
+        .unwrap();
     let err = Doc::put_many(&rt, "v", "bigger".into(), 1, max_value + 1)
         .await
         .unwrap_err();
@@ -269,29 +328,41 @@ async fn default_limits_hold_at_their_boundaries() {
 
     // Keys: 10,000 in one call, then one more.
     let keys = DEFAULT_MAX_KEYS as usize;
-    Doc::put_many(&rt, "k", "key".into(), keys, 2).await.unwrap();
+    Doc::put_many(&rt, "k", "key".into(), keys, 2)
+        .await
+        .unwrap();
     assert_eq!(usage(&store, &doc("k")).await.keys, DEFAULT_MAX_KEYS);
     let writes = Doc::writes(&rt, "k").await.unwrap();
-    let err = Doc::put(&rt, "k", "one more".into(), json!(1)).await.unwrap_err();
+    let err = Doc::put(&rt, "k", "one more".into(), json!(1))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, Error::KvLimit { limit: KvLimitExceeded::Keys { max, found }, .. } if max == DEFAULT_MAX_KEYS && found == max + 1),
         "{err}"
     );
     assert_eq!(usage(&store, &doc("k")).await.keys, DEFAULT_MAX_KEYS);
-    assert_eq!(Doc::writes(&rt, "k").await.unwrap(), writes, "the state was rolled back");
+    assert_eq!(
+        Doc::writes(&rt, "k").await.unwrap(),
+        writes,
+        "the state was rolled back"
+    );
     // Replacing a key stays within the count.
     Doc::put(&rt, "k", "key0".into(), json!(0)).await.unwrap();
 
     // Bytes: 49 values of 1 MiB under 3-byte keys, then one that fills the rest exactly.
     let entry = (max_value + 3) as u64;
     for i in 0..49 {
-        Doc::put_many(&rt, "b", format!("b{i:02}"), 1, max_value).await.unwrap();
+        Doc::put_many(&rt, "b", format!("b{i:02}"), 1, max_value)
+            .await
+            .unwrap();
     }
     // `put_many` names its key `{prefix}0`: 4-byte keys.
     let held = usage(&store, &doc("b")).await.bytes;
     assert_eq!(held, 49 * (entry + 1));
     let rest = DEFAULT_MAX_BYTES - held;
-    Doc::put_many(&rt, "b", "zzz".into(), 1, (rest - 4) as usize).await.unwrap();
+    Doc::put_many(&rt, "b", "zzz".into(), 1, (rest - 4) as usize)
+        .await
+        .unwrap();
     assert_eq!(usage(&store, &doc("b")).await.bytes, DEFAULT_MAX_BYTES);
     let err = Doc::put(&rt, "b", "x".into(), json!(1)).await.unwrap_err();
     assert!(
@@ -310,26 +381,51 @@ async fn declared_limits_hold_at_their_boundaries(backend: &Backend) {
     // Value: 10 bytes pass, 11 fail at `put`.
     Small::put(&rt, "s", "a".into(), 10).await.unwrap();
     let err = Small::put(&rt, "s", "b".into(), 11).await.unwrap_err();
-    assert!(matches!(err, Error::Handler(KvError::ValueTooLarge { size: 11, max: 10, .. })), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Handler(KvError::ValueTooLarge {
+                size: 11,
+                max: 10,
+                ..
+            })
+        ),
+        "{err}"
+    );
     // Bytes: 11 + 11 + 8 = 30 exactly; one more byte fails at commit.
     Small::put(&rt, "s", "b".into(), 10).await.unwrap();
     Small::put(&rt, "s", "c".into(), 7).await.unwrap();
     assert_eq!(usage(store, &small).await, KvUsage { keys: 3, bytes: 30 });
     let err = Small::put(&rt, "s", "c".into(), 8).await.unwrap_err();
     assert!(
-        matches!(err, Error::KvLimit { limit: KvLimitExceeded::Bytes { max: 30, found: 31 }, .. }),
+        matches!(
+            err,
+            Error::KvLimit {
+                limit: KvLimitExceeded::Bytes { max: 30, found: 31 },
+                ..
+            }
+        ),
         "{err}"
     );
     // Keys: the fourth fails at commit.
     let err = Small::put(&rt, "s", "d".into(), 2).await.unwrap_err();
     assert!(
-        matches!(err, Error::KvLimit { limit: KvLimitExceeded::Keys { max: 3, found: 4 }, .. }),
+        matches!(
+            err,
+            Error::KvLimit {
+                limit: KvLimitExceeded::Keys { max: 3, found: 4 },
+                ..
+            }
+        ),
         "{err}"
     );
     // Nothing of the failed calls was written, state included.
     assert_eq!(usage(store, &small).await, KvUsage { keys: 3, bytes: 30 });
     assert_eq!(store.kv_get(&small, "d").await.unwrap(), None);
-    assert_eq!(store.kv_get(&small, "c").await.unwrap().map(|v| v.len()), Some(7));
+    assert_eq!(
+        store.kv_get(&small, "c").await.unwrap().map(|v| v.len()),
+        Some(7)
+    );
     assert_eq!(Small::writes(&rt, "s").await.unwrap(), 3);
 }
 
@@ -339,13 +435,19 @@ async fn two_runtimes_conflict_and_reload(backend: &Backend) {
     let one = Runtime::new(Arc::clone(&backend.store));
     let two = Runtime::new(backend.open_again().await);
     Doc::put(&one, "d", "k".into(), json!(1)).await.unwrap();
-    assert_eq!(Doc::get(&one, "d", "k".into()).await.unwrap(), Some(json!(1)));
+    assert_eq!(
+        Doc::get(&one, "d", "k".into()).await.unwrap(),
+        Some(json!(1))
+    );
     Doc::put(&two, "d", "k".into(), json!(2)).await.unwrap();
 
     let err = Doc::put(&one, "d", "j".into(), json!(3)).await.unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
     assert_eq!(backend.store.kv_get(&doc("d"), "j").await.unwrap(), None);
-    assert_eq!(Doc::get(&one, "d", "k".into()).await.unwrap(), Some(json!(2)));
+    assert_eq!(
+        Doc::get(&one, "d", "k".into()).await.unwrap(),
+        Some(json!(2))
+    );
     assert_eq!(Doc::get(&one, "d", "j".into()).await.unwrap(), None);
     Doc::put(&one, "d", "j".into(), json!(3)).await.unwrap();
     assert_eq!(
@@ -361,14 +463,22 @@ async fn hibernation_drops_the_cache(backend: &Backend) {
         .register_with::<Doc>(options)
         .build();
     let two = Runtime::new(backend.open_again().await);
-    Doc::put(&one, "d", "k".into(), json!("first")).await.unwrap();
-    assert_eq!(Doc::get(&one, "d", "k".into()).await.unwrap(), Some(json!("first")));
-    Doc::put(&two, "d", "k".into(), json!("second")).await.unwrap();
-    eventually(|| async {
-        one.status::<Doc>("d").await.unwrap() == ObjectStatus::Hibernated
-    })
-    .await;
-    assert_eq!(Doc::get(&one, "d", "k".into()).await.unwrap(), Some(json!("second")));
+    Doc::put(&one, "d", "k".into(), json!("first"))
+        .await
+        .unwrap();
+    assert_eq!(
+        Doc::get(&one, "d", "k".into()).await.unwrap(),
+        Some(json!("first"))
+    );
+    Doc::put(&two, "d", "k".into(), json!("second"))
+        .await
+        .unwrap();
+    eventually(|| async { one.status::<Doc>("d").await.unwrap() == ObjectStatus::Hibernated })
+        .await;
+    assert_eq!(
+        Doc::get(&one, "d", "k".into()).await.unwrap(),
+        Some(json!("second"))
+    );
 }
 
 macro_rules! on_every_backend {
