@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
-//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `gateway` (calls over HTTP next to the
+//! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `kv` (key-value puts of 1 KiB and reads
+//! of cached keys), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
 //! and without group commit, and its pick latency). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
@@ -103,6 +104,7 @@ const ALL: &[&str] = &[
     "cold",
     "memory",
     "alarms",
+    "kv",
     "gateway",
 ];
 

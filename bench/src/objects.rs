@@ -34,12 +34,42 @@ impl BenchCounter {
         self.count
     }
 
+    /// Counts the call and puts one 1 KiB value under one of eight keys.
+    #[handler]
+    fn handle_put_value(&mut self, ctx: &Context) -> i64 {
+        self.count += 1;
+        let key = KV_KEYS[(self.count % 8) as usize];
+        ctx.storage()
+            .put(key, KV_VALUE)
+            .expect("a 1 KiB value fits");
+        self.count
+    }
+
+    /// Reads the value of the first key (cached after the first read).
+    #[handler]
+    async fn handle_read_value(&self, ctx: &Context) -> usize {
+        let value: Option<String> = ctx.storage().get(KV_KEYS[0]).await.expect("readable");
+        value.map_or(0, |value| value.len())
+    }
+
     /// Never fires within a run.
     #[alarm]
     fn expire(&mut self) {
         self.count = 0;
     }
 }
+
+/// The keys `put_value` writes.
+const KV_KEYS: [&str; 8] = ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"];
+
+/// A string whose JSON encoding is 1 KiB.
+const KV_VALUE: &str = {
+    const BYTES: [u8; 1022] = [b'x'; 1022];
+    match std::str::from_utf8(&BYTES) {
+        Ok(text) => text,
+        Err(_) => panic!("ASCII"),
+    }
+};
 
 /// When each alarm of the `alarms` scenario fired, by object id.
 pub(crate) static FIRED: Mutex<Vec<(String, SystemTime)>> = Mutex::new(Vec::new());

@@ -164,6 +164,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
             }
             Ok(figures)
         }
+        "kv" => kv(settings).await,
         "cold" => cold(settings).await,
         "memory" => memory(settings).await,
         "alarms" => alarms(settings).await,
@@ -225,6 +226,10 @@ pub(crate) enum Op {
     /// `Get` on a runtime with validated reads: each read checks the stored version first.
     ValidatedGet,
     Touch,
+    /// Puts one 1 KiB value.
+    KvPut,
+    /// Reads a cached key.
+    KvGet,
 }
 
 /// The callers of `spread` and `spread-alarm`.
@@ -271,6 +276,43 @@ impl CallRun {
         self.rt.shutdown().await;
         self.opened.close().await;
     }
+}
+
+/// Key-value storage: `kv-put`, 64 callers each putting one 1 KiB value in one of 10,000
+/// objects per call; `kv-read`, 64 callers reading a cached key of one of 1,000 objects.
+async fn kv(settings: &Settings) -> Result<Vec<Figure>, String> {
+    let mut figures = calls(
+        settings,
+        "kv-put",
+        Op::KvPut,
+        SPREAD_CALLERS,
+        SPREAD_OBJECTS,
+    )
+    .await?;
+    let mut figure = Figure::new("kv-read", settings.backend.name(), "calls/s");
+    let mut latency = MedianLatency::default();
+    let objects = if settings.smoke { 100 } else { 1_000 };
+    for _ in 0..settings.runs {
+        let run = CallRun::start(settings, Op::KvGet, objects, false).await?;
+        // Every object holds the key and has read it once: cached.
+        for chunk in run.ids.chunks(256) {
+            let puts = chunk.iter().map(|id| BenchCounter::put_value(&run.rt, id));
+            for result in futures_join_all(puts).await {
+                result.map_err(|e| e.to_string())?;
+            }
+            let reads = chunk.iter().map(|id| BenchCounter::read_value(&run.rt, id));
+            for result in futures_join_all(reads).await {
+                result.map_err(|e| e.to_string())?;
+            }
+        }
+        let (rate, histogram) =
+            drive(&run.rt, Op::KvGet, SPREAD_CALLERS, &run.ids, settings.secs).await?;
+        run.finish().await;
+        latency.offer(&mut figure, rate, histogram);
+    }
+    latency.finish(&mut figure);
+    figures.push(figure);
+    Ok(figures)
 }
 
 /// `callers` concurrent callers over `objects` objects for `settings.secs`.
@@ -427,6 +469,10 @@ pub(crate) async fn drive(
                     Op::Increment => BenchCounter::increment(&rt, id).await,
                     Op::Get | Op::ValidatedGet => BenchCounter::get(&rt, id).await,
                     Op::Touch => BenchCounter::touch(&rt, id).await,
+                    Op::KvPut => BenchCounter::put_value(&rt, id).await,
+                    Op::KvGet => BenchCounter::read_value(&rt, id)
+                        .await
+                        .map(|len| len as i64),
                 };
                 result.map_err(|e| e.to_string())?;
                 histogram.saturating_record(t.elapsed().as_nanos() as u64);

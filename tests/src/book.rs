@@ -25,6 +25,9 @@ pub mod lifecycle {}
 #[doc = include_str!("../../book/src/alarms.md")]
 pub mod alarms {}
 
+#[doc = include_str!("../../book/src/kv.md")]
+pub mod kv {}
+
 #[doc = include_str!("../../book/src/storage.md")]
 pub mod storage {}
 
