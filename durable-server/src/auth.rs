@@ -59,6 +59,10 @@ pub enum Op {
     Alarms,
     /// Dead alarms, metrics and the OpenAPI document.
     Admin,
+    /// Read an object's key-value storage.
+    KvRead,
+    /// Change an object's key-value storage.
+    KvWrite,
 }
 
 impl Op {
@@ -77,6 +81,8 @@ impl Op {
             Self::Delete => "delete",
             Self::Alarms => "alarms",
             Self::Admin => "admin",
+            Self::KvRead => "kv_read",
+            Self::KvWrite => "kv_write",
         }
     }
 }

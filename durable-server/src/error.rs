@@ -12,8 +12,8 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use durable_runtime::storage::StorageErrorKind;
-use durable_runtime::{CallByNameError, Error};
+use durable_runtime::storage::{KvLimitExceeded, StorageErrorKind};
+use durable_runtime::{CallByNameError, Error, KvError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -38,7 +38,9 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `conflict` | 409 | yes |
 /// | `call_cycle` | 409 | no |
 /// | `handler_panicked`, `state_decode_failed`, `state_encode_failed`, `internal` | 500 | no |
-/// | `body_too_large` | 413 | no |
+/// | `body_too_large`, `kv_value_too_large` | 413 | no |
+/// | `kv_key_limit`, `kv_object_quota` | 422 | no |
+/// | `kv_key_not_found` | 404 | no |
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
 /// | `forbidden` | 403 | no |
 /// | `method_not_allowed` | 405 | no |
@@ -107,6 +109,14 @@ pub enum ErrorCode {
     Forbidden,
     /// The route exists, not with this method.
     MethodNotAllowed,
+    /// A key-value value is over the type's size limit (1 MiB by default).
+    KvValueTooLarge,
+    /// The write would take the object past its key count limit (10,000 by default).
+    KvKeyLimit,
+    /// The write would take the object past its key-value byte quota (50 MiB by default).
+    KvObjectQuota,
+    /// No value under that key.
+    KvKeyNotFound,
 }
 
 impl ErrorCode {
@@ -144,6 +154,10 @@ impl ErrorCode {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::KvValueTooLarge => "kv_value_too_large",
+            Self::KvKeyLimit => "kv_key_limit",
+            Self::KvObjectQuota => "kv_object_quota",
+            Self::KvKeyNotFound => "kv_key_not_found",
         }
     }
 
@@ -156,7 +170,9 @@ impl ErrorCode {
     /// ```
     pub fn status(self) -> StatusCode {
         match self {
-            Self::HandlerError => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::HandlerError | Self::KvKeyLimit | Self::KvObjectQuota => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::InvalidArguments | Self::InvalidId | Self::InvalidRequest => {
                 StatusCode::BAD_REQUEST
             }
@@ -164,6 +180,7 @@ impl ErrorCode {
             | Self::UnknownHandler
             | Self::UnknownAlarm
             | Self::ObjectNotFound
+            | Self::KvKeyNotFound
             | Self::NotFound => StatusCode::NOT_FOUND,
             Self::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyObjects
@@ -176,7 +193,7 @@ impl ErrorCode {
             | Self::StateDecodeFailed
             | Self::StateEncodeFailed
             | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge | Self::KvValueTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -472,6 +489,7 @@ impl From<CallByNameError> for ApiError {
                 ))
             }
             CallByNameError::Runtime(error) => error.into(),
+            CallByNameError::Kv(error) => kv_error(error),
             other => {
                 tracing::error!(error = %other, "call failed");
                 Self::internal("the call failed")
@@ -510,6 +528,25 @@ impl From<Error> for ApiError {
                     "storage failed during the commit: the call may or may not have been applied",
                 )
             }
+            Error::KvLimit { limit, .. } => {
+                let (code, details) = match limit {
+                    KvLimitExceeded::Keys { max, found } => (
+                        ErrorCode::KvKeyLimit,
+                        json!({"max_keys": max, "keys": found}),
+                    ),
+                    KvLimitExceeded::Bytes { max, found } => (
+                        ErrorCode::KvObjectQuota,
+                        json!({"max_bytes": max, "bytes": found}),
+                    ),
+                };
+                Self::new(
+                    code,
+                    format!(
+                        "the object's key-value storage would hold {limit}; nothing was applied"
+                    ),
+                )
+                .with_details(details)
+            }
             Error::Conflict { .. } => Self::new(
                 ErrorCode::Conflict,
                 "another writer committed a newer version of the object first; nothing was applied",
@@ -547,6 +584,28 @@ impl From<Error> for ApiError {
                 tracing::error!(error = %other, "request failed");
                 Self::internal("the server failed to handle the request")
             }
+        }
+    }
+}
+
+/// A key-value operation's own error.
+fn kv_error(error: KvError) -> ApiError {
+    match error {
+        KvError::ValueTooLarge { size, max, .. } => ApiError::new(
+            ErrorCode::KvValueTooLarge,
+            format!("the value is {size} bytes, more than the limit of {max}"),
+        )
+        .with_details(json!({"size": size, "max_bytes": max})),
+        KvError::Encode { message, .. } => {
+            ApiError::invalid_request(format!("the value is not JSON: {message}"))
+        }
+        KvError::Storage { source, .. } if source.kind() == StorageErrorKind::Unavailable => {
+            tracing::warn!(error = %source, "storage unavailable");
+            ApiError::new(ErrorCode::Unavailable, "storage is unavailable")
+        }
+        other => {
+            tracing::error!(error = %other, "a key-value operation failed");
+            ApiError::internal("the key-value operation failed")
         }
     }
 }

@@ -516,3 +516,75 @@ pub fn format_time(at: SystemTime) -> String {
 pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     humantime::parse_rfc3339(text).map_err(|error| error.to_string())
 }
+
+/// One entry of an object's key-value storage: its key and its JSON value, as stored.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::model::KvEntry;
+///
+/// let entry: KvEntry = serde_json::from_str(r#"{"key":"a","value":{"n":1}}"#).unwrap();
+/// assert_eq!((entry.key.as_str(), entry.value.get()), ("a", r#"{"n":1}"#));
+/// ```
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct KvEntry {
+    /// The key.
+    pub key: String,
+    /// The value, byte for byte as stored.
+    #[schema(value_type = Object)]
+    pub value: Box<serde_json::value::RawValue>,
+}
+
+/// `GET /v1/objects/{type}/{id}/storage`: a page of an object's key-value storage, in the
+/// order of the keys' bytes.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::model::KvPage;
+///
+/// let page: KvPage = serde_json::from_str(r#"{"entries":[],"next_cursor":null}"#).unwrap();
+/// assert!(page.entries.is_empty() && page.next_cursor.is_none());
+/// ```
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct KvPage {
+    /// The entries.
+    pub entries: Vec<KvEntry>,
+    /// The `cursor` of the next page, if there is one.
+    pub next_cursor: Option<String>,
+}
+
+/// `PUT /v1/objects/{type}/{id}/storage/{key}`: the key written and its value's size.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::model::KvWritten;
+///
+/// let reply: KvWritten = serde_json::from_str(r#"{"key":"a","bytes":3}"#).unwrap();
+/// assert_eq!(reply.bytes, 3);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KvWritten {
+    /// The key.
+    pub key: String,
+    /// The size of the stored value, in bytes.
+    pub bytes: u64,
+}
+
+/// `DELETE /v1/objects/{type}/{id}/storage/{key}`: whether the key held a value.
+///
+/// # Examples
+///
+/// ```
+/// use durable_server::model::KvDeleted;
+///
+/// let reply: KvDeleted = serde_json::from_str(r#"{"deleted":true}"#).unwrap();
+/// assert!(reply.deleted);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KvDeleted {
+    /// Whether the key held a value.
+    pub deleted: bool,
+}

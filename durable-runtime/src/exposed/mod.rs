@@ -8,11 +8,12 @@
 //!
 //! One concern per module: `table` holds the generated table and the registry, `calls` the
 //! calls by name, `ops` the typed operations on one object by type name, `live` the live
-//! objects and the whole view of one object, `dead` the dead alarms across objects, and
+//! objects and the whole view of one object, `dead` the dead alarms across objects, `kv` the objects' key-value storage, and
 //! `schema` the JSON schemas of handlers (feature `schemars`).
 
 mod calls;
 mod dead;
+mod kv;
 mod live;
 mod ops;
 mod schema;
@@ -105,6 +106,10 @@ pub enum CallByNameError {
         /// Why.
         message: String,
     },
+
+    /// A key-value operation failed: a value too large, not JSON, or storage unreadable.
+    #[error(transparent)]
+    Kv(crate::kv::KvError),
 
     /// A listing cursor that no listing handed out.
     #[error(transparent)]

@@ -139,6 +139,9 @@ pub(crate) struct Registry {
 /// A runtime operation on one object, as a boxed future.
 pub(super) type Operation<'a, T> = BoxFuture<'a, Result<T, Error>>;
 
+/// A key-value operation, whose error may be the storage's own.
+pub(super) type KvOperation<'a, T> = BoxFuture<'a, Result<T, Error<crate::kv::KvError>>>;
+
 /// One exposed type: its table, and the runtime's typed operations on it, instantiated for the
 /// type so that they can be reached by its name.
 pub(super) struct Entry {
@@ -159,6 +162,17 @@ pub(super) struct Entry {
         for<'a> fn(&'a Runtime, Option<&'a AlarmKey>, usize) -> Operation<'a, AlarmPage>,
     pub(super) requeue_dead_alarm:
         for<'a> fn(&'a Runtime, &'a str, &'static str) -> Operation<'a, bool>,
+    pub(super) kv_get:
+        for<'a> fn(&'a Runtime, &'a str, &'a str) -> KvOperation<'a, Option<Vec<u8>>>,
+    pub(super) kv_list: for<'a> fn(
+        &'a Runtime,
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        usize,
+    ) -> KvOperation<'a, Vec<(String, Vec<u8>)>>,
+    pub(super) kv_put: for<'a> fn(&'a Runtime, &'a str, &'a str, Vec<u8>) -> KvOperation<'a, ()>,
+    pub(super) kv_delete: for<'a> fn(&'a Runtime, &'a str, &'a str) -> KvOperation<'a, ()>,
 }
 
 impl Entry {
@@ -209,6 +223,12 @@ impl Entry {
             requeue_dead_alarm: |runtime, id, alarm| {
                 Box::pin(runtime.requeue_dead_alarm(id, Alarm::<O>::new(alarm)))
             },
+            kv_get: |runtime, id, key| Box::pin(runtime.kv_get::<O>(id, key)),
+            kv_list: |runtime, id, prefix, after, limit| {
+                Box::pin(runtime.kv_list::<O>(id, prefix, after, limit))
+            },
+            kv_put: |runtime, id, key, value| Box::pin(runtime.kv_put::<O>(id, key, value)),
+            kv_delete: |runtime, id, key| Box::pin(runtime.kv_delete::<O>(id, key)),
         }
     }
 }

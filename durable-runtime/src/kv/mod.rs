@@ -8,6 +8,7 @@
 //! check, and are rolled back with the state when the handler fails or the commit does.
 
 mod list;
+mod outside;
 pub(crate) mod staged;
 pub(crate) mod view;
 

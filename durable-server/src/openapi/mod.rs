@@ -26,7 +26,7 @@ use utoipa::openapi::{Ref, Required};
 use crate::auth::PublicEndpoint;
 use crate::config::ServerConfig;
 use crate::model::AccessView;
-use crate::routes::{Catalog, alarms, meta, objects};
+use crate::routes::{Catalog, alarms, kv, meta, objects};
 
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
@@ -50,6 +50,10 @@ const BEARER: &str = "bearer";
         alarms::cancel,
         alarms::dead,
         alarms::requeue,
+        kv::list,
+        kv::get,
+        kv::put,
+        kv::delete,
         meta::types,
         meta::openapi,
         meta::metrics,
@@ -60,6 +64,7 @@ const BEARER: &str = "bearer";
     tags(
         (name = "objects", description = "Call handlers; read, list and delete objects"),
         (name = "alarms", description = "An object's alarms, and dead alarms"),
+        (name = "storage", description = "An object's key-value storage"),
         (name = "types", description = "The exposed object types"),
         (name = "server", description = "Health, readiness, metrics and this document"),
     ),

@@ -3,6 +3,7 @@
 //! aliases.
 
 pub(crate) mod alarms;
+pub(crate) mod kv;
 pub(crate) mod meta;
 pub(crate) mod objects;
 
@@ -296,6 +297,11 @@ fn api() -> Router<AppState> {
             get(alarms::list).post(alarms::set),
         )
         .route("/objects/{type}/{id}/alarms/{name}", delete(alarms::cancel))
+        .route("/objects/{type}/{id}/storage", get(kv::list))
+        .route(
+            "/objects/{type}/{id}/storage/{key}",
+            get(kv::get).put(kv::put).delete(kv::delete),
+        )
         .route("/alarms/dead", get(alarms::dead))
         .route("/alarms/dead/requeue", post(alarms::requeue))
         .route("/types", get(meta::types))
