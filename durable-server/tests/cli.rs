@@ -402,7 +402,7 @@ impl Gateway {
               [[principals.grants]]
               types = ["*"]
               handlers = ["*"]
-              ops = ["call", "read", "list", "delete", "alarms", "admin"]
+              ops = ["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write"]
 
             [[principals]]
             name = "reader"
@@ -513,6 +513,78 @@ fn gateway_and_direct_commands_print_the_same_json() {
         ]
         .concat(),
     );
+    assert_eq!((exit, reply), (Exit::Ok, json!({"deleted": true})));
+}
+
+#[test]
+fn key_value_commands_through_a_gateway_and_directly() {
+    let (_dir, url) = seeded_database();
+    let gateway = Gateway::start(&url);
+    let through_gateway = ["--gateway", gateway.address.as_str(), "--token", TOKEN];
+    let directly = ["--database-url", url.as_str()];
+
+    for (key, value) in [("b", r#"{"n":2}"#), ("a", "[1,2]"), ("c", r#""\u0000""#)] {
+        let put = ["kv", "put", "Counter", "a", key, value];
+        let (exit, reply) = app_json(&[&put[..], &through_gateway[..]].concat());
+        assert_eq!(
+            (exit, reply),
+            (Exit::Ok, json!({"key": key, "bytes": value.len()}))
+        );
+    }
+    for command in [
+        &["kv", "get", "Counter", "a", "b"][..],
+        &["kv", "get", "Counter", "a", "nothing"],
+        &["kv", "list", "Counter", "a"],
+        &[
+            "kv", "list", "Counter", "a", "--limit", "1", "--cursor", "a",
+        ],
+        &["kv", "list", "Counter", "a", "--prefix", "c"],
+        &["kv", "list", "Nope", "a"],
+    ] {
+        let direct = app_json(&[command, &directly[..]].concat());
+        let remote = app_json(&[command, &through_gateway[..]].concat());
+        assert_eq!(direct.0, remote.0, "{command:?}");
+        if direct.0 == Exit::Ok {
+            assert_eq!(direct.1, remote.1, "{command:?}");
+        } else {
+            assert_eq!(
+                direct.1["error"]["code"], remote.1["error"]["code"],
+                "{command:?}"
+            );
+        }
+    }
+    let (exit, page) = app_json(
+        &[
+            &["kv", "list", "Counter", "a", "--limit", "2"][..],
+            &directly[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(exit, Exit::Ok);
+    assert_eq!(page["entries"][1], json!({"key": "b", "value": {"n": 2}}));
+    assert_eq!(page["next_cursor"], "b");
+    let (exit, error) =
+        app_json(&[&["kv", "get", "Counter", "a", "nothing"][..], &directly[..]].concat());
+    assert_eq!(
+        (exit, error["error"]["code"].clone()),
+        (Exit::NotFound, json!("kv_key_not_found"))
+    );
+
+    // The generic binary reads keys without the types, and refuses to write them.
+    let (code, page) = durable_json(&url, &["kv", "list", "Counter", "a", "--prefix", "a"]);
+    assert_eq!(
+        (code, page["entries"][0]["value"].clone()),
+        (0, json!([1, 2]))
+    );
+    let (code, error) = durable_json(&url, &["kv", "put", "Counter", "a", "x", "1"]);
+    assert_eq!(
+        (code, error["error"]["code"].clone()),
+        (1, json!("needs_types"))
+    );
+
+    // Deleting through the gateway.
+    let delete = ["kv", "delete", "Counter", "a", "a"];
+    let (exit, reply) = app_json(&[&delete[..], &through_gateway[..]].concat());
     assert_eq!((exit, reply), (Exit::Ok, json!({"deleted": true})));
 }
 

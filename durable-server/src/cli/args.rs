@@ -118,6 +118,9 @@ pub(crate) enum Operation {
     /// List, schedule and cancel alarms; list and re-queue dead alarms.
     #[command(subcommand)]
     Alarms(AlarmsCommand),
+    /// Read, write, delete and list an object's key-value storage.
+    #[command(subcommand)]
+    Kv(KvCommand),
     /// List the object types with their handlers, alarms and options.
     Types,
     /// Print the gateway's OpenAPI document.
@@ -216,6 +219,60 @@ pub(crate) enum AlarmsCommand {
         id: String,
         /// The alarm.
         name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KvCommand {
+    /// Print the JSON value under a key.
+    Get {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The key.
+        key: String,
+    },
+    /// Store a JSON value under a key, through the object.
+    Put {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The key.
+        key: String,
+        /// The value as JSON, e.g. '{"items": []}'; `-` reads it from standard input.
+        #[arg(value_name = "JSON")]
+        value: String,
+    },
+    /// Delete a key, through the object.
+    Delete {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The key.
+        key: String,
+    },
+    /// List an object's keys and values, in the order of the keys' bytes.
+    List {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Where the previous page ended (its next_cursor).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// At most this many entries (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
 }
 

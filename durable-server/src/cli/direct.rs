@@ -24,7 +24,7 @@ use crate::client::{
 };
 
 use super::Store;
-use super::args::{AlarmsCommand, ObjectsCommand, Operation, SetAlarm};
+use super::args::{AlarmsCommand, KvCommand, ObjectsCommand, Operation, SetAlarm};
 use super::failure::Failure;
 use super::render::Reply;
 
@@ -64,6 +64,95 @@ impl Direct {
             Operation::Openapi => self.openapi().await.map(Reply::Document),
             Operation::Objects(command) => self.objects(command).await,
             Operation::Alarms(command) => self.alarms(command).await,
+            Operation::Kv(command) => self.kv(command).await,
+        }
+    }
+
+    /// Reads go through the runtime if there is one, else to the store; writes need the
+    /// runtime (they commit through the object, under its limits) and `--offline`.
+    async fn kv(&self, command: KvCommand) -> Result<Reply, Failure> {
+        match command {
+            KvCommand::Get { type_name, id, key } => {
+                let value = match &self.runtime {
+                    Some(runtime) => runtime.kv_get_by_name(&type_name, &id, &key).await?,
+                    None => {
+                        let object = self.key(&type_name, &id)?;
+                        self.store
+                            .kv_get(&object, &key)
+                            .await
+                            .map_err(unavailable)?
+                    }
+                };
+                let value = value.ok_or_else(key_not_found)?;
+                Ok(Reply::KvValue(raw_value(value)?))
+            }
+            KvCommand::List {
+                type_name,
+                id,
+                prefix,
+                cursor,
+                limit,
+            } => {
+                check_limit(limit)?;
+                let prefix = prefix.as_deref().unwrap_or_default();
+                let mut listed = match &self.runtime {
+                    Some(runtime) => {
+                        runtime
+                            .kv_list_by_name(&type_name, &id, prefix, cursor.as_deref(), limit + 1)
+                            .await?
+                    }
+                    None => {
+                        let object = self.key(&type_name, &id)?;
+                        self.store
+                            .kv_list(&object, prefix, cursor.as_deref(), limit + 1)
+                            .await
+                            .map_err(unavailable)?
+                    }
+                };
+                let next_cursor = if listed.len() > limit {
+                    listed.truncate(limit);
+                    listed.last().map(|(key, _)| key.clone())
+                } else {
+                    None
+                };
+                let entries = listed
+                    .into_iter()
+                    .map(|(key, value)| {
+                        Ok(crate::model::KvEntry {
+                            key,
+                            value: raw_value(value)?,
+                        })
+                    })
+                    .collect::<Result<_, Failure>>()?;
+                Ok(Reply::KvPage(crate::model::KvPage {
+                    entries,
+                    next_cursor,
+                }))
+            }
+            KvCommand::Put {
+                type_name,
+                id,
+                key,
+                value,
+            } => {
+                let runtime = self.runtime_for("write a key")?;
+                self.check_offline("write a key")?;
+                let bytes = value.len() as u64;
+                runtime
+                    .kv_put_by_name(&type_name, &id, &key, value.into_bytes())
+                    .await?;
+                Ok(Reply::KvWritten(crate::model::KvWritten { key, bytes }))
+            }
+            KvCommand::Delete { type_name, id, key } => {
+                let runtime = self.runtime_for("delete a key")?;
+                self.check_offline("delete a key")?;
+                let deleted = runtime
+                    .kv_get_by_name(&type_name, &id, &key)
+                    .await?
+                    .is_some();
+                runtime.kv_delete_by_name(&type_name, &id, &key).await?;
+                Ok(Reply::KvDeleted(crate::model::KvDeleted { deleted }))
+            }
         }
     }
 
@@ -433,6 +522,23 @@ fn alarm_info(record: AlarmRecord) -> AlarmInfo {
         attempts: record.attempts,
         dead: record.dead,
     }
+}
+
+/// The failure of a key with no value.
+pub(crate) fn key_not_found() -> Failure {
+    Failure::new(
+        Some(404),
+        "kv_key_not_found",
+        "no value is stored under this key".to_owned(),
+    )
+}
+
+/// A stored value as JSON, byte for byte.
+fn raw_value(value: Vec<u8>) -> Result<Box<serde_json::value::RawValue>, Failure> {
+    String::from_utf8(value)
+        .ok()
+        .and_then(|text| serde_json::value::RawValue::from_string(text).ok())
+        .ok_or_else(|| Failure::local("internal", "a stored value is not JSON"))
 }
 
 fn unavailable(error: durable_runtime::storage::StorageError) -> Failure {

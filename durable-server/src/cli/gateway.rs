@@ -6,7 +6,7 @@ use crate::client::{
     AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Requeued, TypeList,
 };
 
-use super::args::{AlarmsCommand, ObjectsCommand, Operation};
+use super::args::{AlarmsCommand, KvCommand, ObjectsCommand, Operation};
 use super::failure::Failure;
 use super::render::Reply;
 
@@ -18,6 +18,42 @@ pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, 
         Operation::Openapi => Reply::Document(client.openapi().await?),
         Operation::Objects(command) => objects(client, command).await?,
         Operation::Alarms(command) => alarms(client, command).await?,
+        Operation::Kv(command) => kv(client, command).await?,
+    })
+}
+
+async fn kv(client: &Client, command: KvCommand) -> Result<Reply, Failure> {
+    let kv = client.kv();
+    Ok(match command {
+        KvCommand::Get { type_name, id, key } => match kv.get(&type_name, &id, &key).await? {
+            Some(value) => Reply::KvValue(value),
+            None => return Err(super::direct::key_not_found()),
+        },
+        KvCommand::Put {
+            type_name,
+            id,
+            key,
+            value,
+        } => Reply::KvWritten(kv.put(&type_name, &id, &key, &value).await?),
+        KvCommand::Delete { type_name, id, key } => Reply::KvDeleted(crate::model::KvDeleted {
+            deleted: kv.delete(&type_name, &id, &key).await?,
+        }),
+        KvCommand::List {
+            type_name,
+            id,
+            prefix,
+            cursor,
+            limit,
+        } => Reply::KvPage(
+            kv.list(
+                &type_name,
+                &id,
+                prefix.as_deref(),
+                cursor.as_deref(),
+                Some(limit),
+            )
+            .await?,
+        ),
     })
 }
 

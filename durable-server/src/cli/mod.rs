@@ -69,7 +69,7 @@ use durable_runtime::storage::Storage;
 
 use crate::client::Client;
 
-use args::{AppCli, AppCommand, GenericCli, Globals, ObjectsCommand, Operation};
+use args::{AppCli, AppCommand, GenericCli, Globals, KvCommand, ObjectsCommand, Operation};
 use database::{Create, Tables};
 use direct::Direct;
 use failure::Failure;
@@ -346,6 +346,23 @@ fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
                 id,
                 handler,
                 arguments: Some(text),
+            }))
+        }
+        Operation::Kv(KvCommand::Put {
+            type_name,
+            id,
+            key,
+            value,
+        }) if value == "-" => {
+            let mut text = String::new();
+            io::stdin().read_to_string(&mut text).map_err(|error| {
+                Failure::local("usage", format!("cannot read the value: {error}"))
+            })?;
+            Ok(Operation::Kv(KvCommand::Put {
+                type_name,
+                id,
+                key,
+                value: text,
             }))
         }
         other => Ok(other),

@@ -29,6 +29,10 @@ pub(crate) enum Reply {
     Requeued(Requeued),
     Types(TypeList),
     Document(Value),
+    KvValue(Box<serde_json::value::RawValue>),
+    KvPage(crate::model::KvPage),
+    KvWritten(crate::model::KvWritten),
+    KvDeleted(crate::model::KvDeleted),
 }
 
 impl Reply {
@@ -52,6 +56,10 @@ impl Reply {
             Self::Requeued(reply) => json(out, reply),
             Self::Types(reply) => json(out, reply),
             Self::Document(reply) => json(out, reply),
+            Self::KvValue(value) => writeln!(out, "{}", value.get()),
+            Self::KvPage(reply) => json(out, reply),
+            Self::KvWritten(reply) => json(out, reply),
+            Self::KvDeleted(reply) => json(out, reply),
         }
     }
 
@@ -160,6 +168,27 @@ impl Reply {
                 table(out, rows)
             }
             Self::Document(document) => json(out, document),
+            Self::KvValue(value) => writeln!(out, "{}", value.get()),
+            Self::KvPage(page) => {
+                let mut rows = new_table(["KEY", "VALUE"]);
+                for entry in &page.entries {
+                    rows.add_row(vec![entry.key.clone(), entry.value.get().to_owned()]);
+                }
+                table(out, rows)?;
+                next_page(out, page.next_cursor.as_deref())
+            }
+            Self::KvWritten(reply) => {
+                writeln!(out, "stored `{}` ({} bytes)", reply.key, reply.bytes)
+            }
+            Self::KvDeleted(reply) => writeln!(
+                out,
+                "{}",
+                if reply.deleted {
+                    "deleted"
+                } else {
+                    "no such key: nothing deleted"
+                }
+            ),
         }
     }
 }

@@ -20,6 +20,7 @@
 //! [`ClientError::Api`] with the gateway's error body.
 
 mod error;
+mod kv;
 mod model;
 
 use std::fmt;
@@ -31,6 +32,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use error::{ApiErrorBody, ClientError, ErrorReply};
+pub use kv::Kv;
 pub use model::{
     Access, AlarmInfo, AlarmList, AlarmWhen, CallReply, Cancelled, DeadAlarm, DeadAlarmPage,
     Deleted, HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued,
