@@ -87,7 +87,7 @@ async fn storage_routes_read_write_list_and_delete() {
     assert_eq!((status, code(&body)), (404, "kv_key_not_found"));
 
     // Not JSON: refused before anything is staged.
-    let (status, body) = put(&server, "/v1/objects/Counter/x/storage/bad", "{nope").await;
+    let (status, body) = put(server, "/v1/objects/Counter/x/storage/bad", "{nope").await;
     assert_eq!((status, code(&body)), (400, "invalid_request"));
     let (status, body) = server.get("/v1/objects/Nope/x/storage").await;
     assert_eq!((status, code(&body)), (404, "unknown_type"));

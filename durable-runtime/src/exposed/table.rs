@@ -139,6 +139,12 @@ pub(crate) struct Registry {
 /// A runtime operation on one object, as a boxed future.
 pub(super) type Operation<'a, T> = BoxFuture<'a, Result<T, Error>>;
 
+/// A stored value, if any.
+pub(super) type KvValue = Option<Vec<u8>>;
+
+/// Listed entries: keys and stored values.
+pub(super) type KvEntries = Vec<(String, Vec<u8>)>;
+
 /// A key-value operation, whose error may be the storage's own.
 pub(super) type KvOperation<'a, T> = BoxFuture<'a, Result<T, Error<crate::kv::KvError>>>;
 
@@ -162,15 +168,14 @@ pub(super) struct Entry {
         for<'a> fn(&'a Runtime, Option<&'a AlarmKey>, usize) -> Operation<'a, AlarmPage>,
     pub(super) requeue_dead_alarm:
         for<'a> fn(&'a Runtime, &'a str, &'static str) -> Operation<'a, bool>,
-    pub(super) kv_get:
-        for<'a> fn(&'a Runtime, &'a str, &'a str) -> KvOperation<'a, Option<Vec<u8>>>,
+    pub(super) kv_get: for<'a> fn(&'a Runtime, &'a str, &'a str) -> KvOperation<'a, KvValue>,
     pub(super) kv_list: for<'a> fn(
         &'a Runtime,
         &'a str,
         &'a str,
         Option<&'a str>,
         usize,
-    ) -> KvOperation<'a, Vec<(String, Vec<u8>)>>,
+    ) -> KvOperation<'a, KvEntries>,
     pub(super) kv_put: for<'a> fn(&'a Runtime, &'a str, &'a str, Vec<u8>) -> KvOperation<'a, ()>,
     pub(super) kv_delete: for<'a> fn(&'a Runtime, &'a str, &'a str) -> KvOperation<'a, ()>,
 }

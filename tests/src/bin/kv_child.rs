@@ -37,20 +37,23 @@ async fn main() {
         .expect("usage: kv_child <database file>");
     let store = SqliteStore::open(&path).await.expect("open SQLite");
     let rt = Runtime::new(store);
-    let callers: Vec<_> = (0..4)
-        .map(|_| {
-            let rt = rt.clone();
-            tokio::spawn(async move {
-                loop {
-                    let n = KvSteps::step(&rt, "steps").await.expect("step");
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "{n}").expect("stdout");
-                    out.flush().expect("stdout");
-                }
-            })
-        })
-        .collect();
-    for caller in callers {
-        caller.await.expect("caller");
+    let mut callers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let rt = rt.clone();
+        callers.spawn(async move {
+            loop {
+                let n = match KvSteps::step(&rt, "steps").await {
+                    Ok(n) => n,
+                    Err(error) => return error.to_string(),
+                };
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{n}").expect("stdout");
+                out.flush().expect("stdout");
+            }
+        });
+    }
+    // Callers stop only on an error, which ends the run.
+    if let Some(stopped) = callers.join_next().await {
+        panic!("a caller stopped: {stopped:?}");
     }
 }
