@@ -42,7 +42,7 @@ tokens_sha256 = ["$HASH"]
   [[principals.grants]]
   types = ["*"]
   handlers = ["*"]
-  ops = ["call", "read", "list", "delete", "alarms", "admin"]
+  ops = ["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write"]
 TOML
 
 "$SERVER" serve --config "$WORK/gateway.toml" --database-url "sqlite://$WORK/server.db" \
