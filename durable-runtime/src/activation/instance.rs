@@ -813,8 +813,12 @@ impl<O: DurableObject> Instance<O> {
         if changed || !alarms.is_empty() || !kv.is_empty() {
             // Settled by `commit`, whatever its outcome.
             self.runtime().scheduler().claims().revoke(&key, &alarms);
-            // The view is empty here: the hook's changes are read from storage once committed.
-            let mut kv = self.inbox.root().kv().stage(kv);
+            // The hook's changes are pending like a call's until committed.
+            let mut kv = if kv.is_empty() {
+                Vec::new()
+            } else {
+                self.inbox.root().kv().stage(kv)
+            };
             if !kv.is_empty() {
                 let limits = self.entry.settings.kv;
                 kv.push(KvChange::Limit {
