@@ -581,6 +581,16 @@ impl Storage for NullStorage {
     ) -> Result<bool, StorageError> {
         Ok(false)
     }
+    async fn load_idempotent_reply(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+    ) -> Result<Option<durable_runtime::storage::IdempotentReply>, StorageError> {
+        Ok(None)
+    }
+    async fn sweep_idempotency(&self, _: SystemTime, _: usize) -> Result<usize, StorageError> {
+        Ok(0)
+    }
 }
 
 /// Heap bytes per live and per hibernated object.

@@ -67,6 +67,8 @@ pub(crate) struct Names {
     /// SQLite's commit guard (see its migration).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) commit_guard: String,
+    /// The replies stored under idempotency keys.
+    pub(crate) idempotency: String,
     pub(crate) migrations: String,
 }
 
@@ -83,6 +85,7 @@ impl Names {
             objects: format!("{qualifier}durable_objects"),
             alarms: format!("{qualifier}durable_alarms"),
             commit_guard: format!("{qualifier}durable_commit_guard"),
+            idempotency: format!("{qualifier}durable_idempotency"),
             migrations: format!("{qualifier}durable_schema_migrations"),
             index_prefix: prefix.to_owned(),
             schema: schema.map(str::to_owned),
@@ -150,6 +153,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "dead alarm index",
         sql: include_str!("../migrations/sqlite/0006_dead_alarm_index.sql"),
     },
+    Migration {
+        version: 8,
+        description: "idempotency",
+        sql: include_str!("../migrations/sqlite/0008_idempotency.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -185,6 +193,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "dead alarm index",
         sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
+    },
+    Migration {
+        version: 8,
+        description: "idempotency",
+        sql: include_str!("../migrations/postgres/0008_idempotency.sql"),
     },
     Migration {
         version: 100,

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::activation::call::{Access, Invocation};
 use crate::error::{Error, commit_error};
 use crate::observe::metrics::CallMetrics;
-use crate::storage::{AlarmChange, CommitError, ObjectKey, ObjectWrite};
+use crate::storage::{AlarmChange, CommitError, IdempotentReply, ObjectKey, ObjectWrite};
 
 /// The call outcome recorded when the write a call depends on fails.
 pub(crate) const PERSISTENCE_FAILED: &str = "persistence_failed";
@@ -99,6 +99,8 @@ pub(crate) struct Next<O> {
     /// Whether the state changed since the in-flight write.
     pub(crate) state_changed: bool,
     pub(crate) alarms: Vec<AlarmChange>,
+    /// The reply of a call with an idempotency key, stored with the write.
+    pub(crate) idempotency: Option<IdempotentReply>,
 }
 
 impl<O> Default for Next<O> {
@@ -107,6 +109,7 @@ impl<O> Default for Next<O> {
             held: Vec::new(),
             state_changed: false,
             alarms: Vec::new(),
+            idempotency: None,
         }
     }
 }
@@ -114,7 +117,7 @@ impl<O> Default for Next<O> {
 impl<O> Next<O> {
     /// Whether it holds changes that need a write.
     pub(crate) fn needs_write(&self) -> bool {
-        self.state_changed || !self.alarms.is_empty()
+        self.state_changed || !self.alarms.is_empty() || self.idempotency.is_some()
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded,
-    ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage,
+    IdempotentReply, Loaded, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject,
 };
 
 /// Objects and alarms kept in process memory.
@@ -39,6 +39,8 @@ struct Tables {
     alarms: BTreeMap<(ObjectKey, String), AlarmRecord>,
     /// When each claimed alarm's lease ends (read only while the alarm is claimed).
     leases: BTreeMap<(ObjectKey, String), SystemTime>,
+    /// Stored replies by object and idempotency key.
+    idempotency: BTreeMap<(ObjectKey, String), IdempotentReply>,
 }
 
 /// What is stored under one key.
@@ -189,6 +191,11 @@ impl Storage for MemoryStorage {
             for change in &write.alarms {
                 tables.apply_alarm(&write.key, change);
             }
+            if let Some(reply) = &write.idempotency {
+                tables
+                    .idempotency
+                    .insert((write.key.clone(), reply.key.clone()), reply.clone());
+            }
         }
         Ok(())
     }
@@ -196,6 +203,7 @@ impl Storage for MemoryStorage {
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut tables = self.tables();
         tables.alarms.retain(|(k, _), _| k != key);
+        tables.idempotency.retain(|(k, _), _| k != key);
         // The tombstone keeps the version growing: a recreated object continues above it.
         match tables.objects.get_mut(key) {
             Some(row) if row.state.is_some() => {
@@ -395,5 +403,36 @@ impl Storage for MemoryStorage {
         };
         alarm.claimed_at = None;
         Ok(true)
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        let tables = self.tables();
+        Ok(tables
+            .idempotency
+            .get(&(key.clone(), idempotency_key.to_owned()))
+            .cloned())
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        let mut tables = self.tables();
+        let expired: Vec<_> = tables
+            .idempotency
+            .iter()
+            .filter(|(_, reply)| reply.expires_at <= now)
+            .map(|(id, _)| id.clone())
+            .take(limit)
+            .collect();
+        for id in &expired {
+            tables.idempotency.remove(id);
+        }
+        Ok(expired.len())
     }
 }

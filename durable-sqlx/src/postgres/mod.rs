@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply, Loaded,
+    ObjectKey, ObjectWrite, Storage, StorageError,
 };
 use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, SqlStr};
@@ -323,6 +323,12 @@ impl Storage for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
+        sqlx::query(self.sql.reply_delete_all.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(deleted > 0)
     }
@@ -492,6 +498,44 @@ impl Storage for PostgresStore {
     ) -> Result<bool, StorageError> {
         self.under_claim(&self.sql.release, key, name, claimed_at)
             .await
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        let row: Option<(Vec<u8>, Vec<u8>, i64)> = sqlx::query_as(self.sql.reply_load.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(idempotency_key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(|(fingerprint, reply, expires_at)| {
+            Ok(IdempotentReply {
+                key: idempotency_key.to_owned(),
+                fingerprint,
+                reply,
+                expires_at: crate::schema::from_micros(expires_at)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        let removed = sqlx::query(self.sql.reply_sweep.clone())
+            .bind(crate::schema::to_micros(now)?)
+            .bind(claim_limit(limit))
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 }
 
