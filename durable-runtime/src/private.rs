@@ -76,8 +76,16 @@ where
     E: Send + 'static,
 {
     let body = crate::activation::call::AsyncBody(run);
-    crate::activation::call::send::<O, R, E, _>(runtime, id, access, handler, body, timeout, idempotency)
-        .await
+    crate::activation::call::send::<O, R, E, _>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        timeout,
+        idempotency,
+    )
+    .await
 }
 
 /// [`send`] for a synchronous handler.
@@ -98,8 +106,16 @@ where
     E: Send + 'static,
 {
     let body = crate::activation::call::SyncBody(run);
-    crate::activation::call::send::<O, R, E, _>(runtime, id, access, handler, body, timeout, idempotency)
-        .await
+    crate::activation::call::send::<O, R, E, _>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        timeout,
+        idempotency,
+    )
+    .await
 }
 
 /// The idempotency part of a call by name to an infallible handler.

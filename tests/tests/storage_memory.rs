@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply,
-        Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
+        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply, Loaded,
+        MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
     };
 
     #[derive(Default)]

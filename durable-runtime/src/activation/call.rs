@@ -329,7 +329,15 @@ where
     R: Send + 'static,
     E: Send + 'static,
 {
-    let sent = send::<O, R, E, B>(runtime, id, access, handler, body, None, Idempotency::none());
+    let sent = send::<O, R, E, B>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        None,
+        Idempotency::none(),
+    );
     crate::activation::idempotent::fresh(sent.await)
 }
 

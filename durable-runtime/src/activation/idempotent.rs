@@ -89,9 +89,7 @@ pub(crate) fn encode_fallible<R: Serialize, E: Serialize>(
 }
 
 /// Encodes the reply of an infallible handler (its error type has no values).
-pub(crate) fn encode_infallible<R: Serialize, E>(
-    result: &Result<R, E>,
-) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_infallible<R: Serialize, E>(result: &Result<R, E>) -> Result<Vec<u8>, String> {
     let encoded: Result<&R, ()> = match result {
         Ok(value) => Ok(value),
         Err(_) => Err(()),

@@ -673,7 +673,12 @@ impl<O: DurableObject> Instance<O> {
                 self.rollback(access);
                 let key = self.key().clone();
                 let message = format!("the reply cannot be stored: {message}");
-                let held = Held::fail(call, Error::Encode { key, message }, "encode_failed", started);
+                let held = Held::fail(
+                    call,
+                    Error::Encode { key, message },
+                    "encode_failed",
+                    started,
+                );
                 self.gate.reply_or_hold(held, &self.entry.call_metrics);
                 return;
             }

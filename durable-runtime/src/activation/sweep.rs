@@ -76,11 +76,7 @@ impl Runtime {
     }
 }
 
-async fn run(
-    shared: Weak<Shared>,
-    every: Duration,
-    shutdown: tokio_util::sync::CancellationToken,
-) {
+async fn run(shared: Weak<Shared>, every: Duration, shutdown: tokio_util::sync::CancellationToken) {
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -101,7 +97,10 @@ mod tests {
 
     #[test]
     fn interval_is_bounded() {
-        assert_eq!(interval(Duration::from_secs(24 * 3600)), Duration::from_secs(3600));
+        assert_eq!(
+            interval(Duration::from_secs(24 * 3600)),
+            Duration::from_secs(3600)
+        );
         assert_eq!(interval(Duration::from_secs(240)), Duration::from_secs(10));
         assert_eq!(interval(Duration::from_millis(10)), Duration::from_secs(1));
     }

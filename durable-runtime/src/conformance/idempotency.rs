@@ -53,7 +53,10 @@ pub async fn idempotent_reply_stored_with_commit<S: Storage + ?Sized>(store: &S)
     touch.state = None;
     touch.idempotency = Some(reply("read", b"r", 1000));
     commit_ok(store, &[touch]).await;
-    assert_eq!(stored(store, &k, "read").await, Some(reply("read", b"r", 1000)));
+    assert_eq!(
+        stored(store, &k, "read").await,
+        Some(reply("read", b"r", 1000))
+    );
 }
 
 /// A write that conflicts stores nothing, and neither does any other write of its batch.
