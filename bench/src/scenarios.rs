@@ -645,6 +645,17 @@ impl Storage for NullStorage {
     async fn kv_usage(&self, _: &ObjectKey) -> Result<KvUsage, StorageError> {
         Ok(KvUsage::default())
     }
+
+    async fn load_idempotent_reply(
+        &self,
+        _: &ObjectKey,
+        _: &str,
+    ) -> Result<Option<durable_runtime::storage::IdempotentReply>, StorageError> {
+        Ok(None)
+    }
+    async fn sweep_idempotency(&self, _: SystemTime, _: usize) -> Result<usize, StorageError> {
+        Ok(0)
+    }
 }
 
 /// Heap bytes per live and per hibernated object.

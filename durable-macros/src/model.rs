@@ -74,11 +74,21 @@ impl Object {
     pub(crate) fn handle_ident(&self) -> Ident {
         handle_ident(&self.state.ident)
     }
+
+    /// The name of the generated caller type, `<Name>Caller`.
+    pub(crate) fn caller_ident(&self) -> Ident {
+        caller_ident(&self.state.ident)
+    }
 }
 
 /// `<Name>Handle`, spanned at the object's name.
 fn handle_ident(object: &Ident) -> Ident {
     format_ident!("{}Handle", object.unraw(), span = object.span())
+}
+
+/// `<Name>Caller`, spanned at the object's name.
+fn caller_ident(object: &Ident) -> Ident {
+    format_ident!("{}Caller", object.unraw(), span = object.span())
 }
 
 /// The behaviour half: the impl block, its handlers and its after-load hook.
@@ -93,6 +103,8 @@ pub(crate) struct HandlerSet {
     pub(crate) object: Ident,
     /// The path of the handle type, `self_ty` with `Handle` appended to its last segment.
     pub(crate) handle: syn::Path,
+    /// The path of the caller type, `self_ty` with `Caller` appended to its last segment.
+    pub(crate) caller: syn::Path,
     /// The handlers, in source order.
     pub(crate) handlers: Vec<Handler>,
     /// The `#[after_load]` hook.
@@ -264,7 +276,8 @@ impl HandlerSet {
         let handlers = validate::client_names(handlers, &item, &object, errors);
         let alarms = validate::alarm_names(alarms, &item, &object, errors);
         let self_ty = (*item.self_ty).clone();
-        let handle = handle_path(&self_ty, &object);
+        let handle = sibling_path(&self_ty, handle_ident(&object));
+        let caller = sibling_path(&self_ty, caller_ident(&object));
         Ok(Self {
             root: Root::new(args.krate),
             expose: args.expose,
@@ -272,6 +285,7 @@ impl HandlerSet {
             self_ty,
             object,
             handle,
+            caller,
             handlers,
             after_load,
             alarms,
@@ -279,14 +293,14 @@ impl HandlerSet {
     }
 }
 
-/// `self_ty` with its last segment renamed to `<Name>Handle`.
-fn handle_path(self_ty: &Type, object: &Ident) -> syn::Path {
+/// `self_ty` with its last segment renamed to `name` (`<Name>Handle`, `<Name>Caller`).
+fn sibling_path(self_ty: &Type, name: Ident) -> syn::Path {
     let mut path = match self_ty {
         Type::Path(path) => path.path.clone(),
-        _ => syn::Path::from(object.clone()),
+        _ => syn::Path::from(name.clone()),
     };
     if let Some(last) = path.segments.last_mut() {
-        last.ident = handle_ident(object);
+        last.ident = name;
     }
     path
 }

@@ -180,6 +180,16 @@ pub enum Error<E = Infallible> {
     /// The runtime is shutting down and accepts no new calls.
     #[error("the runtime is shutting down")]
     ShuttingDown,
+
+    /// The call's idempotency key was already used on this object by a call to another handler
+    /// or with other arguments. Nothing ran; the stored reply is kept for the call that made it.
+    #[error("idempotency key {idempotency_key:?} of {key} was used by a different call")]
+    IdempotencyKeyReused {
+        /// The object.
+        key: ObjectKey,
+        /// The key.
+        idempotency_key: String,
+    },
 }
 
 /// What another writer did to the object, from the version it left in storage.
@@ -262,6 +272,13 @@ impl<E> Error<E> {
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::ShuttingDown => Error::ShuttingDown,
+            Self::IdempotencyKeyReused {
+                key,
+                idempotency_key,
+            } => Error::IdempotencyKeyReused {
+                key,
+                idempotency_key,
+            },
         })
     }
 

@@ -52,6 +52,106 @@ where
     crate::activation::call::call::<O, R, E, _>(runtime, id, access, handler, body).await
 }
 
+pub use crate::activation::idempotent::{
+    Delivered, FallibleReplies, Idempotency, Replies, StoredError, WithKey, WithoutKey,
+};
+pub use crate::activation::options::CallOptions;
+
+/// [`call`] with a timeout on the wait for the reply and an idempotency part: the body of
+/// every typed caller's and every call by name's `async` handler call.
+#[allow(clippy::too_many_arguments)]
+pub async fn send<O, R, E, F>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    timeout: Option<::core::time::Duration>,
+    idempotency: Idempotency<R, E>,
+    run: F,
+) -> Result<Delivered<R>, Error<E>>
+where
+    O: DurableObject,
+    F: for<'a> FnOnce(&'a mut O, &'a Context) -> BoxFuture<'a, Result<R, E>> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    let body = crate::activation::call::AsyncBody(run);
+    crate::activation::call::send::<O, R, E, _>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        timeout,
+        idempotency,
+    )
+    .await
+}
+
+/// [`send`] for a synchronous handler.
+#[allow(clippy::too_many_arguments)]
+pub async fn send_sync<O, R, E, F>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    timeout: Option<::core::time::Duration>,
+    idempotency: Idempotency<R, E>,
+    run: F,
+) -> Result<Delivered<R>, Error<E>>
+where
+    O: DurableObject,
+    F: FnOnce(&mut O, &Context) -> Result<R, E> + Send + 'static,
+    R: Send + 'static,
+    E: Send + 'static,
+{
+    let body = crate::activation::call::SyncBody(run);
+    crate::activation::call::send::<O, R, E, _>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        timeout,
+        idempotency,
+    )
+    .await
+}
+
+/// The idempotency part of a call by name to an infallible handler.
+pub fn json_idempotency<R: Serialize, A: Serialize + ?Sized>(
+    options: &CallOptions,
+    handler: &str,
+    arguments: &A,
+) -> Idempotency<R, ::core::convert::Infallible> {
+    crate::activation::idempotent::json_idempotency(options, handler, arguments)
+}
+
+/// The idempotency part of a call by name to a fallible handler.
+pub fn json_fallible_idempotency<R: Serialize, E: ExposedError, A: Serialize + ?Sized>(
+    options: &CallOptions,
+    handler: &str,
+    arguments: &A,
+) -> Idempotency<R, E> {
+    crate::activation::idempotent::json_fallible_idempotency(options, handler, arguments)
+}
+
+/// The JSON reply of a call by name to an infallible handler.
+pub fn json_reply<R: Serialize>(
+    handler: &'static str,
+    result: Result<Delivered<R>, Error>,
+) -> Result<JsonValue, CallByNameError> {
+    crate::activation::idempotent::json_reply(handler, result)
+}
+
+/// The JSON reply of a call by name to a fallible handler.
+pub fn json_fallible_reply<R: Serialize, E: ExposedError>(
+    handler: &'static str,
+    result: Result<Delivered<R>, Error<E>>,
+) -> Result<JsonValue, CallByNameError> {
+    crate::activation::idempotent::json_fallible_reply(handler, result)
+}
+
 /// A state field's type must have a default unless `#[field(default = ..)]` gives one.
 #[diagnostic::on_unimplemented(
     message = "the field type `{Self}` has no default value",

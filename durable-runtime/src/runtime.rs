@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::sync::{broadcast, oneshot};
 
@@ -105,6 +106,7 @@ impl Runtime {
             max_live: None,
             manual_alarms: false,
             validate_reads: false,
+            idempotency_retention: Duration::from_secs(24 * 3600),
             exposed: crate::exposed::Registry::default(),
         }
     }
@@ -574,6 +576,7 @@ pub struct RuntimeBuilder {
     max_live: Option<usize>,
     manual_alarms: bool,
     validate_reads: bool,
+    idempotency_retention: Duration,
     pub(crate) exposed: crate::exposed::Registry,
 }
 
@@ -731,6 +734,27 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long the reply of a call made with an idempotency key is kept, from its commit:
+    /// within it, a call with the same key is answered from the stored reply; after it, the
+    /// key is forgotten (a background sweep removes it) and a call with it runs again.
+    /// Default: 24 hours.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{MemoryStorage, Runtime};
+    ///
+    /// let rt = Runtime::builder(MemoryStorage::new())
+    ///     .idempotency_retention(Duration::from_secs(3600))
+    ///     .build();
+    /// assert_eq!(rt.idempotency_retention(), Duration::from_secs(3600));
+    /// ```
+    pub fn idempotency_retention(mut self, retention: Duration) -> Self {
+        self.idempotency_retention = retention;
+        self
+    }
+
     /// Makes the runtime's clock advance with tokio's clock instead of the system clock, so
     /// tests with paused time (`#[tokio::test(start_paused = true)]`) move alarm time too.
     ///
@@ -864,6 +888,7 @@ impl RuntimeBuilder {
                 max_live: self.max_live,
                 manual_alarms: self.manual_alarms,
                 validate_reads: self.validate_reads,
+                idempotency_retention: self.idempotency_retention,
                 exposed: Box::new(self.exposed),
             })),
         };

@@ -34,9 +34,9 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `overloaded` | 429 + `Retry-After` | yes |
 /// | `too_many_objects`, `shutting_down`, `unavailable` | 503 + `Retry-After` | yes |
 /// | `outcome_unknown` | 503 | no |
-/// | `timeout` | 504 | no |
+/// | `timeout` | 504 | only for a call with an `Idempotency-Key` |
 /// | `conflict` | 409 | yes |
-/// | `call_cycle` | 409 | no |
+/// | `call_cycle`, `idempotency_key_reused` | 409 | no |
 /// | `handler_panicked`, `state_decode_failed`, `state_encode_failed`, `internal` | 500 | no |
 /// | `body_too_large`, `kv_value_too_large` | 413 | no |
 /// | `kv_key_limit`, `kv_object_quota` | 422 | no |
@@ -93,6 +93,9 @@ pub enum ErrorCode {
     Conflict,
     /// The call would wait for itself.
     CallCycle,
+    /// The call's idempotency key was used by a different call (another handler or other
+    /// arguments) on the same object.
+    IdempotencyKeyReused,
     /// The handler panicked.
     HandlerPanicked,
     /// The stored state no longer decodes.
@@ -146,6 +149,7 @@ impl ErrorCode {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::Conflict => "conflict",
             Self::CallCycle => "call_cycle",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::HandlerPanicked => "handler_panicked",
             Self::StateDecodeFailed => "state_decode_failed",
             Self::StateEncodeFailed => "state_encode_failed",
@@ -188,7 +192,7 @@ impl ErrorCode {
             | Self::Unavailable
             | Self::OutcomeUnknown => StatusCode::SERVICE_UNAVAILABLE,
             Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            Self::Conflict | Self::CallCycle => StatusCode::CONFLICT,
+            Self::Conflict | Self::CallCycle | Self::IdempotencyKeyReused => StatusCode::CONFLICT,
             Self::HandlerPanicked
             | Self::StateDecodeFailed
             | Self::StateEncodeFailed
@@ -249,6 +253,8 @@ pub struct ApiError {
     code: ErrorCode,
     message: String,
     details: Option<Value>,
+    /// Retryability when it differs from the code's (a timeout of a call with a key).
+    retryable: Option<bool>,
 }
 
 /// The error body's inner object: `{"code", "message", "retryable", "details"}`; clients
@@ -313,7 +319,32 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retryable: None,
         }
+    }
+
+    /// The same error, retryable or not whatever its code says: a timeout is retryable for a
+    /// call with an idempotency key, since the retry is answered from the first call's stored
+    /// reply if it was applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::{ApiError, ErrorCode};
+    ///
+    /// let error = ApiError::new(ErrorCode::Timeout, "no reply in time");
+    /// assert!(!error.retryable());
+    /// assert!(error.with_retryable(true).retryable());
+    /// ```
+    #[must_use]
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = Some(retryable);
+        self
+    }
+
+    /// Whether sending the same request again is safe and may succeed.
+    pub fn retryable(&self) -> bool {
+        self.retryable.unwrap_or(self.code.retryable())
     }
 
     /// The same error with `details`.
@@ -353,7 +384,7 @@ impl ApiError {
             error: ApiErrorBody {
                 code: self.code.as_str().to_owned(),
                 message: self.message.clone(),
-                retryable: self.code.retryable(),
+                retryable: self.retryable(),
                 details: self.details.clone(),
             },
         }
@@ -550,6 +581,14 @@ impl From<Error> for ApiError {
             Error::Conflict { .. } => Self::new(
                 ErrorCode::Conflict,
                 "another writer committed a newer version of the object first; nothing was applied",
+            ),
+            Error::IdempotencyKeyReused {
+                idempotency_key, ..
+            } => Self::new(
+                ErrorCode::IdempotencyKeyReused,
+                format!(
+                    "the idempotency key {idempotency_key:?} was used by a different call (another handler or other arguments) on this object; nothing was applied"
+                ),
             ),
             Error::CallCycle { .. } => Self::new(
                 ErrorCode::CallCycle,

@@ -29,7 +29,7 @@ fn contract(code: &str) -> (u16, bool) {
         "outcome_unknown" => (503, false),
         "timeout" => (504, false),
         "conflict" => (409, true),
-        "call_cycle" => (409, false),
+        "call_cycle" | "idempotency_key_reused" => (409, false),
         "handler_panicked" | "state_decode_failed" | "state_encode_failed" | "internal" => {
             (500, false)
         }

@@ -69,6 +69,8 @@ pub(crate) struct Names {
     /// SQLite's commit guard (see its migration).
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) commit_guard: String,
+    /// The replies stored under idempotency keys.
+    pub(crate) idempotency: String,
     pub(crate) migrations: String,
 }
 
@@ -86,6 +88,7 @@ impl Names {
             alarms: format!("{qualifier}durable_alarms"),
             kv: format!("{qualifier}durable_kv"),
             commit_guard: format!("{qualifier}durable_commit_guard"),
+            idempotency: format!("{qualifier}durable_idempotency"),
             migrations: format!("{qualifier}durable_schema_migrations"),
             index_prefix: prefix.to_owned(),
             schema: schema.map(str::to_owned),
@@ -158,6 +161,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "kv",
         sql: include_str!("../migrations/sqlite/0007_kv.sql"),
     },
+    Migration {
+        version: 8,
+        description: "idempotency",
+        sql: include_str!("../migrations/sqlite/0008_idempotency.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -198,6 +206,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 7,
         description: "kv",
         sql: include_str!("../migrations/postgres/0007_kv.sql"),
+    },
+    Migration {
+        version: 8,
+        description: "idempotency",
+        sql: include_str!("../migrations/postgres/0008_idempotency.sql"),
     },
     Migration {
         version: 100,

@@ -38,8 +38,8 @@ mod broken {
 
     use async_trait::async_trait;
     use durable_runtime::storage::{
-        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded,
-        MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
+        AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply,
+        KvUsage, Loaded, MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
     };
 
     #[derive(Default)]
@@ -168,6 +168,22 @@ mod broken {
 
         async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
             self.0.kv_usage(key).await
+        }
+
+        async fn load_idempotent_reply(
+            &self,
+            key: &ObjectKey,
+            idempotency_key: &str,
+        ) -> Result<Option<IdempotentReply>, StorageError> {
+            self.0.load_idempotent_reply(key, idempotency_key).await
+        }
+
+        async fn sweep_idempotency(
+            &self,
+            now: SystemTime,
+            limit: usize,
+        ) -> Result<usize, StorageError> {
+            self.0.sweep_idempotency(now, limit).await
         }
     }
 }

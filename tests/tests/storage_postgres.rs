@@ -121,7 +121,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 100]
+        [1, 2, 3, 4, 5, 6, 8, 100]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -132,7 +132,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 100]
+        [1, 2, 3, 4, 5, 6, 8, 100]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -147,6 +147,7 @@ async fn migrations_applied_twice_are_a_no_op() {
             "durable_alarms",
             "durable_fsm",
             "durable_fsm_signals",
+            "durable_idempotency",
             "durable_objects",
             "durable_schema_migrations"
         ]
@@ -176,7 +177,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5, 6, 100]
+        [1, 2, 3, 4, 5, 6, 8, 100]
     );
 }
 
@@ -235,7 +236,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 100]
+        [1, 2, 3, 4, 5, 6, 8, 100]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -368,7 +369,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5, 6, 100]
+        [1, 2, 3, 4, 5, 6, 8, 100]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
@@ -378,6 +379,7 @@ async fn user_sqlx_migrations_coexist() {
             "durable_alarms",
             "durable_fsm",
             "durable_fsm_signals",
+            "durable_idempotency",
             "durable_objects",
             "durable_schema_migrations",
             "users"
@@ -492,11 +494,13 @@ async fn schemas_and_prefixes_isolate_stores() {
             "app2_durable_alarms",
             "app2_durable_fsm",
             "app2_durable_fsm_signals",
+            "app2_durable_idempotency",
             "app2_durable_objects",
             "app2_durable_schema_migrations",
             "durable_alarms",
             "durable_fsm",
             "durable_fsm_signals",
+            "durable_idempotency",
             "durable_objects",
             "durable_schema_migrations"
         ]

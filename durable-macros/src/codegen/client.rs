@@ -188,8 +188,6 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         method,
         client,
         access,
-        is_async,
-        takes_ctx,
         args,
         output,
         cfgs,
@@ -232,24 +230,15 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         // it from failing to resolve.
         quote!(::core::unreachable!())
     } else {
-        let ctx = takes_ctx.then(|| quote!(__ctx,));
-        let awaited = is_async.then(|| quote!(.await));
-        let invoke = quote!(Self::#method(__this, #ctx #(#idents),*) #awaited);
-        let (reply, error) = match output {
-            Output::Fallible { .. } => (invoke, quote!(_)),
-            Output::Unit | Output::Value(_) => (
-                quote!(::core::result::Result::Ok(#invoke)),
-                quote!(::core::convert::Infallible),
-            ),
-        };
-        // A synchronous handler runs without a future: no allocation, no poll.
-        let (call, body) = if *is_async {
-            (
-                quote!(call),
-                quote!(move |__this, __ctx| ::std::boxed::Box::pin(async move { #reply })),
-            )
+        let HandlerBody {
+            is_async,
+            error,
+            closure: body,
+        } = handler_body(handler, &quote!(Self));
+        let call = if is_async {
+            quote!(call)
         } else {
-            (quote!(call_sync), quote!(move |__this, __ctx| #reply))
+            quote!(call_sync)
         };
         // Spanned at the object type: without the struct half, "not a durable object" is
         // reported there, once for all clients.
@@ -278,6 +267,50 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         ) -> #result {
             #body
         }
+    }
+}
+
+/// The closure that runs a handler on the object's state, as the runtime's call functions
+/// take it, with what picks the function: whether the handler is `async`, and the error type
+/// (`_` for a fallible handler, inferred from the closure).
+pub(super) struct HandlerBody {
+    pub(super) is_async: bool,
+    pub(super) error: TokenStream,
+    pub(super) closure: TokenStream,
+}
+
+/// The body of a call to `handler`, whose method is reached through `object` (`Self` in the
+/// object's impl, the object type elsewhere). Its arguments are moved in by name.
+pub(super) fn handler_body(handler: &Handler, object: &TokenStream) -> HandlerBody {
+    let Handler {
+        method,
+        is_async,
+        takes_ctx,
+        args,
+        output,
+        ..
+    } = handler;
+    let idents = args.iter().map(|argument| &argument.ident);
+    let ctx = takes_ctx.then(|| quote!(__ctx,));
+    let awaited = is_async.then(|| quote!(.await));
+    let invoke = quote!(#object::#method(__this, #ctx #(#idents),*) #awaited);
+    let (reply, error) = match output {
+        Output::Fallible { .. } => (invoke, quote!(_)),
+        Output::Unit | Output::Value(_) => (
+            quote!(::core::result::Result::Ok(#invoke)),
+            quote!(::core::convert::Infallible),
+        ),
+    };
+    // A synchronous handler runs without a future: no allocation, no poll.
+    let closure = if *is_async {
+        quote!(move |__this, __ctx| ::std::boxed::Box::pin(async move { #reply }))
+    } else {
+        quote!(move |__this, __ctx| #reply)
+    };
+    HandlerBody {
+        is_async: *is_async,
+        error,
+        closure,
     }
 }
 

@@ -13,6 +13,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
+use super::client::{HandlerBody, handler_body};
 use super::{replace_self, wrap_in_const};
 use crate::model::{Access, ErrorType, Handler, HandlerSet, Output};
 
@@ -74,7 +75,31 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
     let types = args
         .iter()
         .map(|argument| replace_self(&argument.ty, self_ty));
-    let call = quote!(<#self_ty>::#client(__rt, __id, #(#idents),*).await);
+    let access = match handler.access {
+        Access::Read => quote!(#private::Access::Read),
+        Access::Write => quote!(#private::Access::Write),
+    };
+    let HandlerBody {
+        is_async,
+        error,
+        closure,
+    } = handler_body(handler, &quote!(<#self_ty>));
+    let send = if is_async {
+        quote!(send)
+    } else {
+        quote!(send_sync)
+    };
+    // The fingerprint of a call with an idempotency key is taken from the decoded arguments,
+    // as a typed caller takes it from its own: the same call gets the same one either way.
+    let call = |idempotency: TokenStream| {
+        quote! {
+            let __idempotency = #idempotency(__options, #name, &(#(&#idents,)*));
+            let __sent = #private::#send::<#self_ty, _, #error, _>(
+                __rt, __id, #access, #name, __options.timeout, __idempotency, #closure,
+            )
+            .await;
+        }
+    };
     let reply = match output {
         Output::Fallible { err, .. } => {
             // Spanned at the error type: an error that is not `Serialize` is reported there.
@@ -82,9 +107,13 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
                 ErrorType::Written(ty) | ErrorType::OfAlias(ty) => ty.span(),
             };
             let at_error = set.root.private_at(span);
-            quote_spanned!(span=> #at_error::fallible_reply(#name, { #call }))
+            let call = call(quote_spanned!(span=> #at_error::json_fallible_idempotency));
+            quote_spanned!(span=> { #call #at_error::json_fallible_reply(#name, __sent) })
         }
-        Output::Unit | Output::Value(_) => quote!(#private::reply(#name, #call)),
+        Output::Unit | Output::Value(_) => {
+            let call = call(quote!(#private::json_idempotency));
+            quote!({ #call #private::json_reply(#name, __sent) })
+        }
     };
     let schemas = schemas(set, handler, private);
     quote! {
@@ -103,6 +132,7 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
             __rt: &'__a #private::Runtime,
             __id: &'__a ::core::primitive::str,
             __arguments: #private::JsonValue,
+            __options: &'__a #private::CallOptions,
         ) -> #private::BoxFuture<'__a, ::core::result::Result<#private::JsonValue, #private::CallByNameError>> {
             ::std::boxed::Box::pin(async move {
                 let #arguments { #(#idents),* } = #private::arguments::<#arguments>(#name, __arguments)?;

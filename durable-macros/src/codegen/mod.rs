@@ -3,6 +3,7 @@
 //! - [`state`]: the struct half (serde derives, `Default`, `DurableObject`, field checks);
 //! - [`handlers`]: the impl half's `Handlers` impl and its type checks;
 //! - [`client`]: the typed clients, the handle type and its methods;
+//! - [`caller`]: the callers with per-call options (`<Object>::with`) and their methods;
 //! - [`exposed`]: with `expose`, the table of handlers callable by name.
 //!
 //! Conventions: every path is absolute (`::core::..`, `::std::..`, `<root>::__private::..`),
@@ -11,6 +12,7 @@
 //! has a doc comment; type checks are spanned at the user's type, so that an error lands where
 //! the user looks.
 
+mod caller;
 mod client;
 mod exposed;
 mod handlers;
@@ -27,7 +29,8 @@ use crate::model::{ErrorType, HandlerSet, Object};
 pub(crate) fn object(object: &Object) -> TokenStream {
     let state = state::expand(object);
     let handle = client::handle_type(object);
-    quote!(#state #handle)
+    let caller = caller::caller_type(object);
+    quote!(#state #handle #caller)
 }
 
 /// The impl half: the user's impl block, the `Handlers` impl and the clients.
@@ -35,8 +38,9 @@ pub(crate) fn handler_set(set: &HandlerSet) -> TokenStream {
     let item = &set.item;
     let handlers = handlers::expand(set);
     let clients = client::clients(set);
+    let callers = caller::caller_methods(set);
     let exposed = set.expose.then(|| exposed::expand(set));
-    quote!(#item #handlers #clients #exposed)
+    quote!(#item #handlers #clients #callers #exposed)
 }
 
 /// Wraps hidden items in an anonymous constant, so that they add no names to the user's

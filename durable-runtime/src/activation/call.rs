@@ -2,11 +2,12 @@
 //! generated code uses.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
+use crate::activation::idempotent::{Delivered, Idempotency, Keyed};
 use crate::activation::registry::Envelope;
 use crate::commit::codec::panic_message;
 use crate::error::Error;
@@ -14,6 +15,7 @@ use crate::object::chain::Chain;
 use crate::object::context::Context;
 use crate::object::handle::Runtime;
 use crate::object::{BoxFuture, DurableObject};
+use crate::storage::{IdempotentReply, ObjectKey};
 
 /// Whether a handler may change the object's state.
 ///
@@ -108,6 +110,17 @@ pub(crate) trait Invocation<O>: Send + 'static {
 
     /// Sends a runtime error to the caller instead of the handler's result.
     fn fail(self: Box<Self>, error: Error);
+
+    /// The call's idempotency key, if it carries one.
+    fn idempotency_key(&self) -> Option<&str>;
+
+    /// Answers a call with an idempotency key from the reply stored under it (or fails it if
+    /// a different call stored that reply), without running the handler.
+    fn replay(self: Box<Self>, key: &ObjectKey, stored: IdempotentReply);
+
+    /// For a call with an idempotency key whose handler returned: its reply to store, kept
+    /// until `expires_at`, or why it cannot be encoded.
+    fn stored_reply(&self, expires_at: SystemTime) -> Option<Result<IdempotentReply, String>>;
 }
 
 /// A handler run that has finished, or the future that finishes it.
@@ -187,6 +200,8 @@ struct Call<B, R, E> {
     body: Option<B>,
     result: Option<Result<R, E>>,
     reply: oneshot::Sender<Result<R, Error<E>>>,
+    /// Boxed: most calls carry no idempotency key.
+    keyed: Option<Box<Keyed<R, E>>>,
 }
 
 impl<O, B, R, E> Invocation<O> for Call<B, R, E>
@@ -209,7 +224,8 @@ where
     }
 
     fn runs_in_place(&self) -> bool {
-        B::IN_PLACE
+        // A call with a key looks up its stored reply first, which waits.
+        B::IN_PLACE && self.keyed.is_none()
     }
 
     fn run<'a>(
@@ -254,6 +270,26 @@ where
     fn fail(self: Box<Self>, error: Error) {
         let _ = self.reply.send(Err(error.widen()));
     }
+
+    fn idempotency_key(&self) -> Option<&str> {
+        self.keyed.as_ref().map(|keyed| keyed.key.as_str())
+    }
+
+    fn replay(self: Box<Self>, key: &ObjectKey, stored: IdempotentReply) {
+        let this = *self;
+        let Some(keyed) = this.keyed else {
+            return this.reply.send(Err(Error::ShuttingDown)).unwrap_or(());
+        };
+        if let Err(error) = keyed.replay(key, stored) {
+            let _ = this.reply.send(Err(error.widen()));
+        }
+    }
+
+    fn stored_reply(&self, expires_at: SystemTime) -> Option<Result<IdempotentReply, String>> {
+        let keyed = self.keyed.as_ref()?;
+        let result = self.result.as_ref()?;
+        Some(keyed.reply(result, expires_at))
+    }
 }
 
 impl<B, R, E> Call<B, R, E> {
@@ -293,42 +329,102 @@ where
     R: Send + 'static,
     E: Send + 'static,
 {
+    let sent = send::<O, R, E, B>(
+        runtime,
+        id,
+        access,
+        handler,
+        body,
+        None,
+        Idempotency::none(),
+    );
+    crate::activation::idempotent::fresh(sent.await)
+}
+
+/// [`call`] with a timeout on the wait for the reply, and an idempotency key: the reply is
+/// then either the handler's or the one stored by an earlier call with the same key.
+pub(crate) async fn send<O, R, E, B>(
+    runtime: &Runtime,
+    id: &str,
+    access: Access,
+    handler: &'static str,
+    body: B,
+    timeout: Option<Duration>,
+    idempotency: Idempotency<R, E>,
+) -> Result<Delivered<R>, Error<E>>
+where
+    O: DurableObject,
+    B: Body<O, R, E>,
+    R: Send + 'static,
+    E: Send + 'static,
+{
     crate::id::validate_id(id)?;
     let chain = Chain::current();
     if let Some(chain) = chain.cycle_to(O::TYPE_NAME, id) {
         return Err(Error::CallCycle {
-            key: crate::storage::ObjectKey::new(O::TYPE_NAME, id),
+            key: ObjectKey::new(O::TYPE_NAME, id),
             chain,
         });
     }
-    // What a handler passes on leaves its object: not before the state it ran on is committed.
-    // A synchronous `&self` handler can pass nothing on, so a read of one goes at once.
-    if !(B::IN_PLACE && access == Access::Read) {
-        crate::object::durability::leaving(&chain)
-            .await
-            .map_err(Error::widen)?;
-    }
-    let body = if access == Access::Read {
-        match crate::activation::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body) {
-            Ok(result) => return result,
-            Err(body) => body,
+    let (keyed, stored) = match idempotency.split(&ObjectKey::new(O::TYPE_NAME, id)) {
+        Ok(Some((keyed, stored))) => {
+            runtime.ensure_idempotency_sweep();
+            (Some(keyed), Some(stored))
         }
-    } else {
-        body
+        Ok(None) => (None, None),
+        Err(error) => return Err(error.widen()),
     };
-    let (reply, receive) = oneshot::channel();
-    let call = Box::new(Call {
-        handler,
-        access,
-        chain,
-        body: Some(body),
-        result: None,
-        reply,
-    });
-    runtime.dispatch::<O>(id, Envelope::Call(call));
-    match receive.await {
-        Ok(result) => result,
-        // The object dropped the call without answering: it was stopped by a runtime shutdown.
-        Err(_) => Err(Error::ShuttingDown),
+    let waited = async move {
+        // What a handler passes on leaves its object: not before the state it ran on is
+        // committed. A synchronous `&self` handler can pass nothing on, so a read of one goes
+        // at once.
+        if !(B::IN_PLACE && access == Access::Read) {
+            crate::object::durability::leaving(&chain)
+                .await
+                .map_err(Error::widen)?;
+        }
+        // A call with a key goes through the object, where its stored reply is looked up.
+        let body = if access == Access::Read && keyed.is_none() {
+            match crate::activation::direct::read::<O, R, E, B>(runtime, id, handler, &chain, body)
+            {
+                Ok(result) => return result.map(Delivered::Fresh),
+                Err(body) => body,
+            }
+        } else {
+            body
+        };
+        let (reply, receive) = oneshot::channel();
+        let call = Box::new(Call {
+            handler,
+            access,
+            chain,
+            body: Some(body),
+            result: None,
+            reply,
+            keyed,
+        });
+        runtime.dispatch::<O>(id, Envelope::Call(call));
+        match receive.await {
+            Ok(result) => result.map(Delivered::Fresh),
+            // Answered from a stored reply (sent before the call was dropped), or dropped
+            // without an answer: the object was stopped by a runtime shutdown.
+            Err(_) => match stored {
+                Some(stored) => match stored.await {
+                    Ok(bytes) => Ok(Delivered::Stored(ObjectKey::new(O::TYPE_NAME, id), bytes)),
+                    Err(_) => Err(Error::ShuttingDown),
+                },
+                None => Err(Error::ShuttingDown),
+            },
+        }
+    };
+    match timeout {
+        Some(limit) => match tokio::time::timeout(limit, waited).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                key: ObjectKey::new(O::TYPE_NAME, id),
+                handler,
+            }),
+        },
+        None => waited.await,
     }
 }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::activation::call::{Access, Invocation};
 use crate::error::{Error, commit_error};
 use crate::observe::metrics::CallMetrics;
-use crate::storage::{AlarmChange, CommitError, KvChange, ObjectKey, ObjectWrite};
+use crate::storage::{AlarmChange, CommitError, IdempotentReply, KvChange, ObjectKey, ObjectWrite};
 
 /// The call outcome recorded when the write a call depends on fails.
 pub(crate) const PERSISTENCE_FAILED: &str = "persistence_failed";
@@ -101,6 +101,8 @@ pub(crate) struct Next<O> {
     pub(crate) alarms: Vec<AlarmChange>,
     /// Key-value changes, in order.
     pub(crate) kv: Vec<KvChange>,
+    /// The reply of a call with an idempotency key, stored with the write.
+    pub(crate) idempotency: Option<IdempotentReply>,
 }
 
 impl<O> Default for Next<O> {
@@ -110,6 +112,7 @@ impl<O> Default for Next<O> {
             state_changed: false,
             alarms: Vec::new(),
             kv: Vec::new(),
+            idempotency: None,
         }
     }
 }
@@ -117,7 +120,10 @@ impl<O> Default for Next<O> {
 impl<O> Next<O> {
     /// Whether it holds changes that need a write.
     pub(crate) fn needs_write(&self) -> bool {
-        self.state_changed || !self.alarms.is_empty() || !self.kv.is_empty()
+        self.state_changed
+            || !self.alarms.is_empty()
+            || !self.kv.is_empty()
+            || self.idempotency.is_some()
     }
 }
 

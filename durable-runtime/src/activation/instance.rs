@@ -357,7 +357,7 @@ impl<O: DurableObject> Instance<O> {
             state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
             alarms: std::mem::take(&mut self.gate.next.alarms),
             kv,
-            idempotency: None,
+            idempotency: self.gate.next.idempotency.take(),
         };
         let outcome = self.ctx.runtime().committer().submit(write);
         self.gate.start(outcome);
@@ -507,6 +507,12 @@ impl<O: DurableObject> Instance<O> {
         started: Instant,
     ) {
         let handler = call.handler();
+        if call.idempotency_key().is_some() {
+            let Some(unanswered) = self.replay(call, started).await else {
+                return;
+            };
+            call = unanswered;
+        }
         let activated = if call.access() == Access::Read && self.runtime().validates_reads() {
             self.activate_validated().await
         } else {
@@ -568,6 +574,43 @@ impl<O: DurableObject> Instance<O> {
             return;
         }
         self.settle_call(call, outcome, started);
+    }
+
+    /// A call with an idempotency key: once every earlier write of the object is committed
+    /// (so that storage holds every reply this object stored), answers it from the reply
+    /// stored under its key if there is one that has not expired. Returns the call if it was
+    /// not answered.
+    async fn replay(
+        &mut self,
+        call: Box<dyn crate::activation::call::Invocation<O>>,
+        started: Instant,
+    ) -> Option<Box<dyn crate::activation::call::Invocation<O>>> {
+        let flush = Box::pin(self.flush());
+        flush.await;
+        let idempotency_key = call.idempotency_key()?;
+        let key = self.key().clone();
+        let handler = call.handler();
+        let now = self.runtime().now();
+        let stored = self
+            .runtime()
+            .storage()
+            .load_idempotent_reply(&key, idempotency_key)
+            .await;
+        let outcome = match stored {
+            Ok(Some(stored)) if stored.expires_at > now => {
+                call.replay(&key, stored);
+                "replayed"
+            }
+            Ok(_) => return Some(call),
+            Err(source) => {
+                call.fail(Error::Storage { key, source });
+                "storage_failed"
+            }
+        };
+        self.entry
+            .call_metrics
+            .finished(handler, outcome, started.elapsed());
+        None
     }
 
     /// Runs an `async` handler to its end while the object's earlier writes commit: the
@@ -642,17 +685,52 @@ impl<O: DurableObject> Instance<O> {
         started: Instant,
     ) {
         let access = call.access();
+        // A call with an idempotency key stores its reply (a value or the handler's own error)
+        // with its write: a read or a failed call then writes too.
+        let expires_at = self.runtime().now() + self.runtime().idempotency_retention();
+        let stored = match &outcome {
+            Outcome::Panicked(_) => None,
+            _ => call.stored_reply(expires_at),
+        };
+        let stored = match stored {
+            Some(Ok(reply)) => Some(reply),
+            None => None,
+            Some(Err(message)) => {
+                self.rollback(access);
+                let key = self.key().clone();
+                let message = format!("the reply cannot be stored: {message}");
+                let held = Held::fail(
+                    call,
+                    Error::Encode { key, message },
+                    "encode_failed",
+                    started,
+                );
+                self.gate.reply_or_hold(held, &self.entry.call_metrics);
+                return;
+            }
+        };
+        let replying = stored.is_some();
+        self.gate.next.idempotency = stored;
         let held = match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.discard_changes();
+                if replying {
+                    self.stage_reply();
+                }
                 Held::reply(call, "ok", started)
             }
             Outcome::Returned => match self.stage_write() {
                 Ok(()) => Held::reply(call, "ok", started),
-                Err(error) => Held::fail(call, error, "encode_failed", started),
+                Err(error) => {
+                    self.gate.next.idempotency = None;
+                    Held::fail(call, error, "encode_failed", started)
+                }
             },
             Outcome::HandlerError => {
                 self.rollback(access);
+                if replying {
+                    self.stage_reply();
+                }
                 Held::reply(call, "handler_error", started)
             }
             Outcome::Panicked(message) => {
@@ -864,6 +942,15 @@ impl<O: DurableObject> Instance<O> {
         Ok(())
     }
 
+    /// Submits the reply of a call with an idempotency key, staged in the gate, unless a write
+    /// is in flight (then it joins the next one).
+    fn stage_reply(&mut self) {
+        self.inbox.root().durability().staged();
+        if self.gate.in_flight.is_none() {
+            self.start_write();
+        }
+    }
+
     /// Records what a `&mut self` call changed (state and alarms) in the gate, and submits
     /// a write unless one is in flight (then it joins the next one).
     fn stage_write(&mut self) -> Result<(), Error> {
@@ -892,7 +979,7 @@ impl<O: DurableObject> Instance<O> {
                 return Err(Error::Encode { key, message });
             }
         };
-        if !changed && alarms.is_empty() && kv.is_empty() {
+        if !changed && alarms.is_empty() && kv.is_empty() && self.gate.next.idempotency.is_none() {
             return Ok(());
         }
         if changed {

@@ -5,6 +5,9 @@
 pub(crate) mod call;
 pub(crate) mod direct;
 pub(crate) mod gate;
+pub(crate) mod idempotent;
 pub(crate) mod instance;
+pub(crate) mod options;
 pub(crate) mod registry;
 pub(crate) mod scheduler;
+pub(crate) mod sweep;

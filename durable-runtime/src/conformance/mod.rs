@@ -44,6 +44,7 @@ use crate::storage::Storage;
 mod alarms;
 mod claims;
 mod concurrency;
+mod idempotency;
 mod inventory;
 mod kv;
 mod listing;
@@ -63,6 +64,10 @@ pub use claims::{
 pub use concurrency::{
     concurrent_increments_lose_nothing, concurrent_inserts_one_winner,
     concurrent_writers_one_winner,
+};
+pub use idempotency::{
+    delete_removes_idempotent_replies, idempotency_sweep_removes_only_expired,
+    idempotent_reply_not_stored_on_conflict, idempotent_reply_stored_with_commit,
 };
 pub use inventory::{
     dead_alarms_leave_when_set_again_or_deleted, dead_alarms_listed_in_order_and_paged,
@@ -235,6 +240,10 @@ macro_rules! __conformance_cases {
             list_object_types_skips_deleted
             dead_alarms_listed_in_order_and_paged
             dead_alarms_leave_when_set_again_or_deleted
+            idempotent_reply_stored_with_commit
+            idempotent_reply_not_stored_on_conflict
+            idempotency_sweep_removes_only_expired
+            delete_removes_idempotent_replies
         }
     };
 }

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::CallByNameError;
+use crate::activation::options::CallOptions;
 use crate::error::Error;
 use crate::object::handle::Runtime;
 
@@ -56,8 +57,54 @@ impl Runtime {
         handler: &str,
         arguments: Value,
     ) -> Result<Value, CallByNameError> {
+        self.call_by_name_with(type_name, id, handler, arguments, &CallOptions::new())
+            .await
+    }
+
+    /// [`call_by_name`](Runtime::call_by_name) with per-call options: a timeout on the wait
+    /// for the reply, an idempotency key (see [`CallOptions`]). With a key, the reply is the
+    /// one stored by an earlier call with the same key and the same handler and arguments, if
+    /// any, as JSON.
+    ///
+    /// # Errors
+    ///
+    /// As `call_by_name`; a key already used by a different call is
+    /// [`Error::IdempotencyKeyReused`] and a reply not there in time is [`Error::Timeout`]
+    /// (as [`CallByNameError::Runtime`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallOptions, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let once = CallOptions::new().with_idempotency_key("add-1");
+    /// let first = rt.call_by_name_with("Counter", "a", "add", json!({"by": 3}), &once).await;
+    /// let again = rt.call_by_name_with("Counter", "a", "add", json!({"by": 3}), &once).await;
+    /// assert_eq!((first.unwrap(), again.unwrap()), (json!(3), json!(3))); // added once
+    /// # }
+    /// ```
+    pub async fn call_by_name_with(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<Value, CallByNameError> {
         let exposed = self.registry().entry(type_name)?.handler(handler)?;
-        (exposed.invoke)(self, id, arguments).await
+        (exposed.invoke)(self, id, arguments, options).await
     }
 
     /// [`call_by_name`](Runtime::call_by_name) with the arguments as JSON text, as received
@@ -98,6 +145,47 @@ impl Runtime {
         handler: &str,
         arguments: &[u8],
     ) -> Result<Value, CallByNameError> {
+        self.call_by_name_json_with(type_name, id, handler, arguments, &CallOptions::new())
+            .await
+    }
+
+    /// [`call_by_name_json`](Runtime::call_by_name_json) with per-call options, as
+    /// [`call_by_name_with`](Runtime::call_by_name_with) takes them.
+    ///
+    /// # Errors
+    ///
+    /// As `call_by_name_with`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, CallOptions, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let options = CallOptions::new().with_timeout(Duration::from_secs(5));
+    /// let reply = rt.call_by_name_json_with("Counter", "a", "add", br#"{"by": 3}"#, &options).await;
+    /// assert_eq!(reply.unwrap(), serde_json::json!(3));
+    /// # }
+    /// ```
+    pub async fn call_by_name_json_with(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: &[u8],
+        options: &CallOptions,
+    ) -> Result<Value, CallByNameError> {
         let exposed = self.registry().entry(type_name)?.handler(handler)?;
         let arguments =
             serde_json::from_slice(arguments).map_err(|error| CallByNameError::BadArguments {
@@ -105,7 +193,7 @@ impl Runtime {
                 path: ".".to_owned(),
                 message: error.to_string(),
             })?;
-        (exposed.invoke)(self, id, arguments).await
+        (exposed.invoke)(self, id, arguments, options).await
     }
 }
 

@@ -16,9 +16,14 @@ use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::runtime::{ObjectStatus, RuntimeBuilder};
 use crate::storage::{AlarmKey, AlarmPage, AlarmRecord, IdPage};
 
-/// How an exposed handler is called: the runtime, the object id and the JSON arguments.
-pub type Invoke =
-    for<'a> fn(&'a Runtime, &'a str, Value) -> BoxFuture<'a, Result<Value, CallByNameError>>;
+/// How an exposed handler is called: the runtime, the object id, the JSON arguments and the
+/// call's options.
+pub type Invoke = for<'a> fn(
+    &'a Runtime,
+    &'a str,
+    Value,
+    &'a crate::CallOptions,
+) -> BoxFuture<'a, Result<Value, CallByNameError>>;
 
 /// One handler of an exposed type's table: its name, access and argument names, and how to
 /// call it with JSON arguments.

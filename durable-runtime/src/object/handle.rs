@@ -84,6 +84,10 @@ pub(crate) struct Shared {
     alarm_settings: AlarmSettings,
     pub(crate) scheduler: Arc<SchedulerHandle>,
     pub(crate) scheduler_started: AtomicBool,
+    /// Whether the sweep of expired idempotency keys runs.
+    pub(crate) sweep_started: AtomicBool,
+    /// How long a reply stored under an idempotency key is kept.
+    pub(crate) idempotency_retention: Duration,
     committer: std::sync::OnceLock<Committer>,
     loader: std::sync::OnceLock<Loader>,
     /// Read calls check the stored version first.
@@ -117,6 +121,7 @@ pub(crate) struct Config {
     pub(crate) max_live: Option<usize>,
     pub(crate) manual_alarms: bool,
     pub(crate) validate_reads: bool,
+    pub(crate) idempotency_retention: Duration,
     pub(crate) exposed: Box<dyn std::any::Any + Send + Sync>,
 }
 
@@ -133,6 +138,7 @@ impl Shared {
             max_live,
             manual_alarms,
             validate_reads,
+            idempotency_retention,
             exposed,
         } = config;
         Self {
@@ -144,6 +150,8 @@ impl Shared {
             alarm_settings,
             scheduler: Arc::default(),
             scheduler_started: AtomicBool::new(false),
+            sweep_started: AtomicBool::new(false),
+            idempotency_retention,
             committer: std::sync::OnceLock::new(),
             loader: std::sync::OnceLock::new(),
             validate_reads,

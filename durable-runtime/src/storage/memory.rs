@@ -7,8 +7,9 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvChange,
-    KvUsage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError, StoredObject, entry_bytes,
+    AlarmChange, AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage,
+    IdempotentReply, KvChange, KvUsage, Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
+    StoredObject, entry_bytes,
 };
 
 /// Objects and alarms kept in process memory.
@@ -41,6 +42,8 @@ struct Tables {
     leases: BTreeMap<(ObjectKey, String), SystemTime>,
     /// Key-value storage per object, keys in byte order.
     kv: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
+    /// Stored replies by object and idempotency key.
+    idempotency: BTreeMap<(ObjectKey, String), IdempotentReply>,
 }
 
 /// What is stored under one key.
@@ -289,6 +292,11 @@ impl Storage for MemoryStorage {
             for change in &write.alarms {
                 tables.apply_alarm(&write.key, change);
             }
+            if let Some(reply) = &write.idempotency {
+                tables
+                    .idempotency
+                    .insert((write.key.clone(), reply.key.clone()), reply.clone());
+            }
         }
         Ok(())
     }
@@ -297,6 +305,7 @@ impl Storage for MemoryStorage {
         let mut tables = self.tables();
         tables.alarms.retain(|(k, _), _| k != key);
         tables.kv.remove(key);
+        tables.idempotency.retain(|(k, _), _| k != key);
         // The tombstone keeps the version growing: a recreated object continues above it.
         match tables.objects.get_mut(key) {
             Some(row) if row.state.is_some() => {
@@ -533,5 +542,36 @@ impl Storage for MemoryStorage {
 
     async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
         Ok(self.tables().kv_usage(key))
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        let tables = self.tables();
+        Ok(tables
+            .idempotency
+            .get(&(key.clone(), idempotency_key.to_owned()))
+            .cloned())
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        let mut tables = self.tables();
+        let expired: Vec<_> = tables
+            .idempotency
+            .iter()
+            .filter(|(_, reply)| reply.expires_at <= now)
+            .map(|(id, _)| id.clone())
+            .take(limit)
+            .collect();
+        for id in &expired {
+            tables.idempotency.remove(id);
+        }
+        Ok(expired.len())
     }
 }

@@ -984,7 +984,8 @@ pub trait Storage: Send + Sync + 'static {
         1
     }
 
-    /// Deletes an object's state, all its alarms and its key-value storage in one transaction, keeping a tombstone
+    /// Deletes an object's state, its alarms, its key-value storage and its stored replies in one
+    /// transaction, keeping a tombstone
     /// one version above the object's last (see [versions](self#versions)). Returns whether a
     /// stored state existed; deleting a deleted or never stored object changes nothing.
     ///
@@ -1500,6 +1501,80 @@ pub trait Storage: Send + Sync + 'static {
     /// # }
     /// ```
     async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError>;
+
+    /// The reply stored under the idempotency key `idempotency_key` of the object `key`
+    /// ([`ObjectWrite::idempotency`]), if any, expired or not: expired replies are removed by
+    /// [`sweep_idempotency`](Storage::sweep_idempotency) only.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{IdempotentReply, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::MemoryStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let reply = IdempotentReply {
+    ///     key: "k1".into(),
+    ///     fingerprint: b"increment".to_vec(),
+    ///     reply: br#"{"Ok":1}"#.to_vec(),
+    ///     expires_at: UNIX_EPOCH + Duration::from_secs(100),
+    /// };
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: Some(reply.clone()),
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.load_idempotent_reply(&key, "k1").await.unwrap(), Some(reply));
+    /// assert_eq!(store.load_idempotent_reply(&key, "k2").await.unwrap(), None);
+    /// # }
+    /// ```
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError>;
+
+    /// Removes at most `limit` stored replies whose `expires_at` is at or before `now`, and
+    /// returns how many it removed (fewer than `limit`: none expired is left).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use durable_runtime::storage::{IdempotentReply, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::MemoryStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = MemoryStorage::new();
+    /// let key = ObjectKey::new("Counter", "a");
+    /// let write = ObjectWrite {
+    ///     key: key.clone(),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: Some(IdempotentReply {
+    ///         key: "k1".into(),
+    ///         fingerprint: Vec::new(),
+    ///         reply: Vec::new(),
+    ///         expires_at: UNIX_EPOCH + Duration::from_secs(100),
+    ///     }),
+    /// };
+    /// store.commit(&[write]).await.unwrap();
+    /// assert_eq!(store.sweep_idempotency(UNIX_EPOCH + Duration::from_secs(99), 10).await.unwrap(), 0);
+    /// assert_eq!(store.sweep_idempotency(UNIX_EPOCH + Duration::from_secs(100), 10).await.unwrap(), 1);
+    /// assert_eq!(store.load_idempotent_reply(&key, "k1").await.unwrap(), None);
+    /// # }
+    /// ```
+    async fn sweep_idempotency(&self, now: SystemTime, limit: usize)
+    -> Result<usize, StorageError>;
 }
 
 /// [`Storage::load_many`] with its contract checked: a backend that answers a different number
@@ -1661,5 +1736,21 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
 
     async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
         (**self).kv_usage(key).await
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        (**self).load_idempotent_reply(key, idempotency_key).await
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        (**self).sweep_idempotency(now, limit).await
     }
 }

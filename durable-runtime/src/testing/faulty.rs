@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 use crate::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply, KvUsage,
+    Loaded, ObjectKey, ObjectWrite, Storage, StorageError,
 };
 
 /// Wraps a [`Storage`] and injects failures and delays, to test what objects do when their
@@ -595,5 +595,21 @@ impl<S: Storage> Storage for FaultyStorage<S> {
 
     async fn kv_usage(&self, key: &ObjectKey) -> Result<KvUsage, StorageError> {
         self.inner.kv_usage(key).await
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        self.inner.load_idempotent_reply(key, idempotency_key).await
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        self.inner.sweep_idempotency(now, limit).await
     }
 }

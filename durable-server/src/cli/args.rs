@@ -165,6 +165,11 @@ pub(crate) enum ObjectsCommand {
         /// input. None for a handler without arguments.
         #[arg(value_name = "JSON")]
         arguments: Option<String>,
+        /// Send the call with this idempotency key: its reply is stored with its commit, and a
+        /// call with the same key to the same object gets that reply without running the
+        /// handler again (a timed-out call is then safe to send again).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// Delete an object: its state and its alarms.
     Delete {

@@ -12,8 +12,8 @@ use std::time::SystemTime;
 use durable_runtime::inspect::StoreInspector;
 use durable_runtime::storage::{AlarmRecord, ObjectKey};
 use durable_runtime::{
-    Access, AlarmTime, DeadAlarmPage as RuntimeDeadAlarmPage, Error, ObjectStatus as RuntimeStatus,
-    Runtime, validate_id,
+    Access, AlarmTime, CallOptions, DeadAlarmPage as RuntimeDeadAlarmPage, Error,
+    ObjectStatus as RuntimeStatus, Runtime, validate_id,
 };
 use serde_json::Value;
 
@@ -206,9 +206,15 @@ impl Direct {
                 id,
                 handler,
                 arguments,
+                idempotency_key,
             } => {
                 let arguments = arguments.unwrap_or_else(|| "{}".to_owned());
-                self.call(&type_name, &id, &handler, &arguments).await
+                let options = match idempotency_key {
+                    Some(key) => CallOptions::new().with_idempotency_key(key),
+                    None => CallOptions::new(),
+                };
+                self.call(&type_name, &id, &handler, &arguments, &options)
+                    .await
             }
             ObjectsCommand::Delete { type_name, id } => {
                 self.check_offline("delete an object")?;
@@ -432,6 +438,7 @@ impl Direct {
         id: &str,
         handler: &str,
         arguments: &str,
+        options: &CallOptions,
     ) -> Result<Reply, Failure> {
         let runtime = self.runtime_for("call a handler")?;
         let writes = runtime
@@ -444,7 +451,7 @@ impl Direct {
             self.check_offline(&format!("call the write handler `{handler}`"))?;
         }
         let result = runtime
-            .call_by_name_json(type_name, id, handler, arguments.as_bytes())
+            .call_by_name_json_with(type_name, id, handler, arguments.as_bytes(), options)
             .await?;
         Ok(Reply::Call(CallReply { result }))
     }

@@ -76,6 +76,7 @@ async fn objects(client: &Client, command: ObjectsCommand) -> Result<Reply, Fail
             id,
             handler,
             arguments,
+            idempotency_key,
         } => {
             let arguments: Value = match arguments {
                 Some(text) => serde_json::from_str(&text).map_err(|error| {
@@ -87,7 +88,15 @@ async fn objects(client: &Client, command: ObjectsCommand) -> Result<Reply, Fail
                 })?,
                 None => Value::Object(serde_json::Map::new()),
             };
-            let result = objects.call(&type_name, &id, &handler, &arguments).await?;
+            let result = objects
+                .call_with_key(
+                    &type_name,
+                    &id,
+                    &handler,
+                    &arguments,
+                    idempotency_key.as_deref(),
+                )
+                .await?;
             Reply::Call(CallReply { result })
         }
         ObjectsCommand::Delete { type_name, id } => Reply::Deleted(Deleted {

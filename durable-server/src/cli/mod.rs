@@ -336,6 +336,7 @@ fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
             id,
             handler,
             arguments: Some(dash),
+            idempotency_key,
         }) if dash == "-" => {
             let mut text = String::new();
             io::stdin().read_to_string(&mut text).map_err(|error| {
@@ -346,6 +347,7 @@ fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
                 id,
                 handler,
                 arguments: Some(text),
+                idempotency_key,
             }))
         }
         Operation::Kv(KvCommand::Put {

@@ -343,13 +343,57 @@ impl Objects<'_> {
         A: Serialize + ?Sized,
         T: DeserializeOwned,
     {
-        let request = self
+        self.call_with_key(type_name, id, handler, arguments, None)
+            .await
+    }
+
+    /// [`call`](Self::call) with an idempotency key (the `Idempotency-Key` header) when
+    /// `idempotency_key` is given: the gateway stores the reply with the call's commit and
+    /// answers a call with the same key from it, so a call that failed with a `timeout` (504)
+    /// or a lost connection can be sent again with the same key.
+    ///
+    /// # Errors
+    ///
+    /// As `call`; also [`ClientError::Api`] 409 `idempotency_key_reused` when the key was
+    /// used on this object by a call to another handler or with other arguments.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use durable_server::client::Client;
+    /// use serde_json::json;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_server::client::ClientError> {
+    /// let client = Client::new("http://127.0.0.1:8080").with_token("dev-token");
+    /// let objects = client.objects();
+    /// let args = json!({"by": 1});
+    /// let first: i64 = objects.call_with_key("counter", "u1", "increment", &args, Some("op-7")).await?;
+    /// let retry: i64 = objects.call_with_key("counter", "u1", "increment", &args, Some("op-7")).await?;
+    /// assert_eq!(first, retry); // incremented once
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_with_key<A, T>(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: &A,
+        idempotency_key: Option<&str>,
+    ) -> Result<T, ClientError>
+    where
+        A: Serialize + ?Sized,
+        T: DeserializeOwned,
+    {
+        let mut request = self
             .client
             .request(
                 Method::POST,
                 &["v1", "objects", type_name, id, "call", handler],
             )?
             .json(arguments);
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
         let reply: CallReply<T> = self.client.send(request).await?;
         Ok(reply.result)
     }

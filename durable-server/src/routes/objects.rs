@@ -4,7 +4,8 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use durable_runtime::{Access, LiveStatus, ObjectStatus, Runtime};
+use axum::http::HeaderMap;
+use durable_runtime::{Access, CallOptions, LiveStatus, ObjectStatus, Runtime};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -25,6 +26,12 @@ const STATUS_CONCURRENCY: usize = 16;
 /// The body is a JSON object of arguments by name; an empty body is `{}`. The object is
 /// started (or woken) if it is not live. A write handler's changes are committed before the
 /// reply. The server never retries a call.
+///
+/// With an `Idempotency-Key` header, the reply is stored with the call's commit (kept for the
+/// runtime's retention, 24 hours by default), and a request with the same key for the same
+/// object is answered from it without running the handler again; the same key with another
+/// handler or other arguments is refused with `409 idempotency_key_reused`. A `504 timeout` of
+/// such a call is retryable with the same key.
 #[utoipa::path(
     post,
     path = "/v1/objects/{type}/{id}/call/{handler}",
@@ -34,6 +41,7 @@ const STATUS_CONCURRENCY: usize = 16;
         ("type" = String, Path, description = "The object type"),
         ("id" = String, Path, description = "The object id (1 to 1024 bytes of UTF-8, no NUL)"),
         ("handler" = String, Path, description = "The handler"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the call safe to send again: its reply is stored with its commit and a request with the same key for the same object is answered from it"),
     ),
     request_body(
         content = Option<HashMap<String, Value>>,
@@ -42,9 +50,10 @@ const STATUS_CONCURRENCY: usize = 16;
     ),
     responses(
         (status = 200, description = "The handler's output", body = CallReply),
-        (status = 409, description = "`conflict` (retryable) or `call_cycle`", body = ErrorEnvelope),
+        (status = 409, description = "`conflict` (retryable), `call_cycle`, or `idempotency_key_reused`: the `Idempotency-Key` was used by a different call", body = ErrorEnvelope),
         BodyTooLarge,
         (status = 422, description = "`handler_error`: the handler's own error in `details`", body = ErrorEnvelope),
+        (status = 504, description = "`timeout`: no reply in time, the call may still be applied; retryable only with an `Idempotency-Key`", body = ErrorEnvelope),
         (status = 429, description = "`overloaded`: the object's queue is full; retry after `Retry-After`", body = ErrorEnvelope,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     ),
@@ -53,8 +62,11 @@ pub(crate) async fn call(
     State(state): State<AppState>,
     audited: Audited,
     ApiPath((type_name, id, handler)): ApiPath<(String, String, String)>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallReply>, ApiError> {
+    let idempotency_key = idempotency_key(&headers);
+    let keyed = matches!(idempotency_key, Ok(Some(_)));
     let exposed = state.catalog.handler(&type_name, &handler);
     let writes = exposed
         .as_ref()
@@ -63,6 +75,10 @@ pub(crate) async fn call(
         state.authorize(&audited.caller, &Action::call(&type_name, &handler))?;
         let exposed = exposed?;
         let body = body?;
+        let options = match idempotency_key? {
+            Some(key) => CallOptions::new().with_idempotency_key(key),
+            None => CallOptions::new(),
+        };
         // An empty body is a call without arguments; anything else is decoded (and refused
         // unless it is a JSON object) by the runtime.
         let arguments: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
@@ -70,14 +86,23 @@ pub(crate) async fn call(
         } else {
             &body
         };
-        let call = state
-            .runtime
-            .call_by_name_json(&type_name, &id, exposed.name, arguments);
+        let call = state.runtime.call_by_name_json_with(
+            &type_name,
+            &id,
+            exposed.name,
+            arguments,
+            &options,
+        );
         state
             .bounded(async { call.await.map_err(ApiError::from) })
             .await
     }
-    .await;
+    .await
+    // A retry with the same key gets the first call's reply if it was applied.
+    .map_err(|error| match error.code() {
+        ErrorCode::Timeout => error.with_retryable(keyed),
+        _ => error,
+    });
     if writes {
         audited
             .mutation("call", &type_name, &id, Some(&handler))
@@ -85,6 +110,22 @@ pub(crate) async fn call(
     }
     result.map(|result| Json(CallReply { result }))
 }
+
+/// The `Idempotency-Key` header's value, if any: any text, refused if it is not UTF-8.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    match value.to_str() {
+        Ok(key) => Ok(Some(key.to_owned())),
+        Err(_) => Err(ApiError::invalid_request(
+            "the Idempotency-Key header must be visible ASCII text",
+        )),
+    }
+}
+
+/// The header carrying a call's idempotency key.
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// Read an object.
 ///

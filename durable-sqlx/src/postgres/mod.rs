@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError, prefix_end,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply, KvUsage,
+    Loaded, ObjectKey, ObjectWrite, Storage, StorageError, prefix_end,
 };
 use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, SqlStr};
@@ -333,6 +333,12 @@ impl Storage for PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
+        sqlx::query(self.sql.reply_delete_all.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(deleted > 0)
     }
@@ -547,6 +553,44 @@ impl Storage for PostgresStore {
             keys: crate::net_kv::to_count(keys),
             bytes: crate::net_kv::to_count(bytes),
         }))
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        let row: Option<(Vec<u8>, Vec<u8>, i64)> = sqlx::query_as(self.sql.reply_load.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(idempotency_key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(|(fingerprint, reply, expires_at)| {
+            Ok(IdempotentReply {
+                key: idempotency_key.to_owned(),
+                fingerprint,
+                reply,
+                expires_at: crate::schema::from_micros(expires_at)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        let removed = sqlx::query(self.sql.reply_sweep.clone())
+            .bind(crate::schema::to_micros(now)?)
+            .bind(claim_limit(limit))
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 }
 

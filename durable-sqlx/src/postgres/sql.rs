@@ -56,6 +56,14 @@ pub(super) struct Sql {
     pub(super) fail_retry: SqlStr,
     pub(super) fail_dead: SqlStr,
     pub(super) release: SqlStr,
+    /// `$1`–`$6`: type, id, key, fingerprint, reply, expiry (µs) of a stored reply.
+    pub(super) reply_insert: SqlStr,
+    /// `$1`–`$3`: type, id and key of a stored reply.
+    pub(super) reply_load: SqlStr,
+    /// `$1`: now (µs); `$2`: the most replies to remove.
+    pub(super) reply_sweep: SqlStr,
+    /// Every stored reply of one object.
+    pub(super) reply_delete_all: SqlStr,
 }
 
 /// One of the [`DeadAlarms`] statements.
@@ -81,6 +89,7 @@ impl Sql {
         let objects = &names.objects;
         let alarms = &names.alarms;
         let kv = &names.kv;
+        let idempotency = &names.idempotency;
         let columns =
             "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
         let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
@@ -176,6 +185,26 @@ impl Sql {
             )),
             alarm_cancel_all: statement(format!(
                 "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2"
+            )),
+            reply_insert: statement(format!(
+                "INSERT INTO {idempotency}
+                     (object_type, object_id, idempotency_key, fingerprint, reply, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (object_type, object_id, idempotency_key) DO UPDATE SET
+                     fingerprint = excluded.fingerprint, reply = excluded.reply,
+                     expires_at = excluded.expires_at"
+            )),
+            reply_load: statement(format!(
+                "SELECT fingerprint, reply, expires_at FROM {idempotency}
+                 WHERE object_type = $1 AND object_id = $2 AND idempotency_key = $3"
+            )),
+            reply_sweep: statement(format!(
+                "DELETE FROM {idempotency} WHERE ctid IN (
+                     SELECT ctid FROM {idempotency} WHERE expires_at <= $1 LIMIT $2
+                 )"
+            )),
+            reply_delete_all: statement(format!(
+                "DELETE FROM {idempotency} WHERE object_type = $1 AND object_id = $2"
             )),
             // The row stays as a tombstone, one version up (see migration 4).
             delete_object: statement(format!(

@@ -11,7 +11,7 @@ use super::sql::Sql;
 use super::time::PgTime;
 use super::{PostgresStore, db_err, states};
 use crate::net_alarms::NetAlarms;
-use crate::schema::{first_missing, state_text, to_db_version};
+use crate::schema::{first_missing, state_text, to_db_version, to_micros};
 
 /// A write checked and converted before the transaction starts.
 pub(super) struct Prepared<'a> {
@@ -65,6 +65,7 @@ async fn apply_each(
             return Ok(Err(position));
         }
         apply_alarm_changes(conn, sql, p).await?;
+        apply_reply(conn, sql, p).await?;
     }
     Ok(Ok(()))
 }
@@ -97,6 +98,29 @@ async fn apply_object_row(
         .map_err(db_err)?
         .rows_affected();
     Ok(affected == 1)
+}
+
+/// Stores the reply a write carries under its idempotency key, if any.
+async fn apply_reply(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    p: &Prepared<'_>,
+) -> Result<(), StorageError> {
+    let Some(reply) = &p.write.idempotency else {
+        return Ok(());
+    };
+    let key = &p.write.key;
+    sqlx::query(sql.reply_insert.clone())
+        .bind(&key.object_type)
+        .bind(&key.object_id)
+        .bind(reply.key.as_bytes())
+        .bind(&reply.fingerprint)
+        .bind(&reply.reply)
+        .bind(to_micros(reply.expires_at)?)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    Ok(())
 }
 
 /// Applies one write's alarm changes, in order.
@@ -199,6 +223,9 @@ async fn apply_bulk(
         }
     }
     apply_alarms_bulk(conn, sql, prepared).await?;
+    for p in prepared {
+        apply_reply(conn, sql, p).await?;
+    }
     Ok(Ok(()))
 }
 
@@ -297,9 +324,12 @@ pub(super) async fn commit_on(
     prepared: &[Prepared<'_>],
 ) -> Result<(), CommitError> {
     let with_kv = prepared.iter().any(|p| !p.write.kv.is_empty());
+    // A stored reply is a row of its own: such a write goes through a transaction.
+    let replies = prepared.iter().any(|p| p.write.idempotency.is_some());
     if let [single] = prepared
         && single.alarms.is_empty()
         && !with_kv
+        && !replies
     {
         // One statement is a transaction of its own: no BEGIN and COMMIT round trips.
         if apply_object_row(conn, sql, single).await? {
@@ -313,7 +343,7 @@ pub(super) async fn commit_on(
             found,
         });
     }
-    if !with_kv && states::applies(prepared) {
+    if !with_kv && !replies && states::applies(prepared) {
         return states::commit(conn, &sql.states, prepared).await;
     }
     let mut tx = conn.begin().await.map_err(db_err)?;

@@ -29,7 +29,7 @@ const VERSION_MISMATCH: &str = "durable_version_mismatch";
 const CHECK_FAILED: &str = "275";
 
 /// The kinds of change a batch can hold, in the order its statement applies them.
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 
 /// The batch statements of a store: one per combination of the kinds of change a batch holds,
 /// so that a batch runs only the statements it needs (each statement's result is a hand-off
@@ -49,7 +49,7 @@ pub(super) struct Statements {
 
 impl Statements {
     /// The statements for the given tables.
-    pub(super) fn new(objects: &str, alarms: &str, guard: &str) -> Self {
+    pub(super) fn new(objects: &str, alarms: &str, guard: &str, idempotency: &str) -> Self {
         let guard_rows = |param: &str| {
             format!(
                 "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});\n"
@@ -98,6 +98,17 @@ impl Statements {
                      ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                          due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
                          last_error = NULL, dead = 0;\n"
+            ),
+            // Key, fingerprint and reply travel as hex: they are bytes.
+            format!(
+                "INSERT INTO {idempotency}
+                     (object_type, object_id, idempotency_key, fingerprint, reply, expires_at)
+                     SELECT value->>0, value->>1, unhex(value->>2), unhex(value->>3),
+                         unhex(value->>4), value->>5
+                     FROM json_each($9) WHERE true
+                     ON CONFLICT (object_type, object_id, idempotency_key) DO UPDATE SET
+                         fingerprint = excluded.fingerprint, reply = excluded.reply,
+                         expires_at = excluded.expires_at;\n"
             ),
         ];
         let build = |kinds: usize, commit: bool| {
@@ -161,6 +172,8 @@ pub(super) struct Params {
     finishes: String,
     /// Scheduled alarms: `[type, id, name, due at (µs)]`.
     sets: String,
+    /// Stored replies: `[type, id, key (hex), fingerprint (hex), reply (hex), expires at (µs)]`.
+    replies: String,
 }
 
 impl Params {
@@ -189,6 +202,16 @@ impl Params {
             for (name, due_at) in net.sets {
                 rows.sets.push((t, i, name, to_micros(due_at)?));
             }
+            if let Some(reply) = &write.idempotency {
+                rows.replies.push((
+                    t,
+                    i,
+                    hex(reply.key.as_bytes()),
+                    hex(&reply.fingerprint),
+                    hex(&reply.reply),
+                    to_micros(reply.expires_at)?,
+                ));
+            }
         }
         let present = [
             !rows.inserts.is_empty(),
@@ -198,6 +221,7 @@ impl Params {
             !rows.cancels.is_empty(),
             !rows.finishes.is_empty(),
             !rows.sets.is_empty(),
+            !rows.replies.is_empty(),
         ];
         let kinds = (0..KINDS)
             .filter(|&kind| present[kind])
@@ -211,6 +235,7 @@ impl Params {
             cancels: json(&rows.cancels)?,
             finishes: json(&rows.finishes)?,
             sets: json(&rows.sets)?,
+            replies: json(&rows.replies)?,
         })
     }
 }
@@ -225,6 +250,17 @@ struct Rows<'a> {
     cancels: Vec<(&'a str, &'a str, &'a str)>,
     finishes: Vec<(&'a str, &'a str, &'a str, i64)>,
     sets: Vec<(&'a str, &'a str, &'a str, i64)>,
+    replies: Vec<(&'a str, &'a str, String, String, String, i64)>,
+}
+
+/// Bytes as lowercase hex, for SQLite's `unhex`.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(text, "{byte:02x}");
+    }
+    text
 }
 
 fn json(rows: &impl serde::Serialize) -> Result<String, StorageError> {
@@ -253,6 +289,7 @@ pub(super) async fn commit(
             .bind(&params.cancels)
             .bind(&params.finishes)
             .bind(&params.sets)
+            .bind(&params.replies)
             .execute(&mut *conn)
             .await;
         let error = match sent {

@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::storage::{
-    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, KvUsage, Loaded, ObjectKey,
-    ObjectWrite, Storage, StorageError, prefix_end,
+    AlarmClaim, AlarmKey, AlarmPage, AlarmRecord, CommitError, IdPage, IdempotentReply, KvUsage,
+    Loaded, ObjectKey, ObjectWrite, Storage, StorageError, prefix_end,
 };
 use sqlx::SqlStr;
 use sqlx::sqlite::SqlitePool;
@@ -285,6 +285,12 @@ impl Storage for SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(db_err)?;
+        sqlx::query(self.sql.delete_replies.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         let deleted = sqlx::query(self.sql.delete_object.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -516,6 +522,47 @@ impl Storage for SqliteStore {
             keys: crate::net_kv::to_count(keys),
             bytes: crate::net_kv::to_count(bytes),
         }))
+    }
+
+    async fn load_idempotent_reply(
+        &self,
+        key: &ObjectKey,
+        idempotency_key: &str,
+    ) -> Result<Option<IdempotentReply>, StorageError> {
+        let row: Option<(Vec<u8>, Vec<u8>, i64)> = sqlx::query_as(self.sql.load_reply.clone())
+            .bind(&key.object_type)
+            .bind(&key.object_id)
+            .bind(idempotency_key.as_bytes())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(|(fingerprint, reply, expires_at)| {
+            Ok(IdempotentReply {
+                key: idempotency_key.to_owned(),
+                fingerprint,
+                reply,
+                expires_at: from_micros(expires_at)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn sweep_idempotency(
+        &self,
+        now: SystemTime,
+        limit: usize,
+    ) -> Result<usize, StorageError> {
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer.begin_immediate().await?;
+        let removed = sqlx::query(self.sql.sweep_replies.clone())
+            .bind(to_micros(now)?)
+            .bind(claim_limit(limit))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        tx.commit().await.map_err(db_err)?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 }
 

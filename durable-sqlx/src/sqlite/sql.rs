@@ -15,6 +15,12 @@ use crate::schema::{Names, from_db_attempts, from_micros, statement};
 pub(super) struct Sql {
     /// A whole batch, in one round trip (see [`batch`]).
     pub(super) commit_batch: batch::Statements,
+    /// `?1`–`?3`: type, id and idempotency key (bytes) of a stored reply.
+    pub(super) load_reply: SqlStr,
+    /// `?1`: now (µs); `?2`: the most replies to remove.
+    pub(super) sweep_replies: SqlStr,
+    /// Every stored reply of one object.
+    pub(super) delete_replies: SqlStr,
     pub(super) load: SqlStr,
     /// `$1`: a JSON array of `[type, id]`; one row per element, in order.
     pub(super) load_many: SqlStr,
@@ -80,8 +86,21 @@ impl Sql {
         let alarms = &names.alarms;
         let guard = &names.commit_guard;
         let kv = &names.kv;
+        let idempotency = &names.idempotency;
         Self {
-            commit_batch: batch::Statements::new(objects, alarms, guard),
+            commit_batch: batch::Statements::new(objects, alarms, guard, idempotency),
+            load_reply: statement(format!(
+                "SELECT fingerprint, reply, expires_at FROM {idempotency}
+                 WHERE object_type = ?1 AND object_id = ?2 AND idempotency_key = ?3"
+            )),
+            sweep_replies: statement(format!(
+                "DELETE FROM {idempotency} WHERE rowid IN (
+                     SELECT rowid FROM {idempotency} WHERE expires_at <= ?1 LIMIT ?2
+                 )"
+            )),
+            delete_replies: statement(format!(
+                "DELETE FROM {idempotency} WHERE object_type = ?1 AND object_id = ?2"
+            )),
             load: statement(format!(
                 "SELECT state, version FROM {objects} WHERE object_type = ?1 AND object_id = ?2"
             )),

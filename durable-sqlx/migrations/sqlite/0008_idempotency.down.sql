@@ -1,0 +1,2 @@
+-- Dropping the table drops its expiry index.
+DROP TABLE {prefix}durable_idempotency;
