@@ -166,6 +166,10 @@ pub enum Error<E = Infallible> {
         chain: Vec<ObjectKey>,
     },
 
+    /// An alarm's argument could not be encoded when it was scheduled; nothing was scheduled.
+    #[error(transparent)]
+    AlarmArgs(#[from] crate::alarms::args::AlarmArgsError),
+
     /// The runtime is shutting down and accepts no new calls.
     #[error("the runtime is shutting down")]
     ShuttingDown,
@@ -249,6 +253,7 @@ impl<E> Error<E> {
             Self::TooManyObjects { key } => Error::TooManyObjects { key },
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
+            Self::AlarmArgs(error) => Error::AlarmArgs(error),
             Self::ShuttingDown => Error::ShuttingDown,
         })
     }

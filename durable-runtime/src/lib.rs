@@ -74,6 +74,7 @@ pub mod __private;
 extern crate self as durable_runtime;
 
 pub use activation::call::Access;
+pub use alarms::args::AlarmArgsError;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use error::Error;
 pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, HandlerSchemas, Invoke};

@@ -170,14 +170,69 @@ impl Runtime {
         alarm: Alarm<O>,
         when: impl Into<AlarmTime>,
     ) -> Result<(), Error> {
-        let when = when.into();
+        self.set_alarm::<O>(id, alarm.name(), when.into(), None)
+            .await
+    }
+
+    /// Schedules `alarm`, whose handler takes an argument, for the object `(O, id)` with
+    /// `args`, replacing an alarm of the same name and its argument (see
+    /// [`schedule_alarm`](Runtime::schedule_alarm) and
+    /// [`Context::schedule_alarm_with`](crate::Context::schedule_alarm_with)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlarmArgs`] if `args` cannot be encoded (nothing is scheduled), else as
+    /// `schedule_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Invoice { reminders: Vec<u32> }
+    ///
+    /// #[durable_object]
+    /// impl Invoice {
+    ///     #[alarm]
+    ///     fn remind(&mut self, days_late: u32, attempt: u32) { self.reminders.push(days_late); }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+    /// rt.schedule_alarm_with("i1", Invoice::REMIND, &7, Duration::from_secs(60)).await.unwrap();
+    /// tokio::time::sleep(Duration::from_secs(120)).await;
+    /// assert_eq!(rt.read_state::<Invoice>("i1").await.unwrap().unwrap().reminders, [7]);
+    /// # }
+    /// ```
+    pub async fn schedule_alarm_with<O: DurableObject, A: serde::Serialize>(
+        &self,
+        id: &str,
+        alarm: Alarm<O, A>,
+        args: &A,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), Error> {
+        let payload = crate::alarms::args::encode(alarm.name(), args)?;
+        self.set_alarm::<O>(id, alarm.name(), when.into(), Some(payload))
+            .await
+    }
+
+    /// Sets the alarm `name` of `(O, id)` with `payload`, through the object.
+    pub(crate) async fn set_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        name: &'static str,
+        when: AlarmTime,
+        payload: Option<Vec<u8>>,
+    ) -> Result<(), Error> {
         call::<O, (), std::convert::Infallible, _>(
             self,
             id,
             Access::Write,
             "schedule_alarm",
             SyncBody(move |_: &mut O, ctx: &Context| {
-                ctx.schedule_alarm(alarm, when);
+                ctx.set_alarm(name, when, payload);
                 Ok(())
             }),
         )
@@ -209,10 +264,10 @@ impl Runtime {
     /// assert!(rt.list_alarms::<Reminder>("r1").await.unwrap().is_empty());
     /// # }
     /// ```
-    pub async fn cancel_alarm<O: DurableObject>(
+    pub async fn cancel_alarm<O: DurableObject, A: 'static>(
         &self,
         id: &str,
-        alarm: Alarm<O>,
+        alarm: Alarm<O, A>,
     ) -> Result<(), Error> {
         call::<O, (), std::convert::Infallible, _>(
             self,

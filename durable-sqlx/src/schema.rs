@@ -150,6 +150,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "dead alarm index",
         sql: include_str!("../migrations/sqlite/0006_dead_alarm_index.sql"),
     },
+    Migration {
+        version: 9,
+        description: "alarm payload",
+        sql: include_str!("../migrations/sqlite/0009_alarm_payload.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -185,6 +190,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "dead alarm index",
         sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
+    },
+    Migration {
+        version: 9,
+        description: "alarm payload",
+        sql: include_str!("../migrations/postgres/0009_alarm_payload.sql"),
     },
     Migration {
         version: 100,
@@ -451,6 +461,8 @@ mod tests {
         let mut files: Vec<String> = std::fs::read_dir(path)
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            // A migration's reversal sits next to it and is not applied on the way up.
+            .filter(|file| !file.ends_with(".down.sql"))
             .collect();
         files.sort();
         files

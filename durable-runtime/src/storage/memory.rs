@@ -92,7 +92,11 @@ impl Tables {
 
     fn apply_alarm(&mut self, key: &ObjectKey, change: &AlarmChange) {
         match change {
-            AlarmChange::Set { name, due_at, .. } => {
+            AlarmChange::Set {
+                name,
+                due_at,
+                payload,
+            } => {
                 self.alarms.insert(
                     (key.clone(), name.clone()),
                     AlarmRecord {
@@ -103,6 +107,7 @@ impl Tables {
                         claimed_at: None,
                         last_error: None,
                         dead: false,
+                        payload: payload.clone(),
                     },
                 );
             }
