@@ -166,6 +166,17 @@ pub enum Error<E = Infallible> {
         chain: Vec<ObjectKey>,
     },
 
+    /// Setting the alarm from outside the object would give it more alarms than
+    /// [`AlarmSettings::max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)
+    /// allows; nothing was written.
+    #[error("{key} already has {limit} alarms, the most one object may have")]
+    TooManyAlarms {
+        /// The object.
+        key: ObjectKey,
+        /// The limit.
+        limit: usize,
+    },
+
     /// An alarm's argument could not be encoded when it was scheduled; nothing was scheduled.
     #[error(transparent)]
     AlarmArgs(#[from] crate::alarms::args::AlarmArgsError),
@@ -254,6 +265,7 @@ impl<E> Error<E> {
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::AlarmArgs(error) => Error::AlarmArgs(error),
+            Self::TooManyAlarms { key, limit } => Error::TooManyAlarms { key, limit },
             Self::ShuttingDown => Error::ShuttingDown,
         })
     }

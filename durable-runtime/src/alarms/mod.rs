@@ -3,6 +3,7 @@
 pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
+pub(crate) mod outside;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
@@ -278,6 +279,12 @@ pub struct AlarmSettings {
     /// of `claim_ttl` (zero keeps claiming only due alarms). An alarm cancelled or rescheduled
     /// through this runtime in that window does not fire under the old claim.
     pub claim_ahead: Duration,
+    /// How many alarms one object may have when one is set from outside it (through
+    /// [`Runtime::schedule_alarm`](crate::Runtime::schedule_alarm) and its by-name and HTTP
+    /// forms): setting a new name beyond it fails with
+    /// [`Error::TooManyAlarms`](crate::Error::TooManyAlarms) and writes nothing; setting a name
+    /// the object already has again replaces it. Default 100.
+    pub max_alarms_per_object: usize,
 }
 
 impl Default for AlarmSettings {
@@ -288,6 +295,7 @@ impl Default for AlarmSettings {
             retry: RetryPolicy::default(),
             claim_batch: 512,
             claim_ahead: Duration::from_millis(50),
+            max_alarms_per_object: 100,
         }
     }
 }
@@ -355,6 +363,23 @@ impl AlarmSettings {
     /// ```
     pub fn with_claim_ahead(mut self, ahead: Duration) -> Self {
         self.claim_ahead = ahead;
+        self
+    }
+
+    /// Sets how many alarms one object may have when one is set from outside it (see
+    /// [`max_alarms_per_object`](Self::max_alarms_per_object)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// assert_eq!(AlarmSettings::default().max_alarms_per_object, 100);
+    /// let settings = AlarmSettings::default().with_max_alarms_per_object(1_000);
+    /// assert_eq!(settings.max_alarms_per_object, 1_000);
+    /// ```
+    pub fn with_max_alarms_per_object(mut self, max: usize) -> Self {
+        self.max_alarms_per_object = max;
         self
     }
 }

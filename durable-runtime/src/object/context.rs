@@ -373,6 +373,12 @@ impl Context {
         Ok(())
     }
 
+    /// Stages `change`, made from outside the object through one of its calls.
+    pub(crate) fn push_alarm_change(&self, change: AlarmChange) {
+        self.check_writable();
+        self.changes().push(change);
+    }
+
     /// Stages the alarm `name` due `when`, with `payload` as its stored argument.
     pub(crate) fn set_alarm(&self, name: &str, when: AlarmTime, payload: Option<Vec<u8>>) {
         let due_at = crate::storage::truncate_to_micros(when.resolve(self.now()));
