@@ -8,6 +8,7 @@ pub use serde;
 pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
 pub use crate::error::Error;
+pub use crate::exposed::alarm_args::{alarm_arguments, no_alarm_arguments};
 pub use crate::object::context::Context;
 pub use crate::object::handle::Runtime;
 pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
