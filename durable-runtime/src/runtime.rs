@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::activation::call::{Access, AsyncBody, call};
+use crate::activation::outside::{self, Route};
 use crate::activation::registry::{Envelope, Residency};
-use crate::alarms::outside::{self, Route};
 use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -255,7 +255,12 @@ impl Runtime {
         operation: &'static str,
     ) -> Result<(), Error> {
         crate::id::validate_id(id)?;
-        if let Route::Written = outside::write_directly::<O>(self, id, &change).await? {
+        // From a handler, the change leaves that handler's object: it goes as a call, which
+        // waits for the state the handler ran on to be committed and refuses a cycle.
+        let outside_any_handler = crate::object::chain::Chain::current().is_empty();
+        if outside_any_handler
+            && let Route::Written = outside::write_directly::<O>(self, id, &change).await?
+        {
             return Ok(());
         }
         let limit = self.alarm_settings().max_alarms_per_object;

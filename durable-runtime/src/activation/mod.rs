@@ -6,5 +6,6 @@ pub(crate) mod call;
 pub(crate) mod direct;
 pub(crate) mod gate;
 pub(crate) mod instance;
+pub(crate) mod outside;
 pub(crate) mod registry;
 pub(crate) mod scheduler;

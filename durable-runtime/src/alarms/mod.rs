@@ -3,7 +3,6 @@
 pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
-pub(crate) mod outside;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
