@@ -9,7 +9,8 @@
 //!
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
 //! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `kv` (key-value puts of 1 KiB and reads
-//! of cached keys), `gateway` (calls over HTTP next to the
+//! of cached keys), `outside-alarms` (alarms scheduled from outside on stored objects that are
+//! not live, written directly next to through each object), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
 //! and without group commit, and its pick latency). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
@@ -26,6 +27,7 @@ mod commits;
 mod fsm;
 mod gateway;
 mod objects;
+mod outside;
 mod peer;
 mod report;
 mod scenarios;
@@ -105,6 +107,7 @@ const ALL: &[&str] = &[
     "memory",
     "alarms",
     "kv",
+    "outside-alarms",
     "gateway",
 ];
 

@@ -52,6 +52,13 @@ impl BenchCounter {
         value.map_or(0, |value| value.len())
     }
 
+    /// Schedules the expiry alone, as an outside schedule through the object did (the
+    /// `outside-alarms` scenario's before).
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context) {
+        ctx.schedule_alarm(BenchCounter::EXPIRE, std::time::Duration::from_secs(3600));
+    }
+
     /// Never fires within a run.
     #[alarm]
     fn expire(&mut self) {

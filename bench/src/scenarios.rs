@@ -18,8 +18,8 @@ use crate::report::{Figure, MedianLatency, median, peak_rss_mib};
 use crate::{BackendKind, GLOBAL, Settings};
 
 /// A backend opened for one run, with what must outlive it.
-struct Opened {
-    store: Arc<dyn Storage>,
+pub(crate) struct Opened {
+    pub(crate) store: Arc<dyn Storage>,
     _dir: Option<tempfile::TempDir>,
     /// A Postgres schema to drop when done.
     schema: Option<(sqlx::PgPool, String)>,
@@ -27,7 +27,7 @@ struct Opened {
 
 impl Opened {
     /// Removes what the run created in a shared database.
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         if let Some((pool, schema)) = self.schema {
             let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE"
@@ -38,7 +38,7 @@ impl Opened {
     }
 }
 
-async fn open(settings: &Settings) -> Result<Opened, String> {
+pub(crate) async fn open(settings: &Settings) -> Result<Opened, String> {
     let kind = settings.backend;
     Ok(match kind {
         BackendKind::Memory => Opened {
@@ -168,6 +168,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "cold" => cold(settings).await,
         "memory" => memory(settings).await,
         "alarms" => alarms(settings).await,
+        "outside-alarms" => crate::outside::outside_alarms(settings).await,
         "fsm" => crate::fsm::run(settings).await,
         "gateway" => crate::gateway::gateway(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
@@ -492,7 +493,11 @@ pub(crate) async fn drive(
 }
 
 /// Stores `count` objects directly (batches of 1000), without a runtime.
-async fn populate(store: &dyn Storage, object_type: &str, count: usize) -> Result<(), String> {
+pub(crate) async fn populate(
+    store: &dyn Storage,
+    object_type: &str,
+    count: usize,
+) -> Result<(), String> {
     let ids: Vec<usize> = (0..count).collect();
     for chunk in ids.chunks(1000) {
         let batch: Vec<ObjectWrite> = chunk

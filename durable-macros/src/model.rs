@@ -211,6 +211,8 @@ pub(crate) struct AlarmHandler {
     pub(crate) takes_ctx: bool,
     /// Whether it takes the attempt number (`attempt: u32`).
     pub(crate) takes_attempt: bool,
+    /// The type of the argument stored with the alarm, if it takes one.
+    pub(crate) args: Option<Type>,
     /// Its return type (`()`, spanned at its name, when it has none).
     pub(crate) output: Type,
     /// The method's doc comments, repeated on the constant.
@@ -439,7 +441,11 @@ impl AlarmHandler {
         if !(plain && generics && receiver) {
             return None;
         }
-        let (takes_ctx, takes_attempt) = inputs?;
+        let validate::AlarmInputs {
+            takes_ctx,
+            args,
+            takes_attempt,
+        } = inputs?;
         let name = sig.ident.unraw().to_string();
         Some(Self {
             method: sig.ident.clone(),
@@ -448,6 +454,7 @@ impl AlarmHandler {
             is_async: sig.asyncness.is_some(),
             takes_ctx,
             takes_attempt,
+            args,
             output: hook_output(sig),
             docs: method
                 .attrs

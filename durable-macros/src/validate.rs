@@ -331,7 +331,7 @@ pub(crate) fn hook_receiver(sig: &Signature, helper: Helper, errors: &mut Errors
     let name = &sig.ident;
     let fix = match helper {
         Helper::Alarm => format!(
-            "an `#[alarm]` handler borrows the object: write `fn {name}(&mut self)`, optionally followed by `ctx: &Context` and `attempt: u32`"
+            "an `#[alarm]` handler borrows the object: write `fn {name}(&mut self)`, optionally followed by `ctx: &Context`, one argument and `attempt: u32`"
         ),
         Helper::AfterLoad | Helper::Handler => format!(
             "an `#[after_load]` hook borrows the object: write `fn {name}(&mut self)` or `fn {name}(&mut self, ctx: &Context)`"
@@ -364,27 +364,44 @@ fn is_u32(ty: &Type) -> bool {
     matches!(ungroup(ty), Type::Path(path) if path.qself.is_none() && path.path.is_ident("u32"))
 }
 
-/// An alarm handler takes, after `self`, optionally `ctx: &Context` and then optionally the
-/// attempt number `attempt: u32` (1 on the first try). Returns whether it takes each, or
-/// `None` after an error.
-pub(crate) fn alarm_inputs(sig: &Signature, errors: &mut Errors) -> Option<(bool, bool)> {
-    let mut takes_ctx = false;
-    let mut takes_attempt = false;
-    let mut ok = true;
-    for (position, input) in signature::typed_inputs(sig).enumerate() {
-        if position == 0 && context_reference(&input.ty) == Some(false) {
-            takes_ctx = true;
-        } else if !takes_attempt && position == usize::from(takes_ctx) && is_u32(&input.ty) {
-            takes_attempt = true;
-        } else {
-            ok = false;
-            errors.spanned(
-                input,
-                "an `#[alarm]` handler takes `&mut self`, then optionally `ctx: &Context`, then optionally `attempt: u32`: remove this argument",
-            );
-        }
+/// What an alarm handler takes after `self`.
+pub(crate) struct AlarmInputs {
+    /// Whether it takes `ctx: &Context` (first).
+    pub(crate) takes_ctx: bool,
+    /// The type of the argument stored with the alarm, if it takes one.
+    pub(crate) args: Option<Type>,
+    /// Whether it takes the attempt number `attempt: u32` (last).
+    pub(crate) takes_attempt: bool,
+}
+
+/// An alarm handler takes, after `self`, optionally `ctx: &Context`, then optionally one
+/// argument (stored with the alarm), then optionally the attempt number `attempt: u32` (1 on
+/// the first try). A lone `u32` is the attempt number: a `u32` argument is taken with the
+/// attempt after it. `None` after an error.
+pub(crate) fn alarm_inputs(sig: &Signature, errors: &mut Errors) -> Option<AlarmInputs> {
+    let inputs: Vec<&syn::PatType> = signature::typed_inputs(sig).collect();
+    let takes_ctx = inputs
+        .first()
+        .is_some_and(|input| context_reference(&input.ty) == Some(false));
+    let rest = &inputs[usize::from(takes_ctx)..];
+    let (args, takes_attempt, extra) = match rest {
+        [] => (None, false, &rest[..0]),
+        [only] if is_u32(&only.ty) => (None, true, &rest[..0]),
+        [only] => (Some((*only.ty).clone()), false, &rest[..0]),
+        [first, second, ..] if is_u32(&second.ty) => (Some((*first.ty).clone()), true, &rest[2..]),
+        [first, ..] => (Some((*first.ty).clone()), false, &rest[1..]),
+    };
+    for input in extra {
+        errors.spanned(
+            input,
+            "an `#[alarm]` handler takes `&mut self`, then optionally `ctx: &Context`, then optionally one argument stored with the alarm (a struct or tuple to carry several values), then optionally `attempt: u32`: remove this argument",
+        );
     }
-    ok.then_some((takes_ctx, takes_attempt))
+    extra.is_empty().then_some(AlarmInputs {
+        takes_ctx,
+        args,
+        takes_attempt,
+    })
 }
 
 /// Every alarm has a constant of its own: no two alarm handlers share an upper-case name, and

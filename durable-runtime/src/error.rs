@@ -177,6 +177,21 @@ pub enum Error<E = Infallible> {
         chain: Vec<ObjectKey>,
     },
 
+    /// Setting the alarm from outside the object would give it more alarms than
+    /// [`AlarmSettings::max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)
+    /// allows; nothing was written.
+    #[error("{key} already has {limit} alarms, the most one object may have")]
+    TooManyAlarms {
+        /// The object.
+        key: ObjectKey,
+        /// The limit.
+        limit: usize,
+    },
+
+    /// An alarm's argument could not be encoded when it was scheduled; nothing was scheduled.
+    #[error(transparent)]
+    AlarmArgs(#[from] crate::alarms::args::AlarmArgsError),
+
     /// The runtime is shutting down and accepts no new calls.
     #[error("the runtime is shutting down")]
     ShuttingDown,
@@ -271,6 +286,8 @@ impl<E> Error<E> {
             Self::TooManyObjects { key } => Error::TooManyObjects { key },
             Self::Timeout { key, handler } => Error::Timeout { key, handler },
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
+            Self::AlarmArgs(error) => Error::AlarmArgs(error),
+            Self::TooManyAlarms { key, limit } => Error::TooManyAlarms { key, limit },
             Self::ShuttingDown => Error::ShuttingDown,
             Self::IdempotencyKeyReused {
                 key,

@@ -466,7 +466,7 @@ impl StoreInspector {
         let change = AlarmChange::Cancel {
             name: name.to_owned(),
         };
-        self.change_alarm(object_type, id, name, |_| true, change)
+        self.change_alarm(object_type, id, name, |_| Some(change.clone()))
             .await
     }
 
@@ -519,16 +519,20 @@ impl StoreInspector {
         id: &str,
         name: &str,
     ) -> Result<bool, InspectError> {
-        let change = AlarmChange::Set {
+        // The change keeps the argument the alarm was set with.
+        let change = |dead: &AlarmRecord| AlarmChange::Set {
             name: name.to_owned(),
             due_at: truncate_to_micros(SystemTime::now()),
-            payload: None,
+            payload: dead.payload.clone(),
         };
-        self.change_alarm(object_type, id, name, |alarm| alarm.dead, change)
-            .await
+        self.change_alarm(object_type, id, name, |alarm| {
+            alarm.dead.then(|| change(alarm))
+        })
+        .await
     }
 
-    /// Commits `change` to the object's alarms if its alarm `name` exists and passes `applies`,
+    /// Commits the change `applies` makes of the object's alarm `name`, if it exists and
+    /// `applies` makes one,
     /// checking the object's version so that a concurrent write is never overwritten (the
     /// write is tried again on a conflict). Returns whether it was committed.
     async fn change_alarm(
@@ -536,8 +540,7 @@ impl StoreInspector {
         object_type: &str,
         id: &str,
         name: &str,
-        applies: impl Fn(&AlarmRecord) -> bool,
-        change: AlarmChange,
+        applies: impl Fn(&AlarmRecord) -> Option<AlarmChange>,
     ) -> Result<bool, InspectError> {
         let key = checked_key(object_type, id)?;
         for _ in 0..WRITE_ATTEMPTS {
@@ -548,17 +551,18 @@ impl StoreInspector {
                 Loaded::Absent | Loaded::Deleted { .. } => return Ok(false),
             };
             let alarms = self.storage.list_alarms(&key).await?;
-            if !alarms
+            let Some(change) = alarms
                 .iter()
-                .any(|alarm| alarm.name == name && applies(alarm))
-            {
+                .filter(|alarm| alarm.name == name)
+                .find_map(&applies)
+            else {
                 return Ok(false);
-            }
+            };
             let write = ObjectWrite {
                 key: key.clone(),
                 expected_version: version,
                 state: None,
-                alarms: vec![change.clone()],
+                alarms: vec![change],
                 kv: Vec::new(),
                 idempotency: None,
             };

@@ -457,10 +457,10 @@ impl Runtime {
     /// assert!(!rt.requeue_dead_alarm("j1", Job::RUN).await.unwrap());
     /// # }
     /// ```
-    pub async fn requeue_dead_alarm<O: DurableObject>(
+    pub async fn requeue_dead_alarm<O: DurableObject, A: 'static>(
         &self,
         id: &str,
-        alarm: Alarm<O>,
+        alarm: Alarm<O, A>,
     ) -> Result<bool, Error> {
         // Most requests name no dead alarm: answered from storage, without starting the object.
         if !is_dead(&self.list_alarms::<O>(id).await?, alarm.name()) {
@@ -476,11 +476,15 @@ impl Runtime {
                     key: key.clone(),
                     source,
                 })?;
-                let dead = is_dead(&alarms, alarm.name());
-                if dead {
-                    ctx.schedule_alarm(alarm, Duration::ZERO);
+                // Set again with the argument it was set with.
+                let dead = alarms
+                    .into_iter()
+                    .find(|stored| stored.name == alarm.name() && stored.dead);
+                let requeued = dead.is_some();
+                if let Some(dead) = dead {
+                    ctx.set_alarm(alarm.name(), Duration::ZERO.into(), dead.payload);
                 }
-                Ok::<bool, Error>(dead)
+                Ok::<bool, Error>(requeued)
             })
         });
         match call::<O, bool, Error, _>(self, id, Access::Write, "requeue_dead_alarm", body).await {

@@ -76,6 +76,7 @@ extern crate self as durable_runtime;
 
 pub use activation::call::Access;
 pub use activation::options::CallOptions;
+pub use alarms::args::AlarmArgsError;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
 pub use error::Error;
 pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, HandlerSchemas, Invoke};

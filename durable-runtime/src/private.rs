@@ -8,6 +8,7 @@ pub use serde;
 pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
 pub use crate::error::Error;
+pub use crate::exposed::alarm_args::{alarm_arguments, no_alarm_arguments};
 pub use crate::object::context::Context;
 pub use crate::object::handle::Runtime;
 pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
@@ -169,10 +170,29 @@ impl<T: Default> FieldDefault for T {
     }
 }
 
-/// The constant naming the alarm handler `name` of `O`.
-pub const fn alarm<O>(name: &'static str) -> Alarm<O> {
+/// The constant naming the alarm handler `name` of `O`, whose argument is of type `A`.
+pub const fn alarm<O, A>(name: &'static str) -> Alarm<O, A> {
     Alarm::new(name)
 }
+
+/// Decodes the stored argument of the alarm `name` for its handler; a misfit is the attempt's
+/// error (retried, then a dead alarm).
+pub fn alarm_args<A: DeserializeOwned>(name: &str, payload: Option<&[u8]>) -> Result<A, BoxError> {
+    crate::alarms::args::decode(name, payload).map_err(BoxError::from)
+}
+
+/// Compile-time check of an alarm argument type.
+pub const fn assert_alarm_argument<T: AlarmArgument>() {}
+
+/// An alarm's argument is stored with the alarm, so it must be serializable.
+#[diagnostic::on_unimplemented(
+    message = "the alarm argument type `{Self}` cannot be stored with the alarm",
+    label = "`{Self}` must implement `Serialize`, `Deserialize` and `Send`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for `{Self}`, or take an owned serializable type"
+)]
+pub trait AlarmArgument: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> AlarmArgument for T {}
 
 /// A state field's type must be storable.
 #[diagnostic::on_unimplemented(

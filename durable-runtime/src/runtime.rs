@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, oneshot};
 
-use crate::activation::call::{Access, SyncBody, call};
+use crate::activation::call::{Access, AsyncBody, call};
+use crate::activation::outside::{self, Route};
 use crate::activation::registry::{Envelope, Residency};
 use crate::alarms::{Alarm, AlarmSettings, AlarmTime};
 use crate::clock::Clock;
@@ -18,7 +19,7 @@ use crate::object::context::Context;
 use crate::object::handle::{Config, Objects, Runtime, Shared};
 use crate::object::{DurableObject, ObjectOptions};
 use crate::observe::events::Event;
-use crate::storage::{AlarmRecord, IdPage, Loaded, ObjectKey, Storage};
+use crate::storage::{AlarmChange, AlarmRecord, IdPage, Loaded, ObjectKey, Storage};
 
 /// Where an object is, as seen by [`Runtime::status`].
 ///
@@ -141,8 +142,17 @@ impl Runtime {
     }
 
     /// Schedules `alarm` for the object `(O, id)`, replacing an alarm of the same name (and
-    /// re-queueing it if it was dead). It goes through the object, so it is ordered with its
-    /// calls and committed like one; the object is started if it is not live.
+    /// re-queueing it if it was dead). When the object is live in this runtime it goes through
+    /// the object, ordered with its calls and committed like one; when it is not, the alarm is
+    /// written directly to storage (a version-checked write of the alarm alone) and the object
+    /// is not started. An object with no stored state is created, with its default state,
+    /// through the object.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooManyAlarms`] when the object already has
+    /// [`max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object) alarms and this
+    /// one is new (nothing is written), else the errors of a call.
     ///
     /// # Examples
     ///
@@ -172,22 +182,115 @@ impl Runtime {
         alarm: Alarm<O>,
         when: impl Into<AlarmTime>,
     ) -> Result<(), Error> {
-        let when = when.into();
-        call::<O, (), std::convert::Infallible, _>(
-            self,
-            id,
-            Access::Write,
-            "schedule_alarm",
-            SyncBody(move |_: &mut O, ctx: &Context| {
-                ctx.schedule_alarm(alarm, when);
-                Ok(())
-            }),
-        )
-        .await
+        self.set_alarm::<O>(id, alarm.name(), when.into(), None)
+            .await
     }
 
-    /// Cancels `alarm` for the object `(O, id)`, through the object (see
-    /// [`schedule_alarm`](Runtime::schedule_alarm)).
+    /// Schedules `alarm`, whose handler takes an argument, for the object `(O, id)` with
+    /// `args`, replacing an alarm of the same name and its argument (see
+    /// [`schedule_alarm`](Runtime::schedule_alarm) and
+    /// [`Context::schedule_alarm_with`](crate::Context::schedule_alarm_with)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlarmArgs`] if `args` cannot be encoded (nothing is scheduled), else as
+    /// `schedule_alarm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Invoice { reminders: Vec<u32> }
+    ///
+    /// #[durable_object]
+    /// impl Invoice {
+    ///     #[alarm]
+    ///     fn remind(&mut self, days_late: u32, attempt: u32) { self.reminders.push(days_late); }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).clock_follows_tokio().build();
+    /// rt.schedule_alarm_with("i1", Invoice::REMIND, &7, Duration::from_secs(60)).await.unwrap();
+    /// tokio::time::sleep(Duration::from_secs(120)).await;
+    /// assert_eq!(rt.read_state::<Invoice>("i1").await.unwrap().unwrap().reminders, [7]);
+    /// # }
+    /// ```
+    pub async fn schedule_alarm_with<O: DurableObject, A: serde::Serialize>(
+        &self,
+        id: &str,
+        alarm: Alarm<O, A>,
+        args: &A,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), Error> {
+        let payload = crate::alarms::args::encode(alarm.name(), args)?;
+        self.set_alarm::<O>(id, alarm.name(), when.into(), Some(payload))
+            .await
+    }
+
+    /// Sets the alarm `name` of `(O, id)` with `payload`, from outside the object.
+    pub(crate) async fn set_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        name: &'static str,
+        when: AlarmTime,
+        payload: Option<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let due_at = crate::storage::truncate_to_micros(when.resolve(self.now()));
+        let change = AlarmChange::Set {
+            name: name.to_owned(),
+            due_at,
+            payload,
+        };
+        self.change_alarm::<O>(id, change, "schedule_alarm").await
+    }
+
+    /// Applies `change` to the alarms of `(O, id)` from outside the object: written directly
+    /// when the object is not live here, through the object (ordered with its calls) when it
+    /// is (see `alarms::outside`). A set is refused beyond the alarm limit either way.
+    pub(crate) async fn change_alarm<O: DurableObject>(
+        &self,
+        id: &str,
+        change: AlarmChange,
+        operation: &'static str,
+    ) -> Result<(), Error> {
+        crate::id::validate_id(id)?;
+        // From a handler, the change leaves that handler's object: it goes as a call, which
+        // waits for the state the handler ran on to be committed and refuses a cycle.
+        let outside_any_handler = crate::object::chain::Chain::current().is_empty();
+        if outside_any_handler
+            && let Route::Written = outside::write_directly::<O>(self, id, &change).await?
+        {
+            return Ok(());
+        }
+        let limit = self.alarm_settings().max_alarms_per_object;
+        let body = AsyncBody::new(move |_: &mut O, ctx: &Context| {
+            Box::pin(async move {
+                if matches!(change, AlarmChange::Set { .. }) {
+                    // Committed first: storage then holds every alarm change made before.
+                    ctx.wait_committed().await?;
+                    let key = ctx.key();
+                    let alarms = ctx.runtime().storage().list_alarms(key).await;
+                    let alarms = alarms.map_err(|source| Error::Storage {
+                        key: key.clone(),
+                        source,
+                    })?;
+                    outside::check_limit(key, &alarms, &change, limit)?;
+                }
+                ctx.push_alarm_change(change);
+                Ok::<(), Error>(())
+            })
+        });
+        match call::<O, (), Error, _>(self, id, Access::Write, operation, body).await {
+            Ok(()) => Ok(()),
+            Err(error) => Err(error.split().unwrap_or_else(|inner| inner)),
+        }
+    }
+
+    /// Cancels `alarm` for the object `(O, id)`: through the object when it is live here,
+    /// directly in storage when it is not (see [`schedule_alarm`](Runtime::schedule_alarm)).
     ///
     /// # Examples
     ///
@@ -211,25 +314,19 @@ impl Runtime {
     /// assert!(rt.list_alarms::<Reminder>("r1").await.unwrap().is_empty());
     /// # }
     /// ```
-    pub async fn cancel_alarm<O: DurableObject>(
+    pub async fn cancel_alarm<O: DurableObject, A: 'static>(
         &self,
         id: &str,
-        alarm: Alarm<O>,
+        alarm: Alarm<O, A>,
     ) -> Result<(), Error> {
-        call::<O, (), std::convert::Infallible, _>(
-            self,
-            id,
-            Access::Write,
-            "cancel_alarm",
-            SyncBody(move |_: &mut O, ctx: &Context| {
-                ctx.cancel_alarm(alarm);
-                Ok(())
-            }),
-        )
-        .await
+        let change = AlarmChange::Cancel {
+            name: alarm.name().to_owned(),
+        };
+        self.change_alarm::<O>(id, change, "cancel_alarm").await
     }
 
-    /// Cancels every alarm of the object `(O, id)`, through the object.
+    /// Cancels every alarm of the object `(O, id)`: through the object when it is live here,
+    /// directly in storage when it is not (see [`schedule_alarm`](Runtime::schedule_alarm)).
     ///
     /// # Examples
     ///
@@ -258,17 +355,8 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn cancel_all_alarms<O: DurableObject>(&self, id: &str) -> Result<(), Error> {
-        call::<O, (), std::convert::Infallible, _>(
-            self,
-            id,
-            Access::Write,
-            "cancel_all_alarms",
-            SyncBody(move |_: &mut O, ctx: &Context| {
-                ctx.cancel_all_alarms();
-                Ok(())
-            }),
-        )
-        .await
+        self.change_alarm::<O>(id, AlarmChange::CancelAll, "cancel_all_alarms")
+            .await
     }
 
     /// Lists the alarms of the object `(O, id)`, dead ones included, ordered by due time. It

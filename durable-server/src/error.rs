@@ -81,6 +81,9 @@ pub enum ErrorCode {
     Overloaded,
     /// The runtime holds its maximum of live objects, none idle.
     TooManyObjects,
+    /// Setting the alarm would give the object more alarms than it may have; nothing was
+    /// written.
+    TooManyAlarms,
     /// The server is shutting down.
     ShuttingDown,
     /// Storage cannot be reached.
@@ -143,6 +146,7 @@ impl ErrorCode {
             Self::NotFound => "not_found",
             Self::Overloaded => "overloaded",
             Self::TooManyObjects => "too_many_objects",
+            Self::TooManyAlarms => "too_many_alarms",
             Self::ShuttingDown => "shutting_down",
             Self::Unavailable => "unavailable",
             Self::Timeout => "timeout",
@@ -174,7 +178,7 @@ impl ErrorCode {
     /// ```
     pub fn status(self) -> StatusCode {
         match self {
-            Self::HandlerError | Self::KvKeyLimit | Self::KvObjectQuota => {
+            Self::HandlerError | Self::KvKeyLimit | Self::KvObjectQuota | Self::TooManyAlarms => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::InvalidArguments | Self::InvalidId | Self::InvalidRequest => {
@@ -540,6 +544,12 @@ impl From<Error> for ApiError {
             Error::TooManyObjects { .. } => Self::new(
                 ErrorCode::TooManyObjects,
                 "the server holds its maximum of live objects and none is idle",
+            ),
+            Error::TooManyAlarms { limit, .. } => Self::new(
+                ErrorCode::TooManyAlarms,
+                format!(
+                    "the object already has {limit} alarms, the most one object may have; nothing was written"
+                ),
             ),
             Error::ShuttingDown => Self::shutting_down(),
             Error::Storage { source, .. } if source.kind() == StorageErrorKind::Unavailable => {

@@ -85,6 +85,10 @@ pub struct AlarmView {
     pub attempts: u32,
     /// Whether it exhausted its attempts and is kept as a dead alarm.
     pub dead: bool,
+    /// The argument it was set with, as JSON (absent for an alarm without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub args: Option<Value>,
 }
 
 impl From<&AlarmRecord> for AlarmView {
@@ -94,6 +98,11 @@ impl From<&AlarmRecord> for AlarmView {
             fire_at: format_time(record.due_at),
             attempts: record.attempts,
             dead: record.dead,
+            // Arguments are stored as JSON; anything else is not shown.
+            args: record
+                .payload
+                .as_deref()
+                .and_then(|payload| serde_json::from_slice(payload).ok()),
         }
     }
 }
@@ -196,14 +205,26 @@ pub struct AlarmList {
 /// # Examples
 ///
 /// ```
-/// let body = durable_server::model::SetAlarm { name: "ring".into(), fire_at: None, delay: Some("30s".into()) };
+/// use durable_server::model::SetAlarm;
+///
+/// let body = SetAlarm { name: "ring".into(), args: None, fire_at: None, delay: Some("30s".into()) };
 /// assert_eq!(serde_json::to_string(&body).unwrap(), r#"{"name":"ring","delay":"30s"}"#);
+/// // With the argument of an alarm whose handler takes one (`method` names it too).
+/// let text = r#"{"method":"remind","args":{"text":"hi"},"fire_at":"2026-11-25T18:00:00Z"}"#;
+/// let body: SetAlarm = serde_json::from_str(text).unwrap();
+/// assert_eq!((body.name.as_str(), body.args), ("remind", Some(serde_json::json!({"text": "hi"}))));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetAlarm {
     /// The alarm's name (one of the type's `#[alarm]` methods).
+    #[serde(alias = "method")]
     pub name: String,
+    /// The argument its handler takes, as JSON, checked against the handler's argument type
+    /// (a misfit is `400 invalid_arguments`); absent, `null` or `{}` for an alarm without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub args: Option<Value>,
     /// When it is due (RFC 3339, UTC, ending in `Z`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fire_at: Option<String>,

@@ -372,6 +372,15 @@ fn an_application_calls_by_name_directly_with_writes_behind_offline() {
         (exit, &error["error"]["code"]),
         (Exit::NotFound, &json!("unknown_alarm"))
     );
+    // `--args` is checked against the alarm's argument type: `reset` takes none.
+    let with_args = |args: &'static str| {
+        let set = ["alarms", "set", "Counter", "c", "reset", "--delay", "1h"];
+        [&set[..], &["--args", args, "--offline"], &directly].concat()
+    };
+    let (exit, reply) = app_json(&with_args("{}"));
+    assert_eq!((exit, &reply["name"]), (Exit::Ok, &json!("reset")));
+    let (_, error) = app_json(&with_args(r#"{"n": 1}"#));
+    assert_eq!(error["error"]["code"], "invalid_arguments");
 
     // The types with their handlers, from the application.
     let (_, types) = app_json(&["types", "--database-url", url]);

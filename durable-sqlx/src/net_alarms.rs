@@ -14,8 +14,8 @@ use durable_runtime::storage::AlarmChange;
 pub(crate) struct NetAlarms<'a> {
     /// Every alarm of the object is removed before the changes below.
     pub(crate) cancel_all: bool,
-    /// Alarms scheduled (upserted, claim cleared), with their due time.
-    pub(crate) sets: Vec<(&'a str, SystemTime)>,
+    /// Alarms scheduled (upserted, claim cleared), with their due time and payload.
+    pub(crate) sets: Vec<(&'a str, SystemTime, Option<&'a [u8]>)>,
     /// Alarms cancelled.
     pub(crate) cancels: Vec<&'a str>,
     /// Fired alarms removed if still claimed at that time.
@@ -44,8 +44,12 @@ impl<'a> NetAlarms<'a> {
         for (position, change) in tail.iter().enumerate() {
             let later = &tail[position + 1..];
             match change {
-                AlarmChange::Set { name, due_at, .. } if !decided_in(later, name) => {
-                    net.sets.push((name, *due_at));
+                AlarmChange::Set {
+                    name,
+                    due_at,
+                    payload,
+                } if !decided_in(later, name) => {
+                    net.sets.push((name, *due_at, payload.as_deref()));
                 }
                 AlarmChange::Cancel { name } if !decided_in(later, name) => net.cancels.push(name),
                 AlarmChange::Finish { name, claimed_at } if !decided_in(tail, name) => {
@@ -105,11 +109,11 @@ mod tests {
             set("z", 3),
         ];
         let net = NetAlarms::of(&changes);
-        assert_eq!(net.sets, [("w", at(4)), ("z", at(3))]);
+        assert_eq!(net.sets, [("w", at(4), None), ("z", at(3), None)]);
         assert_eq!(net.cancels, ["x"]);
         let changes = [cancel("x"), set("x", 2)];
         let net = NetAlarms::of(&changes);
-        assert_eq!(net.sets, [("x", at(2))]);
+        assert_eq!(net.sets, [("x", at(2), None)]);
         assert!(net.cancels.is_empty());
     }
 
@@ -124,7 +128,7 @@ mod tests {
         ];
         let net = NetAlarms::of(&changes);
         assert!(net.cancel_all);
-        assert_eq!(net.sets, [("c", at(3))]);
+        assert_eq!(net.sets, [("c", at(3), None)]);
         assert!(!NetAlarms::of(&[set("c", 3)]).cancel_all);
     }
 
@@ -133,7 +137,7 @@ mod tests {
         // A handler that reschedules its own alarm: the new schedule wins.
         let changes = [finish("tick", 9), set("tick", 20)];
         let net = NetAlarms::of(&changes);
-        assert_eq!(net.sets, [("tick", at(20))]);
+        assert_eq!(net.sets, [("tick", at(20), None)]);
         assert!(net.finishes.is_empty());
         // A finish after a set finds no claim.
         assert!(

@@ -166,6 +166,11 @@ pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "idempotency",
         sql: include_str!("../migrations/sqlite/0008_idempotency.sql"),
     },
+    Migration {
+        version: 9,
+        description: "alarm payload",
+        sql: include_str!("../migrations/sqlite/0009_alarm_payload.sql"),
+    },
 ];
 
 /// Postgres' migrations, in order of version (numbers may have gaps). A file added to
@@ -211,6 +216,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 8,
         description: "idempotency",
         sql: include_str!("../migrations/postgres/0008_idempotency.sql"),
+    },
+    Migration {
+        version: 9,
+        description: "alarm payload",
+        sql: include_str!("../migrations/postgres/0009_alarm_payload.sql"),
     },
     Migration {
         version: 100,

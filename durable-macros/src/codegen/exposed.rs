@@ -36,6 +36,16 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         let name = &alarm.name;
         quote!(#(#cfgs)* #name)
     });
+    // Only alarms with an argument need a check of their own; the others take none.
+    let argument_arms = set.alarms.iter().filter_map(|alarm| {
+        let ty = replace_self(alarm.args.as_ref()?, self_ty);
+        let cfgs = &alarm.cfgs;
+        let name = &alarm.name;
+        Some(quote! {
+            #(#cfgs)*
+            #name => #private::alarm_arguments::<#ty>(__alarm, __args),
+        })
+    });
     wrap_in_const(quote! {
         #(#items)*
 
@@ -43,6 +53,19 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         impl #private::Exposed for #self_ty {
             const HANDLERS: &'static [#private::ExposedHandler] = &[#(#entries),*];
             const ALARMS: &'static [&'static ::core::primitive::str] = &[#(#alarms),*];
+
+            fn alarm_arguments(
+                __alarm: &'static ::core::primitive::str,
+                __args: ::core::option::Option<&#private::JsonValue>,
+            ) -> ::core::result::Result<
+                ::core::option::Option<::std::vec::Vec<::core::primitive::u8>>,
+                #private::CallByNameError,
+            > {
+                match __alarm {
+                    #(#argument_arms)*
+                    _ => #private::no_alarm_arguments(__alarm, __args),
+                }
+            }
         }
     })
 }

@@ -31,6 +31,15 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         .iter()
         .filter(|handler| !handler.stub)
         .map(|handler| type_checks(set, handler, &private));
+    let alarm_checks = set.alarms.iter().filter_map(|alarm| {
+        let ty = alarm.args.as_ref()?;
+        let cfgs = &alarm.cfgs;
+        let replaced = replace_self(ty, self_ty);
+        Some(quote_spanned! {ty.span()=>
+            #(#cfgs)*
+            #private::assert_alarm_argument::<#replaced>();
+        })
+    });
     wrap_in_const(quote! {
         #[automatically_derived]
         impl #private::Handlers for #self_ty {
@@ -40,6 +49,7 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
 
         #object_check
         #(#checks)*
+        #(#alarm_checks)*
     })
 }
 
@@ -84,6 +94,7 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
             is_async,
             takes_ctx,
             takes_attempt,
+            args,
             output,
             cfgs,
             ..
@@ -91,16 +102,37 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
         let ctx = takes_ctx.then(|| quote!(__ctx,));
         let attempt = takes_attempt.then(|| quote!(__attempt,));
         let awaited = is_async.then(|| quote!(.await));
-        let call = quote!(<#self_ty>::#method(self, #ctx #attempt) #awaited);
+        // The stored argument is decoded before the handler runs; a misfit fails the attempt.
+        let (decode, passed) = match args {
+            Some(ty) => {
+                let ty = replace_self(ty, self_ty);
+                let decode = quote! {
+                    let __args = match #private::alarm_args::<#ty>(#name, __payload) {
+                        ::core::result::Result::Ok(args) => args,
+                        ::core::result::Result::Err(error) => {
+                            return ::core::option::Option::Some(::std::boxed::Box::pin(
+                                ::core::future::ready(::core::result::Result::Err(error)),
+                            ));
+                        }
+                    };
+                };
+                (Some(decode), Some(quote!(__args,)))
+            }
+            None => (None, None),
+        };
+        let call = quote!(<#self_ty>::#method(self, #ctx #passed #attempt) #awaited);
         // Spanned at the return type, as for the after-load hook.
         let into_result = quote_spanned! {output.span()=>
             <#output as #private::HookResult>::into_hook_result(#call)
         };
         quote! {
             #(#cfgs)*
-            #name => ::core::option::Option::Some(::std::boxed::Box::pin(async move {
-                #into_result
-            })),
+            #name => {
+                #decode
+                ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                    #into_result
+                }))
+            }
         }
     });
     quote! {
@@ -109,6 +141,7 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
             __ctx: &'__a #private::Context,
             __name: &::core::primitive::str,
             __attempt: ::core::primitive::u32,
+            __payload: ::core::option::Option<&[::core::primitive::u8]>,
         ) -> ::core::option::Option<
             #private::BoxFuture<'__a, ::core::result::Result<(), #private::BoxError>>,
         > {

@@ -8,6 +8,7 @@ pub(crate) mod gate;
 pub(crate) mod idempotent;
 pub(crate) mod instance;
 pub(crate) mod options;
+pub(crate) mod outside;
 pub(crate) mod registry;
 pub(crate) mod scheduler;
 pub(crate) mod sweep;

@@ -76,6 +76,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         id: &'a str,
         name: &'a str,
         attempt: u32,
+        payload: Option<Vec<u8>>,
         removal: Removal,
     ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>> {
         let name = name.to_owned();
@@ -96,7 +97,7 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
                         }
                     }
                 }
-                match state.alarm(ctx, &name, attempt) {
+                match state.alarm(ctx, &name, attempt, payload.as_deref()) {
                     Some(fired) => Box::pin(async move {
                         fired.await?;
                         if let Removal::Claimed(claimed_at) = removal {
@@ -537,6 +538,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
             &key.object_id,
             &alarm.name,
             attempt,
+            alarm.payload.clone(),
             Removal::Claimed(claimed_at),
         )
         .await;

@@ -380,6 +380,7 @@ mod tests {
             claimed_at: Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(claimed_at)),
             last_error: None,
             dead: false,
+            payload: None,
         }
     }
 

@@ -1,15 +1,21 @@
 //! Alarm names, times and retry settings.
 
+pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
 
-/// The name of an alarm of object type `O`, as declared by an `#[alarm]` method.
+/// The name of an alarm of object type `O` whose handler takes an argument of type `A` (`()`
+/// for none), as declared by an `#[alarm]` method.
 ///
 /// `#[durable_object]` generates one constant per alarm handler (`Counter::CLEANUP` for
-/// `#[alarm] fn cleanup`), so only alarms that have a handler can be scheduled.
+/// `#[alarm] fn cleanup`), so only alarms that have a handler can be scheduled, and only with
+/// the argument their handler takes: an alarm without one is scheduled with
+/// [`Context::schedule_alarm`](crate::Context::schedule_alarm), an alarm with one with
+/// [`Context::schedule_alarm_with`](crate::Context::schedule_alarm_with), and a wrong argument
+/// type does not compile.
 ///
 /// # Examples
 ///
@@ -38,12 +44,12 @@ use std::time::{Duration, SystemTime};
 ///
 /// assert_eq!(Session::EXPIRE.name(), "expire");
 /// ```
-pub struct Alarm<O> {
+pub struct Alarm<O, A = ()> {
     name: &'static str,
-    object: PhantomData<fn() -> O>,
+    object: PhantomData<fn() -> (O, A)>,
 }
 
-impl<O> Alarm<O> {
+impl<O, A> Alarm<O, A> {
     /// The alarm `name` of `O`: only the macro names alarms (through the private module), so
     /// that an alarm of one type cannot be made for another.
     pub(crate) const fn new(name: &'static str) -> Self {
@@ -76,21 +82,21 @@ impl<O> Alarm<O> {
     }
 }
 
-impl<O> Clone for Alarm<O> {
+impl<O, A> Clone for Alarm<O, A> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<O> Copy for Alarm<O> {}
+impl<O, A> Copy for Alarm<O, A> {}
 
-impl<O> PartialEq for Alarm<O> {
+impl<O, A> PartialEq for Alarm<O, A> {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
     }
 }
 
-impl<O> Eq for Alarm<O> {}
+impl<O, A> Eq for Alarm<O, A> {}
 
 /// When an alarm is due: after a delay, or at a wall-clock time (stored in UTC).
 ///
@@ -272,6 +278,12 @@ pub struct AlarmSettings {
     /// of `claim_ttl` (zero keeps claiming only due alarms). An alarm cancelled or rescheduled
     /// through this runtime in that window does not fire under the old claim.
     pub claim_ahead: Duration,
+    /// How many alarms one object may have when one is set from outside it (through
+    /// [`Runtime::schedule_alarm`](crate::Runtime::schedule_alarm) and its by-name and HTTP
+    /// forms): setting a new name beyond it fails with
+    /// [`Error::TooManyAlarms`](crate::Error::TooManyAlarms) and writes nothing; setting a name
+    /// the object already has again replaces it. Default 100.
+    pub max_alarms_per_object: usize,
 }
 
 impl Default for AlarmSettings {
@@ -282,6 +294,7 @@ impl Default for AlarmSettings {
             retry: RetryPolicy::default(),
             claim_batch: 512,
             claim_ahead: Duration::from_millis(50),
+            max_alarms_per_object: 100,
         }
     }
 }
@@ -349,6 +362,23 @@ impl AlarmSettings {
     /// ```
     pub fn with_claim_ahead(mut self, ahead: Duration) -> Self {
         self.claim_ahead = ahead;
+        self
+    }
+
+    /// Sets how many alarms one object may have when one is set from outside it (see
+    /// [`max_alarms_per_object`](Self::max_alarms_per_object)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// assert_eq!(AlarmSettings::default().max_alarms_per_object, 100);
+    /// let settings = AlarmSettings::default().with_max_alarms_per_object(1_000);
+    /// assert_eq!(settings.max_alarms_per_object, 1_000);
+    /// ```
+    pub fn with_max_alarms_per_object(mut self, max: usize) -> Self {
+        self.max_alarms_per_object = max;
         self
     }
 }

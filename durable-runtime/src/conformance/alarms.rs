@@ -30,6 +30,7 @@ pub async fn alarms_set_and_list<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: None,
             dead: false,
+            payload: None,
         }
     );
     assert_eq!(listed[2].due_at, at(2));
@@ -69,6 +70,7 @@ pub async fn alarm_set_replaces_and_clears_claim<S: Storage + ?Sized>(store: &S)
             claimed_at: None,
             last_error: None,
             dead: false,
+            payload: None,
         }],
         "a set alarm replaces the old one entirely"
     );

@@ -49,6 +49,7 @@ mod inventory;
 mod kv;
 mod listing;
 mod outcomes;
+mod payloads;
 mod states;
 mod support;
 
@@ -86,6 +87,7 @@ pub use outcomes::{
     finish_in_commit_applies_with_state, release_alarm_keeps_it_due,
     rescheduled_alarm_survives_finish,
 };
+pub use payloads::{alarm_payload_replaced_and_cancelled, alarm_payload_round_trips};
 pub use states::{
     batch_commits_many_objects, batch_is_atomic, delete_removes_state_and_alarms,
     insert_over_existing_conflicts, insert_then_load, load_many_in_key_order, load_missing,
@@ -211,6 +213,8 @@ macro_rules! __conformance_cases {
             batch_commits_many_objects
             stateless_write_bumps_version
             delete_removes_state_and_alarms
+            alarm_payload_round_trips
+            alarm_payload_replaced_and_cancelled
             recreated_object_refuses_stale_writer
             list_ids_pages
             list_ids_byte_order

@@ -66,6 +66,7 @@ pub async fn rescheduled_alarm_survives_finish<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: None,
             dead: false,
+            payload: None,
         }]
     );
     assert_eq!(next_due(store).await, Some(at(61)));
@@ -148,6 +149,7 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: Some("boom: 'quoted' \"error\" 🦀".into()),
             dead: false,
+            payload: None,
         }]
     );
     assert_eq!(next_due(store).await, Some(at(3)));
@@ -201,6 +203,7 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: Some("gave up".into()),
             dead: true,
+            payload: None,
         }],
         "a dead alarm is kept and listed"
     );
@@ -229,6 +232,7 @@ pub async fn fail_alarm_dead<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: None,
             dead: false,
+            payload: None,
         }],
         "setting a dead alarm re-queues it"
     );
@@ -276,6 +280,7 @@ pub async fn release_alarm_keeps_it_due<S: Storage + ?Sized>(store: &S) {
             claimed_at: None,
             last_error: Some("boom".into()),
             dead: false,
+            payload: None,
         }],
         "released, due as before"
     );

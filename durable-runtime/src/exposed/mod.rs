@@ -11,6 +11,7 @@
 //! objects and the whole view of one object, `dead` the dead alarms across objects, `kv` the objects' key-value storage, and
 //! `schema` the JSON schemas of handlers (feature `schemars`).
 
+pub(crate) mod alarm_args;
 mod calls;
 mod dead;
 mod kv;

@@ -204,7 +204,8 @@ impl Runtime {
     }
 
     /// [`schedule_alarm`](Runtime::schedule_alarm) for the object `(type_name, id)`, the type
-    /// and its alarm given by name: through the object, replacing a schedule of the same alarm.
+    /// and its alarm given by name, replacing a schedule of the same alarm: through the object
+    /// when it is live here, directly in storage when it is not.
     ///
     /// # Errors
     ///
@@ -242,9 +243,65 @@ impl Runtime {
         alarm: &str,
         when: impl Into<AlarmTime>,
     ) -> Result<(), CallByNameError> {
+        self.schedule_alarm_by_name_with(type_name, id, alarm, None, when)
+            .await
+    }
+
+    /// [`schedule_alarm_by_name`](Runtime::schedule_alarm_by_name) with the alarm's argument
+    /// as JSON (`None` for none), checked against the argument type of its handler before
+    /// anything is written: as [`schedule_alarm_with`](Runtime::schedule_alarm_with) for a
+    /// type and an alarm known by name. An alarm whose handler takes no argument accepts
+    /// none, `null` or `{}`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::BadArguments`] when `args` does not fit the handler's argument type,
+    /// else as `schedule_alarm_by_name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, CallByNameError, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Invoice { reminded: u32 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Invoice {
+    ///     #[alarm]
+    ///     fn remind(&mut self, days_late: u32) { self.reminded = days_late; }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Invoice>().build();
+    /// let later = Duration::from_secs(3600);
+    /// rt.schedule_alarm_by_name_with("Invoice", "i1", "remind", Some(json!(7)), later)
+    ///     .await
+    ///     .unwrap();
+    /// let alarms = rt.list_alarms::<Invoice>("i1").await.unwrap();
+    /// assert_eq!(alarms[0].payload.as_deref(), Some(&b"7"[..]));
+    /// let wrong = json!({"days": 7});
+    /// let err = rt
+    ///     .schedule_alarm_by_name_with("Invoice", "i1", "remind", Some(wrong), later)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(matches!(err, CallByNameError::BadArguments { .. }));
+    /// # }
+    /// ```
+    pub async fn schedule_alarm_by_name_with(
+        &self,
+        type_name: &str,
+        id: &str,
+        alarm: &str,
+        args: Option<serde_json::Value>,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), CallByNameError> {
         let entry = self.registry().entry(type_name)?;
         let alarm = entry.alarm(alarm)?;
-        Ok((entry.schedule_alarm)(self, id, alarm, when.into()).await?)
+        let payload = (entry.alarm_arguments)(alarm, args.as_ref())?;
+        Ok((entry.schedule_alarm)(self, id, alarm, when.into(), payload).await?)
     }
 
     /// [`cancel_alarm`](Runtime::cancel_alarm) for the object `(type_name, id)`, the type and

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use crate::alarms::args::AlarmArgsError;
 use crate::alarms::{Alarm, AlarmTime};
 use crate::error::Error;
 use crate::kv::KvStorage;
@@ -322,11 +323,79 @@ impl Context {
     /// ```
     pub fn schedule_alarm<O: DurableObject>(&self, alarm: Alarm<O>, when: impl Into<AlarmTime>) {
         self.check_alarm::<O>();
-        let due_at = crate::storage::truncate_to_micros(when.into().resolve(self.now()));
+        self.set_alarm(alarm.name(), when.into(), None);
+    }
+
+    /// Schedules `alarm`, whose handler takes an argument, for this object with `args`,
+    /// replacing an alarm of the same name (and its argument). The argument is stored with the
+    /// alarm (encoded as JSON) and handed to the handler when the alarm fires; the constant's
+    /// type names the argument type, so a wrong one does not compile.
+    ///
+    /// # Errors
+    ///
+    /// [`AlarmArgsError::Encode`](crate::AlarmArgsError::Encode) if `args` cannot be encoded
+    /// (a map with non-string keys, say); nothing is scheduled then.
+    ///
+    /// # Panics
+    ///
+    /// As [`schedule_alarm`](Context::schedule_alarm).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use durable_runtime::{durable_object, AlarmArgsError, Context, MemoryStorage, Runtime};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// pub struct Reminder { text: String }
+    ///
+    /// #[durable_object]
+    /// pub struct Calendar { said: Vec<String> }
+    ///
+    /// #[durable_object]
+    /// impl Calendar {
+    ///     #[handler]
+    ///     fn handle_plan(&mut self, ctx: &Context, text: String) -> Result<(), AlarmArgsError> {
+    ///         ctx.schedule_alarm_with(Calendar::REMIND, &Reminder { text }, Duration::ZERO)
+    ///     }
+    ///
+    ///     #[alarm]
+    ///     fn remind(&mut self, reminder: Reminder) { self.said.push(reminder.text); }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::new(MemoryStorage::new());
+    /// Calendar::plan(&rt, "c1", "stand-up".into()).await.unwrap();
+    /// let alarms = rt.list_alarms::<Calendar>("c1").await.unwrap();
+    /// assert_eq!(alarms[0].payload.as_deref(), Some(&br#"{"text":"stand-up"}"#[..]));
+    /// # }
+    /// ```
+    pub fn schedule_alarm_with<O: DurableObject, A: serde::Serialize>(
+        &self,
+        alarm: Alarm<O, A>,
+        args: &A,
+        when: impl Into<AlarmTime>,
+    ) -> Result<(), AlarmArgsError> {
+        self.check_alarm::<O>();
+        let payload = crate::alarms::args::encode(alarm.name(), args)?;
+        self.set_alarm(alarm.name(), when.into(), Some(payload));
+        Ok(())
+    }
+
+    /// Stages `change`, made from outside the object through one of its calls.
+    pub(crate) fn push_alarm_change(&self, change: AlarmChange) {
+        self.check_writable();
+        self.changes().push(change);
+    }
+
+    /// Stages the alarm `name` due `when`, with `payload` as its stored argument.
+    pub(crate) fn set_alarm(&self, name: &str, when: AlarmTime, payload: Option<Vec<u8>>) {
+        let due_at = crate::storage::truncate_to_micros(when.resolve(self.now()));
         self.changes().push(AlarmChange::Set {
-            name: alarm.name().to_owned(),
+            name: name.to_owned(),
             due_at,
-            payload: None,
+            payload,
         });
     }
 
@@ -366,7 +435,7 @@ impl Context {
     /// assert!(rt.list_alarms::<Session>("s1").await.unwrap().is_empty());
     /// # }
     /// ```
-    pub fn cancel_alarm<O: DurableObject>(&self, alarm: Alarm<O>) {
+    pub fn cancel_alarm<O: DurableObject, A>(&self, alarm: Alarm<O, A>) {
         self.check_alarm::<O>();
         self.changes().push(AlarmChange::Cancel {
             name: alarm.name().to_owned(),

@@ -198,14 +198,15 @@ pub(crate) trait AlarmTarget: Send + Sync {
     /// Starts the object (loading its state) ahead of an alarm, without changing anything.
     fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
 
-    /// Runs the alarm's handler through the object; the alarm's removal (see [`Removal`]) is
-    /// committed with the handler's state.
+    /// Runs the alarm's handler through the object, with the argument stored with the alarm;
+    /// the alarm's removal (see [`Removal`]) is committed with the handler's state.
     fn fire<'a>(
         &'a self,
         runtime: &'a Runtime,
         id: &'a str,
         name: &'a str,
         attempt: u32,
+        payload: Option<Vec<u8>>,
         removal: Removal,
     ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>>;
 }

@@ -206,8 +206,11 @@ pub trait Handlers: Sized {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    /// Runs the `#[alarm]` handler called `name` (`attempt` is 1 on the first try), or returns
-    /// `None` if the type declares no alarm of that name.
+    /// Runs the `#[alarm]` handler called `name` (`attempt` is 1 on the first try) with the
+    /// argument stored with the alarm (`payload`, if it was set with one), or returns `None` if
+    /// the type declares no alarm of that name. An argument that does not decode as the
+    /// handler's argument type fails the attempt with an
+    /// [`AlarmArgsError`](crate::AlarmArgsError).
     ///
     /// `#[durable_object]` implements it from the `#[alarm]` methods; the alarm scheduler
     /// calls it when an alarm is due.
@@ -240,8 +243,9 @@ pub trait Handlers: Sized {
         ctx: &'a Context,
         name: &str,
         attempt: u32,
+        payload: Option<&[u8]>,
     ) -> Option<BoxFuture<'a, Result<(), BoxError>>> {
-        let _ = (ctx, name, attempt);
+        let _ = (ctx, name, attempt, payload);
         None
     }
 }
@@ -491,7 +495,7 @@ impl ObjectOptions {
 }
 
 // Here rather than beside `Alarm`: an alarm names its object type, and alarms sit below objects.
-impl<O: DurableObject> fmt::Debug for Alarm<O> {
+impl<O: DurableObject, A> fmt::Debug for Alarm<O, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Alarm({}::{})", O::TYPE_NAME, self.name())
     }

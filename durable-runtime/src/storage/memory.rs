@@ -113,7 +113,11 @@ impl Tables {
 
     fn apply_alarm(&mut self, key: &ObjectKey, change: &AlarmChange) {
         match change {
-            AlarmChange::Set { name, due_at, .. } => {
+            AlarmChange::Set {
+                name,
+                due_at,
+                payload,
+            } => {
                 self.alarms.insert(
                     (key.clone(), name.clone()),
                     AlarmRecord {
@@ -124,6 +128,7 @@ impl Tables {
                         claimed_at: None,
                         last_error: None,
                         dead: false,
+                        payload: payload.clone(),
                     },
                 );
             }
@@ -343,11 +348,12 @@ impl Storage for MemoryStorage {
 
     async fn list_alarms(&self, key: &ObjectKey) -> Result<Vec<AlarmRecord>, StorageError> {
         let tables = self.tables();
+        // The object's alarms are one range of the map, which is ordered by key, then name.
         let mut alarms: Vec<AlarmRecord> = tables
             .alarms
-            .values()
-            .filter(|a| &a.key == key)
-            .cloned()
+            .range((key.clone(), String::new())..)
+            .take_while(|((of, _), _)| of == key)
+            .map(|(_, alarm)| alarm.clone())
             .collect();
         alarms.sort_by(|a, b| (a.due_at, &a.name).cmp(&(b.due_at, &b.name)));
         Ok(alarms)

@@ -350,7 +350,7 @@ pub enum AlarmChange {
 /// assert_eq!((record.key.clone(), record.name.as_str()), (key, "expire"));
 /// assert_eq!(record.due_at, due_at);
 /// assert_eq!((record.attempts, record.claimed_at, record.dead), (0, None, false));
-/// assert_eq!(record.last_error, None);
+/// assert_eq!((record.last_error.as_deref(), record.payload.as_deref()), (None, None));
 /// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,6 +370,9 @@ pub struct AlarmRecord {
     pub last_error: Option<String>,
     /// Whether the alarm exhausted its attempts and is kept as a dead alarm.
     pub dead: bool,
+    /// The encoded argument its handler receives, as set with it (`None` for an alarm without
+    /// one).
+    pub payload: Option<Vec<u8>>,
 }
 
 /// One claim a scheduler holds on an alarm: which alarm, and the claim time that identifies
@@ -544,6 +547,7 @@ impl AlarmPage {
     ///     claimed_at: None,
     ///     last_error: Some("boom".into()),
     ///     dead: true,
+    ///     payload: None,
     /// };
     /// let page = AlarmPage::from_listed(vec![alarm("a"), alarm("b"), alarm("c")], 2);
     /// assert_eq!(page.alarms.len(), 2);

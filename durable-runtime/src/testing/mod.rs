@@ -282,10 +282,10 @@ impl TestRuntime {
     /// assert!(rt.fire_alarm("r", Reminder::RING).await.is_err());
     /// # }
     /// ```
-    pub async fn fire_alarm<O: DurableObject>(
+    pub async fn fire_alarm<O: DurableObject, A>(
         &self,
         id: &str,
-        alarm: Alarm<O>,
+        alarm: Alarm<O, A>,
     ) -> Result<(), Error<BoxError>> {
         let key = ObjectKey::new(O::TYPE_NAME, id);
         let scheduled = self
@@ -296,12 +296,12 @@ impl TestRuntime {
                 key: key.clone(),
                 source,
             })?
-            .iter()
-            .any(|a| a.name == alarm.name() && !a.dead);
-        if !scheduled {
+            .into_iter()
+            .find(|a| a.name == alarm.name() && !a.dead);
+        let Some(scheduled) = scheduled else {
             let message = format!("alarm `{}` of {key} is not scheduled", alarm.name());
             return Err(Error::Handler(message.into()));
-        }
+        };
         let target = crate::activation::scheduler::TypedTarget::<O>::new();
         crate::object::handle::AlarmTarget::fire(
             &target,
@@ -309,6 +309,7 @@ impl TestRuntime {
             id,
             alarm.name(),
             1,
+            scheduled.payload,
             crate::object::handle::Removal::Unconditional,
         )
         .await

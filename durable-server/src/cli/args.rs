@@ -307,6 +307,13 @@ pub(crate) struct SetAlarm {
     /// After how long it fires (e.g. 30s, 5m, 1h 30m).
     #[arg(long, value_parser = humantime::parse_duration)]
     delay: Option<Duration>,
+    /// The argument of an alarm whose handler takes one, as JSON (e.g. '{"text":"hi"}').
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub(crate) args: Option<serde_json::Value>,
+}
+
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))
 }
 
 impl SetAlarm {

@@ -246,10 +246,11 @@ impl Direct {
                     type_name,
                     id,
                     name,
+                    args,
                     ..
                 } = set;
                 runtime
-                    .schedule_alarm_by_name(&type_name, &id, &name, when)
+                    .schedule_alarm_by_name_with(&type_name, &id, &name, args, when)
                     .await?;
                 let alarms = runtime.list_alarms_by_name(&type_name, &id).await?;
                 let fire_at = alarms
@@ -528,6 +529,10 @@ fn alarm_info(record: AlarmRecord) -> AlarmInfo {
         fire_at: record.due_at,
         attempts: record.attempts,
         dead: record.dead,
+        args: record
+            .payload
+            .as_deref()
+            .and_then(|payload| serde_json::from_slice(payload).ok()),
     }
 }
 

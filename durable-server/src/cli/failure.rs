@@ -144,6 +144,7 @@ impl From<Error> for Failure {
             Error::InvalidId(_) => (400, "invalid_id"),
             Error::Overloaded { .. } => (429, "overloaded"),
             Error::TooManyObjects { .. } => (503, "too_many_objects"),
+            Error::TooManyAlarms { .. } => (422, "too_many_alarms"),
             Error::ShuttingDown => (503, "shutting_down"),
             Error::Storage { .. } if retryable => (503, "unavailable"),
             Error::Timeout { .. } => (504, "timeout"),

@@ -113,7 +113,12 @@ async fn alarms(client: &Client, command: AlarmsCommand) -> Result<Reply, Failur
         }),
         AlarmsCommand::Set(set) => {
             let when: AlarmWhen = set.when();
-            Reply::Scheduled(alarms.set(&set.type_name, &set.id, &set.name, when).await?)
+            let args = set.args.as_ref();
+            Reply::Scheduled(
+                alarms
+                    .set_with(&set.type_name, &set.id, &set.name, args, when)
+                    .await?,
+            )
         }
         AlarmsCommand::Cancel {
             type_name,

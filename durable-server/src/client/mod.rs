@@ -550,10 +550,45 @@ impl Alarms<'_> {
         name: &str,
         when: impl Into<AlarmWhen>,
     ) -> Result<ScheduledAlarm, ClientError> {
+        self.set_with(type_name, id, name, None, when).await
+    }
+
+    /// [`set`](Self::set) with the argument the alarm's handler takes, as JSON (`None` for
+    /// none).
+    ///
+    /// # Errors
+    ///
+    /// As `set`; [`ClientError::Api`] `invalid_arguments` when `args` does not fit the
+    /// handler's argument type, `too_many_alarms` beyond the object's alarm limit.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_server::client::ClientError> {
+    /// let client = durable_server::client::Client::new("http://127.0.0.1:8080").with_token("t");
+    /// let args = serde_json::json!({"text": "stand-up"});
+    /// let later = Duration::from_secs(3600);
+    /// client.alarms().set_with("calendar", "c1", "remind", Some(&args), later).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_with(
+        &self,
+        type_name: &str,
+        id: &str,
+        name: &str,
+        args: Option<&serde_json::Value>,
+        when: impl Into<AlarmWhen>,
+    ) -> Result<ScheduledAlarm, ClientError> {
+        let body = SetAlarmBody {
+            args,
+            ..SetAlarmBody::new(name, when.into())
+        };
         let request = self
             .client
             .request(Method::POST, &["v1", "objects", type_name, id, "alarms"])?
-            .json(&SetAlarmBody::new(name, when.into()));
+            .json(&body);
         self.client.send(request).await
     }
 

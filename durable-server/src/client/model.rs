@@ -128,6 +128,9 @@ pub struct AlarmInfo {
     pub attempts: u32,
     /// Whether it exhausted its attempts.
     pub dead: bool,
+    /// The argument it was set with, as JSON (absent for an alarm without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
 }
 
 /// The `{"alarms": [..]}` reply listing one object's alarms.
@@ -310,6 +313,8 @@ impl From<Duration> for AlarmWhen {
 pub(crate) struct SetAlarmBody<'a> {
     pub(crate) name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) args: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fire_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) delay: Option<String>,
@@ -320,11 +325,13 @@ impl<'a> SetAlarmBody<'a> {
         match when {
             AlarmWhen::At(time) => Self {
                 name,
+                args: None,
                 fire_at: Some(format_time(time)),
                 delay: None,
             },
             AlarmWhen::After(delay) => Self {
                 name,
+                args: None,
                 fire_at: None,
                 delay: Some(humantime::format_duration(delay).to_string()),
             },

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::auth::{Action, Op};
 use crate::error::ApiError;
+use crate::error::ErrorEnvelope;
 use crate::model::{
     AlarmList, Cancelled, DeadAlarmList, Requeue, Requeued, ScheduledAlarm, SetAlarm, format_time,
     parse_time,
@@ -75,8 +76,11 @@ fn due_time(body: &SetAlarm, now: SystemTime) -> Result<SystemTime, ApiError> {
 
 /// Set an alarm of an object.
 ///
-/// It replaces a pending (or dead) alarm of the same name. It goes through the object,
-/// ordered with its calls; the object is started if it is not live.
+/// It replaces a pending (or dead) alarm of the same name, with its argument (`args`, checked
+/// against the argument type of the alarm's handler: `400 invalid_arguments` when it does not
+/// fit). When the object is live it goes through the object, ordered with its calls; when it
+/// is not, the alarm is written to storage without starting it. An object may have at most
+/// 100 alarms by default: a new one beyond is `422 too_many_alarms`, and nothing is written.
 #[utoipa::path(
     post,
     path = "/v1/objects/{type}/{id}/alarms",
@@ -86,6 +90,7 @@ fn due_time(body: &SetAlarm, now: SystemTime) -> Result<SystemTime, ApiError> {
     request_body(content = SetAlarm, content_type = "application/json"),
     responses(
         (status = 200, description = "The alarm and when it is due", body = ScheduledAlarm),
+        (status = 422, description = "`too_many_alarms`: the object has as many alarms as it may have; nothing was written", body = ErrorEnvelope),
         WriteRefusals,
         BodyTooLarge,
     ),
@@ -107,7 +112,13 @@ pub(crate) async fn set(
             .bounded(async {
                 let runtime = &state.runtime;
                 runtime
-                    .schedule_alarm_by_name(&type_name, &id, &body.name, fire_at)
+                    .schedule_alarm_by_name_with(
+                        &type_name,
+                        &id,
+                        &body.name,
+                        body.args.clone(),
+                        fire_at,
+                    )
                     .await?;
                 Ok(Json(ScheduledAlarm {
                     name: body.name.clone(),
@@ -125,7 +136,8 @@ pub(crate) async fn set(
 
 /// Cancel an alarm of an object.
 ///
-/// It goes through the object, ordered with its calls.
+/// It goes through the object when it is live, ordered with its calls; otherwise it is
+/// written to storage without starting the object.
 #[utoipa::path(
     delete,
     path = "/v1/objects/{type}/{id}/alarms/{name}",

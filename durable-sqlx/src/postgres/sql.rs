@@ -91,9 +91,9 @@ impl Sql {
         let kv = &names.kv;
         let idempotency = &names.idempotency;
         let columns =
-            "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
+            "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead, payload";
         let a_columns = "a.object_type, a.object_id, a.name, a.due_at, a.attempts, a.claimed_at, \
-                         a.last_error, a.dead";
+                         a.last_error, a.dead, a.payload";
         Self {
             states: states::Statements::new(objects, &names.qualifier),
             load: statement(format!(
@@ -155,12 +155,14 @@ impl Sql {
             )),
             set_many: statement(format!(
                 "INSERT INTO {alarms}
-                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
-                 SELECT t, i, n, d, NULL, 0, NULL, false
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS v(t, i, n, d)
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead,
+                      payload)
+                 SELECT t, i, n, d, NULL, 0, NULL, false, p
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bytea[])
+                     AS v(t, i, n, d, p)
                  ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                      due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
-                     last_error = NULL, dead = false"
+                     last_error = NULL, dead = false, payload = excluded.payload"
             )),
             cancel_many: statement(format!(
                 "DELETE FROM {alarms} a
@@ -174,11 +176,12 @@ impl Sql {
             )),
             alarm_set: statement(format!(
                 "INSERT INTO {alarms}
-                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead)
-                 VALUES ($1, $2, $3, $4, NULL, 0, NULL, false)
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead,
+                      payload)
+                 VALUES ($1, $2, $3, $4, NULL, 0, NULL, false, $5)
                  ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                      due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
-                     last_error = NULL, dead = false"
+                     last_error = NULL, dead = false, payload = excluded.payload"
             )),
             alarm_cancel: statement(format!(
                 "DELETE FROM {alarms} WHERE object_type = $1 AND object_id = $2 AND name = $3"
@@ -314,6 +317,7 @@ pub(super) fn alarm_from_row(row: &PgRow) -> Result<AlarmRecord, StorageError> {
         claimed_at: claimed_at.map(PgTime::get).transpose()?,
         last_error: row.try_get("last_error").map_err(db_err)?,
         dead: row.try_get("dead").map_err(db_err)?,
+        payload: row.try_get("payload").map_err(db_err)?,
     })
 }
 

@@ -132,11 +132,12 @@ async fn apply_alarm_changes(
     let key = &p.write.key;
     for (change, time) in &p.alarms {
         let query = match change {
-            AlarmChange::Set { name, .. } => sqlx::query(sql.alarm_set.clone())
+            AlarmChange::Set { name, payload, .. } => sqlx::query(sql.alarm_set.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id)
                 .bind(name)
-                .bind(*time),
+                .bind(*time)
+                .bind(payload.as_deref()),
             AlarmChange::Cancel { name } => sqlx::query(sql.alarm_cancel.clone())
                 .bind(&key.object_type)
                 .bind(&key.object_id)
@@ -241,7 +242,7 @@ async fn apply_alarms_bulk(
     let mut cancel_alls: (Vec<&str>, Vec<&str>) = Default::default();
     let mut cancels: (Vec<&str>, Vec<&str>, Vec<&str>) = Default::default();
     let mut finishes: (Vec<&str>, Vec<&str>, Vec<&str>, Vec<PgTime>) = Default::default();
-    let mut sets: (Vec<&str>, Vec<&str>, Vec<&str>, Vec<PgTime>) = Default::default();
+    let mut sets: Sets<'_> = Default::default();
     for p in prepared {
         let net = NetAlarms::of(&p.write.alarms);
         let (t, i) = (
@@ -263,11 +264,12 @@ async fn apply_alarms_bulk(
             finishes.2.push(name);
             finishes.3.push(PgTime::new(claimed_at)?);
         }
-        for (name, due_at) in net.sets {
+        for (name, due_at, payload) in net.sets {
             sets.0.push(t);
             sets.1.push(i);
             sets.2.push(name);
             sets.3.push(PgTime::new(due_at)?);
+            sets.4.push(payload);
         }
     }
     if !cancel_alls.0.is_empty() {
@@ -287,22 +289,38 @@ async fn apply_alarms_bulk(
             .await
             .map_err(db_err)?;
     }
-    for (statement, (types, ids, names, times)) in
-        [(&sql.finish_many, finishes), (&sql.set_many, sets)]
-    {
-        if !types.is_empty() {
-            sqlx::query(statement.clone())
-                .bind(types)
-                .bind(ids)
-                .bind(names)
-                .bind(times)
-                .execute(&mut *conn)
-                .await
-                .map_err(db_err)?;
-        }
+    if !finishes.0.is_empty() {
+        sqlx::query(sql.finish_many.clone())
+            .bind(finishes.0)
+            .bind(finishes.1)
+            .bind(finishes.2)
+            .bind(finishes.3)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+    }
+    if !sets.0.is_empty() {
+        sqlx::query(sql.set_many.clone())
+            .bind(sets.0)
+            .bind(sets.1)
+            .bind(sets.2)
+            .bind(sets.3)
+            .bind(sets.4)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
     }
     Ok(())
 }
+
+/// The columns of scheduled alarms: types, ids, names, due times and payloads.
+type Sets<'a> = (
+    Vec<&'a str>,
+    Vec<&'a str>,
+    Vec<&'a str>,
+    Vec<PgTime>,
+    Vec<Option<&'a [u8]>>,
+);
 
 /// The positions of `chunk` with the keys of their writes.
 fn keys_at<'a>(

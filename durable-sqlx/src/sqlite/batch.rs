@@ -92,12 +92,14 @@ impl Statements {
             ),
             format!(
                 "INSERT INTO {alarms}
-                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead, created_at)
-                     SELECT value->>0, value->>1, value->>2, value->>3, NULL, 0, NULL, 0, $1
+                     (object_type, object_id, name, due_at, claimed_at, attempts, last_error, dead,
+                      created_at, payload)
+                     SELECT value->>0, value->>1, value->>2, value->>3, NULL, 0, NULL, 0, $1,
+                         unhex(value->>4)
                      FROM json_each($8) WHERE true
                      ON CONFLICT (object_type, object_id, name) DO UPDATE SET
                          due_at = excluded.due_at, claimed_at = NULL, attempts = 0,
-                         last_error = NULL, dead = 0;\n"
+                         last_error = NULL, dead = 0, payload = excluded.payload;\n"
             ),
             // Key, fingerprint and reply travel as hex: they are bytes.
             format!(
@@ -170,7 +172,8 @@ pub(super) struct Params {
     cancels: String,
     /// Fired alarms removed under their claim: `[type, id, name, claimed at (µs)]`.
     finishes: String,
-    /// Scheduled alarms: `[type, id, name, due at (µs)]`.
+    /// Scheduled alarms: `[type, id, name, due at (µs), payload (hex, or null)]`: JSON holds
+    /// no bytes, and SQLite's `unhex` turns them back into a blob.
     sets: String,
     /// Stored replies: `[type, id, key (hex), fingerprint (hex), reply (hex), expires at (µs)]`.
     replies: String,
@@ -199,8 +202,9 @@ impl Params {
             for (name, claimed_at) in net.finishes {
                 rows.finishes.push((t, i, name, to_micros(claimed_at)?));
             }
-            for (name, due_at) in net.sets {
-                rows.sets.push((t, i, name, to_micros(due_at)?));
+            for (name, due_at, payload) in net.sets {
+                let payload = payload.map(hex);
+                rows.sets.push((t, i, name, to_micros(due_at)?, payload));
             }
             if let Some(reply) = &write.idempotency {
                 rows.replies.push((
@@ -249,18 +253,19 @@ struct Rows<'a> {
     cancel_alls: Vec<(&'a str, &'a str)>,
     cancels: Vec<(&'a str, &'a str, &'a str)>,
     finishes: Vec<(&'a str, &'a str, &'a str, i64)>,
-    sets: Vec<(&'a str, &'a str, &'a str, i64)>,
+    sets: Vec<(&'a str, &'a str, &'a str, i64, Option<String>)>,
     replies: Vec<(&'a str, &'a str, String, String, String, i64)>,
 }
 
-/// Bytes as lowercase hex, for SQLite's `unhex`.
+/// `bytes` in hexadecimal, as SQLite's `unhex` reads it.
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut text, byte| {
+            let _ = write!(text, "{byte:02x}");
+            text
+        })
 }
 
 fn json(rows: &impl serde::Serialize) -> Result<String, StorageError> {

@@ -78,7 +78,7 @@ fn dead_alarms(alarms: &str, of_type: bool, after: bool) -> SqlStr {
 }
 
 const ALARM_COLUMNS: &str =
-    "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead";
+    "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead, payload";
 
 impl Sql {
     pub(super) fn new(names: &Names) -> Self {
@@ -253,5 +253,6 @@ pub(super) fn alarm_from_row(row: &SqliteRow) -> Result<AlarmRecord, StorageErro
         claimed_at: claimed_at.map(from_micros).transpose()?,
         last_error: row.try_get("last_error").map_err(get_err)?,
         dead: row.try_get("dead").map_err(get_err)?,
+        payload: row.try_get("payload").map_err(get_err)?,
     })
 }
