@@ -55,6 +55,7 @@ pub mod inspect;
 mod inventory;
 mod object;
 mod observe;
+mod operate;
 mod runtime;
 pub mod storage;
 
