@@ -48,6 +48,7 @@ mod activation;
 mod alarms;
 mod clock;
 mod commit;
+pub mod describe;
 mod error;
 mod exposed;
 mod id;
@@ -76,6 +77,7 @@ extern crate self as durable_runtime;
 
 pub use activation::call::Access;
 pub use alarms::{Alarm, AlarmSettings, AlarmTime, RetryPolicy};
+pub use describe::TypeDescription;
 pub use error::Error;
 pub use exposed::{CallByNameError, Exposed, ExposedHandler, ExposedType, HandlerSchemas, Invoke};
 pub use id::{InvalidId, MAX_ID_LEN, validate_id};

@@ -7,6 +7,7 @@ pub use serde;
 
 pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
+pub use crate::describe::{ArgumentSignature, FieldSignature, HandlerSignature};
 pub use crate::error::Error;
 pub use crate::object::context::Context;
 pub use crate::object::handle::Runtime;

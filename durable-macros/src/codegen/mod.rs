@@ -3,7 +3,8 @@
 //! - [`state`]: the struct half (serde derives, `Default`, `DurableObject`, field checks);
 //! - [`handlers`]: the impl half's `Handlers` impl and its type checks;
 //! - [`client`]: the typed clients, the handle type and its methods;
-//! - [`exposed`]: with `expose`, the table of handlers callable by name.
+//! - [`exposed`]: with `expose`, the table of handlers callable by name;
+//! - [`describe`]: the static description of fields and handlers, for introspection.
 //!
 //! Conventions: every path is absolute (`::core::..`, `::std::..`, `<root>::__private::..`),
 //! so user items named `Result`, `Option` or `durable_runtime` cannot capture it; hidden items
@@ -12,6 +13,7 @@
 //! the user looks.
 
 mod client;
+mod describe;
 mod exposed;
 mod handlers;
 mod state;

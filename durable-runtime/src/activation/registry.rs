@@ -904,6 +904,12 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
         }
     }
 
+    fn describe(&self, runtime: &Runtime) -> crate::describe::TypeDescription {
+        let mut description = O::describe();
+        description.options = runtime.options_of::<O>();
+        description
+    }
+
     fn close_all(&self, runtime: &Runtime) {
         self.objects.retain(|id, entry| match entry {
             Entry::Live(mailbox) => {
