@@ -379,9 +379,14 @@ fn an_application_calls_by_name_directly_with_writes_behind_offline() {
     assert_eq!(counter["name"], "Counter");
     assert_eq!(
         counter["handlers"][0],
-        json!({"name": "increment", "access": "write", "arguments": ["by"]})
+        json!({"name": "increment", "access": "write", "arguments": ["by"],
+            "argument_types": ["i64"], "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(counter["alarms"], json!(["reset"]));
+    assert_eq!(
+        counter["fields"][0],
+        json!({"name": "count", "type": "i64", "default": 0})
+    );
 }
 
 /// A gateway over the database on a loopback port, until the returned sender is dropped.

@@ -604,13 +604,23 @@ async fn types_health_metrics_and_aliases() {
     let counter = &types["types"][0];
     assert_eq!(
         counter["handlers"][0],
-        json!({"name": "increment", "access": "write", "arguments": ["by"]})
+        json!({"name": "increment", "access": "write", "arguments": ["by"],
+            "argument_types": ["i64"], "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(
         counter["handlers"][1],
-        json!({"name": "get", "access": "read", "arguments": []})
+        json!({"name": "get", "access": "read", "arguments": [], "argument_types": [],
+            "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(counter["alarms"], json!(["reset"]));
+    // The state's fields, described by the runtime.
+    assert_eq!(
+        counter["fields"],
+        json!([
+            {"name": "count", "type": "i64", "default": 0},
+            {"name": "ratio", "type": "f64", "default": 0.0},
+        ])
+    );
     assert_eq!(
         counter["options"],
         json!({"hibernate_after": "5m", "shutdown_after": null, "call_timeout": "30s", "queue_capacity": 1024})

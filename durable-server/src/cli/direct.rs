@@ -18,9 +18,9 @@ use durable_runtime::{
 use serde_json::Value;
 
 use crate::client::{
-    self, AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted,
-    HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm,
-    TypeInfo, TypeList, TypeOptions,
+    AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted, ObjectInfo,
+    ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm, TypeInfo, TypeList,
+    TypeOptions,
 };
 
 use super::Store;
@@ -230,32 +230,21 @@ impl Direct {
 
     async fn types(&self) -> Result<TypeList, Failure> {
         let types = match &self.runtime {
-            Some(runtime) => runtime
-                .exposed_types()
-                .into_iter()
-                .map(|exposed| TypeInfo {
-                    name: exposed.name.to_owned(),
-                    handlers: exposed
-                        .handlers
-                        .iter()
-                        .map(|handler| HandlerInfo {
-                            name: handler.name.to_owned(),
-                            access: match handler.access {
-                                Access::Read => client::Access::Read,
-                                _ => client::Access::Write,
-                            },
-                            arguments: handler.arguments.iter().map(|&a| a.to_owned()).collect(),
-                        })
-                        .collect(),
-                    alarms: exposed.alarms.iter().map(|&a| a.to_owned()).collect(),
-                    options: TypeOptions {
-                        hibernate_after: exposed.options.hibernate_after,
-                        shutdown_after: exposed.options.shutdown_after,
-                        call_timeout: exposed.options.call_timeout,
-                        queue_capacity: exposed.options.queue_capacity,
-                    },
-                })
-                .collect(),
+            // What the gateway would list, in its encoding, read as a client reads it.
+            Some(runtime) => {
+                let descriptions = runtime.describe_types();
+                runtime
+                    .exposed_types()
+                    .iter()
+                    .map(|exposed| {
+                        let description = descriptions.iter().find(|d| d.name == exposed.name);
+                        let view = crate::model::TypeView::described(exposed, description);
+                        serde_json::to_value(view)
+                            .and_then(serde_json::from_value::<TypeInfo>)
+                            .map_err(|error| Failure::local("internal", error.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
             None => self
                 .inspector
                 .list_types()
@@ -266,6 +255,7 @@ impl Direct {
                     handlers: Vec::new(),
                     alarms: Vec::new(),
                     options: TypeOptions::default(),
+                    fields: Vec::new(),
                 })
                 .collect(),
         };

@@ -15,6 +15,33 @@ use crate::client::{
 use super::args::OutputFormat;
 use super::failure::Failure;
 
+/// One handler as a line: `add(by: i64) -> i64 write`, the types left out when unknown.
+fn handler_line(handler: &crate::client::HandlerInfo) -> String {
+    let access = match handler.access {
+        crate::client::Access::Read => "read",
+        crate::client::Access::Write => "write",
+    };
+    let arguments: Vec<String> = handler
+        .arguments
+        .iter()
+        .enumerate()
+        .map(|(index, name)| match handler.argument_types.get(index) {
+            Some(ty) => format!("{name}: {ty}"),
+            None => name.clone(),
+        })
+        .collect();
+    let output = match (&handler.output, &handler.error) {
+        (Some(output), Some(error)) => format!(" -> Result<{output}, {error}>"),
+        (Some(output), None) if output != "()" => format!(" -> {output}"),
+        _ => String::new(),
+    };
+    format!(
+        "{}({}){output} {access}",
+        handler.name,
+        arguments.join(", ")
+    )
+}
+
 /// A command's result: one of the gateway's replies.
 #[derive(Debug)]
 pub(crate) enum Reply {
@@ -134,25 +161,17 @@ impl Reply {
                 }
             ),
             Self::Types(list) => {
-                let mut rows = new_table(["TYPE", "HANDLERS", "ALARMS"]);
+                let mut rows = new_table(["TYPE", "FIELDS", "HANDLERS", "ALARMS"]);
                 for ty in &list.types {
-                    let handlers: Vec<String> = ty
-                        .handlers
+                    let fields: Vec<String> = ty
+                        .fields
                         .iter()
-                        .map(|handler| {
-                            let access = match handler.access {
-                                crate::client::Access::Read => "read",
-                                crate::client::Access::Write => "write",
-                            };
-                            format!(
-                                "{}({}) {access}",
-                                handler.name,
-                                handler.arguments.join(", ")
-                            )
-                        })
+                        .map(|field| format!("{}: {}", field.name, field.ty))
                         .collect();
+                    let handlers: Vec<String> = ty.handlers.iter().map(handler_line).collect();
                     rows.add_row(vec![
                         ty.name.clone(),
+                        fields.join("\n"),
                         handlers.join("\n"),
                         ty.alarms.join(", "),
                     ]);

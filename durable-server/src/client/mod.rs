@@ -33,7 +33,7 @@ use serde_json::Value;
 pub use error::{ApiErrorBody, ClientError, ErrorReply};
 pub use model::{
     Access, AlarmInfo, AlarmList, AlarmWhen, CallReply, Cancelled, DeadAlarm, DeadAlarmPage,
-    Deleted, HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued,
+    Deleted, FieldInfo, HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued,
     ScheduledAlarm, TypeInfo, TypeList, TypeOptions, UnknownStatus, format_time,
 };
 pub(crate) use model::{RequeueBody, SetAlarmBody};

@@ -17,7 +17,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime};
+use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime, TypeDescription};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -110,17 +110,27 @@ impl Shared {
 /// The exposed types, looked up by name on every request.
 pub(crate) struct Catalog {
     types: Vec<ExposedType>,
+    /// What the runtime describes of its types (the exposed ones among them).
+    descriptions: Vec<TypeDescription>,
 }
 
 impl Catalog {
     pub(crate) fn new(runtime: &Runtime) -> Self {
         Self {
             types: runtime.exposed_types(),
+            descriptions: runtime.describe_types(),
         }
     }
 
     pub(crate) fn types(&self) -> &[ExposedType] {
         &self.types
+    }
+
+    /// The description of the type `name`, if the runtime has it.
+    pub(crate) fn description(&self, name: &str) -> Option<&TypeDescription> {
+        self.descriptions
+            .iter()
+            .find(|description| description.name == name)
     }
 
     /// The exposed type `name`, or `404 unknown_type`.
