@@ -176,6 +176,66 @@ pub struct Deleted {
     pub deleted: bool,
 }
 
+/// `POST /v1/objects/{type}/{id}/stop`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::Stopped = serde_json::from_str(r#"{"stopped":true}"#).unwrap();
+/// assert!(reply.stopped);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Stopped {
+    /// Whether the object was live in the server.
+    pub stopped: bool,
+}
+
+/// `POST /v1/objects/{type}/{id}/reload`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::Reloaded = serde_json::from_str(r#"{"reloaded":false}"#).unwrap();
+/// assert!(!reply.reloaded);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Reloaded {
+    /// Whether the object was live in the server.
+    pub reloaded: bool,
+}
+
+/// The body of `PUT /v1/objects/{type}/{id}/state`.
+///
+/// # Examples
+///
+/// ```
+/// let text = r#"{"state":{"count":5},"expected_version":3}"#;
+/// let body: durable_server::model::ReplaceState = serde_json::from_str(text).unwrap();
+/// assert_eq!(body.expected_version, 3);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceState {
+    /// The new state, as JSON (a missing field takes its default).
+    pub state: Value,
+    /// The version storage must hold: 0 for an object never stored.
+    pub expected_version: u64,
+}
+
+/// The reply of `PUT /v1/objects/{type}/{id}/state`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::StateReplaced = serde_json::from_str(r#"{"version":4}"#).unwrap();
+/// assert_eq!(reply.version, 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StateReplaced {
+    /// The version of the state written.
+    pub version: u64,
+}
+
 /// `GET /v1/objects/{type}/{id}/alarms`.
 ///
 /// # Examples

@@ -19,14 +19,25 @@ use serde_json::Value;
 
 use crate::client::{
     AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted, ObjectInfo,
-    ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm, TypeInfo, TypeList,
-    TypeOptions,
+    ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm, StateReplaced, TypeInfo,
+    TypeList, TypeOptions,
 };
 
 use super::Store;
 use super::args::{AlarmsCommand, ObjectsCommand, Operation, SetAlarm};
 use super::failure::Failure;
 use super::render::Reply;
+
+/// A replacement state given on the command line, as JSON.
+pub(super) fn state_json(text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|error| {
+        Failure::new(
+            Some(400),
+            "invalid_request",
+            format!("the state is not JSON: {error}"),
+        )
+    })
+}
 
 /// The largest page a listing may ask for, as the gateway allows.
 const MAX_LIMIT: usize = 1000;
@@ -131,6 +142,26 @@ impl Direct {
                     }
                 };
                 Ok(Reply::Deleted(Deleted { deleted }))
+            }
+            ObjectsCommand::Stop { .. } | ObjectsCommand::Reload { .. } => {
+                Err(Failure::invalid_request(
+                    "only a gateway holds live objects to stop or reload: a database read \
+                     directly holds none (give --gateway)",
+                ))
+            }
+            ObjectsCommand::ReplaceState {
+                type_name,
+                id,
+                state,
+                expected_version,
+            } => {
+                self.check_offline("replace an object's state")?;
+                let state = state_json(&state)?;
+                let runtime = self.runtime_for("replace an object's state")?;
+                let version = runtime
+                    .replace_state_by_name(&type_name, &id, state, expected_version)
+                    .await?;
+                Ok(Reply::Replaced(StateReplaced { version }))
             }
         }
     }

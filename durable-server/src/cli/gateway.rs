@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 use crate::client::{
-    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Requeued, TypeList,
+    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Reloaded, Requeued, StateReplaced,
+    Stopped, TypeList,
 };
 
 use super::args::{AlarmsCommand, ObjectsCommand, Operation};
@@ -57,6 +58,25 @@ async fn objects(client: &Client, command: ObjectsCommand) -> Result<Reply, Fail
         ObjectsCommand::Delete { type_name, id } => Reply::Deleted(Deleted {
             deleted: objects.delete(&type_name, &id).await?,
         }),
+        ObjectsCommand::Stop { type_name, id } => Reply::Stopped(Stopped {
+            stopped: objects.stop(&type_name, &id).await?,
+        }),
+        ObjectsCommand::Reload { type_name, id } => Reply::Reloaded(Reloaded {
+            reloaded: objects.reload(&type_name, &id).await?,
+        }),
+        ObjectsCommand::ReplaceState {
+            type_name,
+            id,
+            state,
+            expected_version,
+        } => {
+            let state = super::direct::state_json(&state)?;
+            Reply::Replaced(StateReplaced {
+                version: objects
+                    .replace_state(&type_name, &id, &state, expected_version)
+                    .await?,
+            })
+        }
     })
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::client::{
     AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarmPage, Deleted, ErrorReply, ObjectInfo,
-    ObjectPage, Requeued, ScheduledAlarm, TypeList, format_time,
+    ObjectPage, Reloaded, Requeued, ScheduledAlarm, StateReplaced, Stopped, TypeList, format_time,
 };
 
 use super::args::OutputFormat;
@@ -49,6 +49,9 @@ pub(crate) enum Reply {
     Objects(ObjectPage),
     Call(CallReply),
     Deleted(Deleted),
+    Stopped(Stopped),
+    Reloaded(Reloaded),
+    Replaced(StateReplaced),
     Alarms(AlarmList),
     Scheduled(ScheduledAlarm),
     Cancelled(Cancelled),
@@ -72,6 +75,9 @@ impl Reply {
             Self::Objects(reply) => json(out, reply),
             Self::Call(reply) => json(out, reply),
             Self::Deleted(reply) => json(out, reply),
+            Self::Stopped(reply) => json(out, reply),
+            Self::Reloaded(reply) => json(out, reply),
+            Self::Replaced(reply) => json(out, reply),
             Self::Alarms(reply) => json(out, reply),
             Self::Scheduled(reply) => json(out, reply),
             Self::Cancelled(reply) => json(out, reply),
@@ -112,6 +118,25 @@ impl Reply {
                 next_page(out, page.next_cursor.as_deref())
             }
             Self::Call(reply) => writeln!(out, "{}", pretty(&reply.result)),
+            Self::Stopped(reply) => writeln!(
+                out,
+                "{}",
+                if reply.stopped {
+                    "stopped"
+                } else {
+                    "not live: nothing stopped"
+                }
+            ),
+            Self::Reloaded(reply) => writeln!(
+                out,
+                "{}",
+                if reply.reloaded {
+                    "reloaded: the next call reads storage"
+                } else {
+                    "not live: the next call reads storage"
+                }
+            ),
+            Self::Replaced(reply) => writeln!(out, "replaced: version {}", reply.version),
             Self::Deleted(reply) => writeln!(
                 out,
                 "{}",

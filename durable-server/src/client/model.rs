@@ -288,6 +288,30 @@ pub struct Deleted {
     pub deleted: bool,
 }
 
+/// The `{"stopped": bool}` reply of stopping an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// Whether the object was live in the server.
+    pub stopped: bool,
+}
+
+/// The `{"reloaded": bool}` reply of reloading an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Reloaded {
+    /// Whether the object was live in the server.
+    pub reloaded: bool,
+}
+
+/// The `{"version": n}` reply of replacing an object's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StateReplaced {
+    /// The version of the state written.
+    pub version: u64,
+}
+
 /// The `{"cancelled": bool}` reply of cancelling an alarm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

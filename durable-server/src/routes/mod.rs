@@ -5,6 +5,7 @@
 pub(crate) mod alarms;
 pub(crate) mod meta;
 pub(crate) mod objects;
+pub(crate) mod operate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime, TypeDescription};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
@@ -301,6 +302,9 @@ fn api() -> Router<AppState> {
             get(objects::get).delete(objects::delete),
         )
         .route("/objects/{type}/{id}/call/{handler}", post(objects::call))
+        .route("/objects/{type}/{id}/stop", post(operate::stop))
+        .route("/objects/{type}/{id}/reload", post(operate::reload))
+        .route("/objects/{type}/{id}/state", put(operate::replace_state))
         .route(
             "/objects/{type}/{id}/alarms",
             get(alarms::list).post(alarms::set),
