@@ -257,7 +257,7 @@ async fn by_name_errors_are_typed() {
         .replace_state_by_name("Tally", "a", serde_json::json!({"n": -1}), 0)
         .await;
     assert!(
-        matches!(&bad, Err(CallByNameError::Runtime(Error::Decode { path, .. })) if path == "n"),
+        matches!(&bad, Err(CallByNameError::BadArguments { path, .. }) if path == "n"),
         "{bad:?}"
     );
     let invalid = rt.replace_state("", Tally::default(), 0).await;

@@ -199,8 +199,8 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`CallByNameError::UnknownType`] if the type is not exposed; [`Error::Decode`] (as
-    /// [`CallByNameError::Runtime`]) for JSON that is not a state of the type; else as
+    /// [`CallByNameError::UnknownType`] if the type is not exposed;
+    /// [`CallByNameError::BadArguments`] for JSON that is not a state of the type; else as
     /// `replace_state`.
     ///
     /// # Examples
@@ -226,7 +226,7 @@ impl Runtime {
     /// let err = rt.replace_state_by_name("Counter", "a", json!({"count": 0}), 1).await;
     /// assert!(matches!(err, Err(CallByNameError::Runtime(Error::Conflict { .. }))));
     /// let err = rt.replace_state_by_name("Counter", "a", json!({"count": "x"}), 2).await;
-    /// assert!(matches!(err, Err(CallByNameError::Runtime(Error::Decode { .. }))));
+    /// assert!(matches!(err, Err(CallByNameError::BadArguments { .. })));
     /// # }
     /// ```
     pub async fn replace_state_by_name(
@@ -237,7 +237,7 @@ impl Runtime {
         expected_version: u64,
     ) -> Result<u64, CallByNameError> {
         let entry = self.registry().entry(type_name)?;
-        Ok((entry.replace_state)(self, id, state, expected_version).await?)
+        (entry.replace_state)(self, id, state, expected_version).await
     }
 
     /// [`list_ids`](Runtime::list_ids) of the stored objects of a type given by name: up to
@@ -404,18 +404,20 @@ impl Runtime {
     }
 }
 
-/// Decodes `state` as a state of `O` and replaces the stored one with it.
+/// Decodes `state` as a state of `O` (a state that does not fit is the caller's mistake, as
+/// arguments that do not fit are) and replaces the stored one with it.
 pub(super) async fn replace_state_json<O: DurableObject>(
     runtime: &Runtime,
     id: &str,
     state: Value,
     expected_version: u64,
-) -> Result<u64, Error> {
-    crate::id::validate_id(id)?;
-    let state: O = serde_path_to_error::deserialize(state).map_err(|error| Error::Decode {
-        key: ObjectKey::new(O::TYPE_NAME, id),
-        path: error.path().to_string(),
-        message: error.inner().to_string(),
-    })?;
-    runtime.replace_state(id, state, expected_version).await
+) -> Result<u64, CallByNameError> {
+    crate::id::validate_id(id).map_err(Error::from)?;
+    let state: O =
+        serde_path_to_error::deserialize(state).map_err(|error| CallByNameError::BadArguments {
+            handler: "replace_state",
+            path: error.path().to_string(),
+            message: error.inner().to_string(),
+        })?;
+    Ok(runtime.replace_state(id, state, expected_version).await?)
 }

@@ -139,6 +139,9 @@ pub(crate) struct Registry {
 /// A runtime operation on one object, as a boxed future.
 pub(super) type Operation<'a, T> = BoxFuture<'a, Result<T, Error>>;
 
+/// An operation that also decodes what it was given by name, as a boxed future.
+pub(super) type ByName<'a, T> = BoxFuture<'a, Result<T, CallByNameError>>;
+
 /// One exposed type: its table, and the runtime's typed operations on it, instantiated for the
 /// type so that they can be reached by its name.
 pub(super) struct Entry {
@@ -150,7 +153,7 @@ pub(super) struct Entry {
     pub(super) delete: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
     pub(super) stop: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
     pub(super) reload: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
-    pub(super) replace_state: for<'a> fn(&'a Runtime, &'a str, Value, u64) -> Operation<'a, u64>,
+    pub(super) replace_state: for<'a> fn(&'a Runtime, &'a str, Value, u64) -> ByName<'a, u64>,
     pub(super) list_alarms: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Vec<AlarmRecord>>,
     pub(super) list_ids: for<'a> fn(&'a Runtime, Option<&'a str>, usize) -> Operation<'a, IdPage>,
     pub(super) schedule_alarm:
