@@ -655,3 +655,29 @@ fn the_generic_binary_reads_postgres_in_its_schema() {
     let direct = [&call_a("get", &["--database-url", url])[..], &tables].concat();
     assert_eq!(app_json(&direct), (Exit::Ok, json!({"result": 4})));
 }
+
+/// `migrations status` reads the schema version without migrating; `migrations rollback` undoes
+/// the last migration only with `--offline`, and never through a gateway.
+#[test]
+fn migrations_are_reported_and_rolled_back() {
+    let (_dir, url) = seeded_database();
+    let (code, status) = durable_json(&url, &["migrations", "status"]);
+    assert_eq!(code, 0);
+    let last = status["schema_version"].as_i64().expect("a version");
+    assert_eq!(status["rolled_back"], Value::Null);
+
+    let (code, refused) = durable_json(&url, &["migrations", "rollback"]);
+    assert_eq!(code, 1);
+    assert_eq!(refused["error"]["code"], "offline_required");
+
+    let (code, rolled) = durable_json(&url, &["migrations", "rollback", "--offline"]);
+    assert_eq!(code, 0, "{rolled}");
+    assert_eq!(rolled["rolled_back"], json!(last));
+    assert!(rolled["schema_version"].as_i64().unwrap() < last);
+    // Status does not apply the migration again.
+    let (_, status) = durable_json(&url, &["migrations", "status"]);
+    assert_eq!(status["schema_version"], rolled["schema_version"]);
+
+    let (code, _, err) = durable(&["migrations", "status", "--gateway", "http://127.0.0.1:9"]);
+    assert_eq!(code, 1, "{err}");
+}

@@ -122,6 +122,18 @@ pub(crate) enum Operation {
     Types,
     /// Print the gateway's OpenAPI document.
     Openapi,
+    /// The store's schema migrations (on a database directly).
+    #[command(subcommand)]
+    Migrations(MigrationsCommand),
+}
+
+/// `migrations ...`: run on the database itself (`--database-url`), never through a gateway.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MigrationsCommand {
+    /// The version of the last migration applied to the store's tables.
+    Status,
+    /// Roll back the last migration applied (needs --offline: no runtime may use the database).
+    Rollback,
 }
 
 #[derive(Debug, Subcommand)]

@@ -75,6 +75,8 @@ impl Direct {
             Operation::Openapi => self.openapi().await.map(Reply::Document),
             Operation::Objects(command) => self.objects(command).await,
             Operation::Alarms(command) => self.alarms(command).await,
+            // Run before a store is opened for the other commands (see `cli::execute`).
+            Operation::Migrations(_) => Err(super::gateway::migrations_need_a_database()),
         }
     }
 

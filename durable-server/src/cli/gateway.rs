@@ -19,6 +19,7 @@ pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, 
         Operation::Openapi => Reply::Document(client.openapi().await?),
         Operation::Objects(command) => objects(client, command).await?,
         Operation::Alarms(command) => alarms(client, command).await?,
+        Operation::Migrations(_) => return Err(migrations_need_a_database()),
     })
 }
 
@@ -114,4 +115,12 @@ async fn alarms(client: &Client, command: AlarmsCommand) -> Result<Reply, Failur
             requeued: alarms.requeue(&type_name, &id, &name).await?,
         }),
     })
+}
+
+/// Migrations run on the database itself, not through a gateway.
+pub(crate) fn migrations_need_a_database() -> Failure {
+    Failure::local(
+        "usage",
+        "migrations run on the database directly: pass --database-url, not --gateway",
+    )
 }

@@ -40,6 +40,8 @@
 //! alarms requeue TYPE ID NAME
 //! types
 //! openapi
+//! migrations status                                          (database only)
+//! migrations rollback --offline                              (database only)
 //! ```
 //!
 //! Every command but `serve` goes to a gateway (`--gateway URL --token TOKEN`, or the
@@ -304,6 +306,14 @@ impl App {
                     client = client.with_token(token);
                 }
                 gateway::run(&client, operation).await.map(Some)
+            }
+            (None, Some(url)) if matches!(operation, Operation::Migrations(_)) => {
+                let Operation::Migrations(command) = operation else {
+                    unreachable!("matched above");
+                };
+                database::migrations(&url, &tables, command, globals.offline)
+                    .await
+                    .map(Some)
             }
             (None, Some(url)) => {
                 let store = database::open(&url, &tables, Create::Refused).await?;

@@ -15,6 +15,15 @@ use crate::client::{
 use super::args::OutputFormat;
 use super::failure::Failure;
 
+/// `migrations status|rollback`: the store's schema version, and the migration rolled back.
+#[derive(Debug, Serialize)]
+pub(crate) struct SchemaStatus {
+    /// The last migration applied, `null` before the first.
+    pub(crate) schema_version: Option<i64>,
+    /// The migration a rollback undid (`null` if none was applied, or for `status`).
+    pub(crate) rolled_back: Option<i64>,
+}
+
 /// One handler as a line: `add(by: i64) -> i64 write`, the types left out when unknown.
 fn handler_line(handler: &crate::client::HandlerInfo) -> String {
     let access = match handler.access {
@@ -52,6 +61,7 @@ pub(crate) enum Reply {
     Stopped(Stopped),
     Reloaded(Reloaded),
     Replaced(StateReplaced),
+    Schema(SchemaStatus),
     Alarms(AlarmList),
     Scheduled(ScheduledAlarm),
     Cancelled(Cancelled),
@@ -78,6 +88,7 @@ impl Reply {
             Self::Stopped(reply) => json(out, reply),
             Self::Reloaded(reply) => json(out, reply),
             Self::Replaced(reply) => json(out, reply),
+            Self::Schema(reply) => json(out, reply),
             Self::Alarms(reply) => json(out, reply),
             Self::Scheduled(reply) => json(out, reply),
             Self::Cancelled(reply) => json(out, reply),
@@ -137,6 +148,15 @@ impl Reply {
                 }
             ),
             Self::Replaced(reply) => writeln!(out, "replaced: version {}", reply.version),
+            Self::Schema(reply) => {
+                if let Some(version) = reply.rolled_back {
+                    writeln!(out, "rolled back migration {version}")?;
+                }
+                match reply.schema_version {
+                    Some(version) => writeln!(out, "schema version: {version}"),
+                    None => writeln!(out, "schema version: none (no migration applied)"),
+                }
+            }
             Self::Deleted(reply) => writeln!(
                 out,
                 "{}",
