@@ -4,7 +4,7 @@
 
 use tokio::sync::oneshot;
 
-use crate::activation::registry::{Envelope, Reached};
+use crate::activation::registry::{Envelope, Reached, Replacement};
 use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::chain::Chain;
@@ -184,14 +184,12 @@ impl Runtime {
         // Asked from a handler, as a call: not before the state it ran on is committed.
         crate::object::durability::leaving(&chain).await?;
         let (reply, receive) = oneshot::channel();
-        self.dispatch::<O>(
-            id,
-            Envelope::Replace {
-                state: Box::new(state),
-                expected_version,
-                reply,
-            },
-        );
+        let replacement = Replacement {
+            state,
+            expected_version,
+            reply,
+        };
+        self.dispatch::<O>(id, Envelope::Replace(Box::new(replacement)));
         receive.await.unwrap_or(Err(Error::ShuttingDown))
     }
 }

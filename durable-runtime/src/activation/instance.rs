@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::activation::call::{Access, Outcome, Run};
 use crate::activation::gate::{Gate, Held};
-use crate::activation::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
+use crate::activation::registry::{Dormant, Envelope, Inbox, Replacement, Residency, TypeEntry};
 use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
@@ -459,12 +459,13 @@ impl<O: DurableObject> Instance<O> {
                 unload.await;
                 let _ = reply.send(Ok(()));
             }
-            Envelope::Replace {
-                state,
-                expected_version,
-                reply,
-            } => {
-                let replace = Box::pin(self.replace(*state, expected_version));
+            Envelope::Replace(replacement) => {
+                let Replacement {
+                    state,
+                    expected_version,
+                    reply,
+                } = *replacement;
+                let replace = Box::pin(self.replace(state, expected_version));
                 let _ = reply.send(replace.await);
             }
         }

@@ -46,13 +46,17 @@ pub(crate) enum Envelope<O> {
         leave: bool,
         reply: oneshot::Sender<Result<(), Error>>,
     },
-    /// Commit `state` as the object's state if storage holds `expected_version`; replies
-    /// with the new version.
-    Replace {
-        state: Box<O>,
-        expected_version: u64,
-        reply: oneshot::Sender<Result<u64, Error>>,
-    },
+    /// Commit a state given from outside (boxed: queues hold envelopes by value, and this
+    /// one is rare).
+    Replace(Box<Replacement<O>>),
+}
+
+/// A state to commit as the object's if storage holds `expected_version`; the reply is the new
+/// version.
+pub(crate) struct Replacement<O> {
+    pub(crate) state: O,
+    pub(crate) expected_version: u64,
+    pub(crate) reply: oneshot::Sender<Result<u64, Error>>,
 }
 
 impl<O: 'static> Envelope<O> {
@@ -66,8 +70,8 @@ impl<O: 'static> Envelope<O> {
             Self::Unload { reply, .. } => {
                 let _ = reply.send(Err(error));
             }
-            Self::Replace { reply, .. } => {
-                let _ = reply.send(Err(error));
+            Self::Replace(replacement) => {
+                let _ = replacement.reply.send(Err(error));
             }
         }
     }
