@@ -7,6 +7,7 @@ pub use serde;
 
 pub use crate::activation::call::Access;
 pub use crate::alarms::Alarm;
+pub use crate::describe::{ArgumentSignature, FieldSignature, HandlerSignature};
 pub use crate::error::Error;
 pub use crate::exposed::alarm_args::{alarm_arguments, no_alarm_arguments};
 pub use crate::object::context::Context;

@@ -613,16 +613,9 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn delete<O: DurableObject>(&self, id: &str) -> Result<bool, Error> {
-        crate::id::validate_id(id)?;
         // From inside the object's own handler (or a call it is waiting on), the deletion
         // would wait for that handler: refuse at once, as calls do.
-        let chain = crate::object::chain::Chain::current();
-        if let Some(chain) = chain.cycle_to(O::TYPE_NAME, id) {
-            return Err(Error::CallCycle {
-                key: ObjectKey::new(O::TYPE_NAME, id),
-                chain,
-            });
-        }
+        let chain = crate::operate::outside_of::<O>(id)?;
         // Asked from a handler, as a call: not before the state it ran on is committed.
         crate::object::durability::leaving(&chain).await?;
         let (reply, receive) = oneshot::channel();

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use durable_runtime::storage::AlarmRecord;
-use durable_runtime::{Access, ExposedType, ObjectOptions, ObjectStatus};
+use durable_runtime::{Access, ExposedType, ObjectOptions, ObjectStatus, TypeDescription};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -183,6 +183,66 @@ pub struct ObjectList {
 pub struct Deleted {
     /// Whether a stored state existed.
     pub deleted: bool,
+}
+
+/// `POST /v1/objects/{type}/{id}/stop`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::Stopped = serde_json::from_str(r#"{"stopped":true}"#).unwrap();
+/// assert!(reply.stopped);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Stopped {
+    /// Whether the object was live in the server.
+    pub stopped: bool,
+}
+
+/// `POST /v1/objects/{type}/{id}/reload`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::Reloaded = serde_json::from_str(r#"{"reloaded":false}"#).unwrap();
+/// assert!(!reply.reloaded);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Reloaded {
+    /// Whether the object was live in the server.
+    pub reloaded: bool,
+}
+
+/// The body of `PUT /v1/objects/{type}/{id}/state`.
+///
+/// # Examples
+///
+/// ```
+/// let text = r#"{"state":{"count":5},"expected_version":3}"#;
+/// let body: durable_server::model::ReplaceState = serde_json::from_str(text).unwrap();
+/// assert_eq!(body.expected_version, 3);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaceState {
+    /// The new state, as JSON (a missing field takes its default).
+    pub state: Value,
+    /// The version storage must hold: 0 for an object never stored.
+    pub expected_version: u64,
+}
+
+/// The reply of `PUT /v1/objects/{type}/{id}/state`.
+///
+/// # Examples
+///
+/// ```
+/// let reply: durable_server::model::StateReplaced = serde_json::from_str(r#"{"version":4}"#).unwrap();
+/// assert_eq!(reply.version, 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StateReplaced {
+    /// The version of the state written.
+    pub version: u64,
 }
 
 /// `GET /v1/objects/{type}/{id}/alarms`.
@@ -396,6 +456,40 @@ pub struct HandlerView {
     pub access: AccessView,
     /// The names of its arguments: the fields of its JSON arguments object.
     pub arguments: Vec<String>,
+    /// The Rust types of its arguments, in the order of `arguments`, as written in the source.
+    #[serde(default)]
+    pub argument_types: Vec<String>,
+    /// The Rust type of its output (`()` for none).
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The Rust type of its own error, for a handler that returns `Result`.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its doc comment.
+    #[serde(default)]
+    pub doc: Option<String>,
+}
+
+/// One field of an exposed type's state.
+///
+/// # Examples
+///
+/// ```
+/// let text = r#"{"name":"count","type":"i64","default":0}"#;
+/// let field: durable_server::model::FieldView = serde_json::from_str(text).unwrap();
+/// assert_eq!((field.name.as_str(), field.ty.as_str()), ("count", "i64"));
+/// assert_eq!(field.default, Some(serde_json::json!(0)));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FieldView {
+    /// The field's name, as stored.
+    pub name: String,
+    /// Its Rust type, as written in the source.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Its value in the default state, as JSON; `null` when the state does not store it.
+    #[serde(default)]
+    pub default: Option<Value>,
 }
 
 /// An exposed type's options.
@@ -455,24 +549,89 @@ pub struct TypeView {
     pub alarms: Vec<String>,
     /// Its options.
     pub options: OptionsView,
+    /// The fields of its state, with their types and defaults.
+    #[serde(default)]
+    pub fields: Vec<FieldView>,
 }
 
-impl From<&ExposedType> for TypeView {
-    fn from(exposed: &ExposedType) -> Self {
+impl TypeView {
+    /// The view of `exposed`, with the fields and handler signatures of its `description`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, DurableObject, MemoryStorage, Runtime};
+    /// use durable_server::model::TypeView;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let view = TypeView::described(&rt.exposed_types()[0], Some(&Counter::describe()));
+    /// assert_eq!(view.fields[0].ty, "i64");
+    /// assert_eq!(view.handlers[0].argument_types, ["i64"]);
+    /// assert_eq!(view.handlers[0].output.as_deref(), Some("i64"));
+    /// ```
+    pub fn described(exposed: &ExposedType, description: Option<&TypeDescription>) -> Self {
+        let signature = |name: &str| {
+            description.and_then(|description| {
+                description
+                    .handlers
+                    .iter()
+                    .find(|signature| signature.name == name)
+            })
+        };
         Self {
             name: exposed.name.to_owned(),
             handlers: exposed
                 .handlers
                 .iter()
-                .map(|handler| HandlerView {
-                    name: handler.name.to_owned(),
-                    access: handler.access.into(),
-                    arguments: handler.arguments.iter().map(|&a| a.to_owned()).collect(),
+                .map(|handler| {
+                    let signature = signature(handler.name);
+                    HandlerView {
+                        name: handler.name.to_owned(),
+                        access: handler.access.into(),
+                        arguments: handler.arguments.iter().map(|&a| a.to_owned()).collect(),
+                        argument_types: signature
+                            .map(|s| s.arguments.iter().map(|a| a.ty.to_owned()).collect())
+                            .unwrap_or_default(),
+                        output: signature.map(|s| s.output.to_owned()),
+                        error: signature.and_then(|s| s.error).map(str::to_owned),
+                        doc: signature
+                            .map(|s| s.doc)
+                            .filter(|doc| !doc.is_empty())
+                            .map(str::to_owned),
+                    }
                 })
                 .collect(),
             alarms: exposed.alarms.iter().map(|&a| a.to_owned()).collect(),
             options: OptionsView::from(&exposed.options),
+            fields: description
+                .map(|description| {
+                    description
+                        .fields
+                        .iter()
+                        .map(|field| FieldView {
+                            name: field.name.to_owned(),
+                            ty: field.ty.to_owned(),
+                            default: field.default.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
+    }
+}
+
+impl From<&ExposedType> for TypeView {
+    fn from(exposed: &ExposedType) -> Self {
+        Self::described(exposed, None)
     }
 }
 

@@ -388,9 +388,14 @@ fn an_application_calls_by_name_directly_with_writes_behind_offline() {
     assert_eq!(counter["name"], "Counter");
     assert_eq!(
         counter["handlers"][0],
-        json!({"name": "increment", "access": "write", "arguments": ["by"]})
+        json!({"name": "increment", "access": "write", "arguments": ["by"],
+            "argument_types": ["i64"], "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(counter["alarms"], json!(["reset"]));
+    assert_eq!(
+        counter["fields"][0],
+        json!({"name": "count", "type": "i64", "default": 0})
+    );
 }
 
 /// A gateway over the database on a loopback port, until the returned sender is dropped.
@@ -730,4 +735,30 @@ fn the_generic_binary_reads_postgres_in_its_schema() {
     // The same application through the application's command line, directly.
     let direct = [&call_a("get", &["--database-url", url])[..], &tables].concat();
     assert_eq!(app_json(&direct), (Exit::Ok, json!({"result": 4})));
+}
+
+/// `migrations status` reads the schema version without migrating; `migrations rollback` undoes
+/// the last migration only with `--offline`, and never through a gateway.
+#[test]
+fn migrations_are_reported_and_rolled_back() {
+    let (_dir, url) = seeded_database();
+    let (code, status) = durable_json(&url, &["migrations", "status"]);
+    assert_eq!(code, 0);
+    let last = status["schema_version"].as_i64().expect("a version");
+    assert_eq!(status["rolled_back"], Value::Null);
+
+    let (code, refused) = durable_json(&url, &["migrations", "rollback"]);
+    assert_eq!(code, 1);
+    assert_eq!(refused["error"]["code"], "offline_required");
+
+    let (code, rolled) = durable_json(&url, &["migrations", "rollback", "--offline"]);
+    assert_eq!(code, 0, "{rolled}");
+    assert_eq!(rolled["rolled_back"], json!(last));
+    assert!(rolled["schema_version"].as_i64().unwrap() < last);
+    // Status does not apply the migration again.
+    let (_, status) = durable_json(&url, &["migrations", "status"]);
+    assert_eq!(status["schema_version"], rolled["schema_version"]);
+
+    let (code, _, err) = durable(&["migrations", "status", "--gateway", "http://127.0.0.1:9"]);
+    assert_eq!(code, 1, "{err}");
 }

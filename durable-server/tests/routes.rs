@@ -604,13 +604,23 @@ async fn types_health_metrics_and_aliases() {
     let counter = &types["types"][0];
     assert_eq!(
         counter["handlers"][0],
-        json!({"name": "increment", "access": "write", "arguments": ["by"]})
+        json!({"name": "increment", "access": "write", "arguments": ["by"],
+            "argument_types": ["i64"], "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(
         counter["handlers"][1],
-        json!({"name": "get", "access": "read", "arguments": []})
+        json!({"name": "get", "access": "read", "arguments": [], "argument_types": [],
+            "output": "i64", "error": null, "doc": null})
     );
     assert_eq!(counter["alarms"], json!(["reset"]));
+    // The state's fields, described by the runtime.
+    assert_eq!(
+        counter["fields"],
+        json!([
+            {"name": "count", "type": "i64", "default": 0},
+            {"name": "ratio", "type": "f64", "default": 0.0},
+        ])
+    );
     assert_eq!(
         counter["options"],
         json!({"hibernate_after": "5m", "shutdown_after": null, "call_timeout": "30s", "queue_capacity": 1024})
@@ -700,6 +710,9 @@ async fn the_openapi_document_is_valid_and_describes_every_exposed_handler() {
         "/v1/objects/{type}/{id}/alarms/{name}",
         "/v1/alarms/dead",
         "/v1/alarms/dead/requeue",
+        "/v1/objects/{type}/{id}/stop",
+        "/v1/objects/{type}/{id}/reload",
+        "/v1/objects/{type}/{id}/state",
         "/v1/types",
         "/v1/openapi.json",
         "/metrics",
@@ -953,4 +966,59 @@ async fn the_grace_period_bounds_the_wait_for_requests_in_flight() {
     assert_eq!(response.status(), 200);
     let stored = runtime.read_state_json("Gated", "late").await.unwrap();
     assert_eq!(stored, Some(json!({"passed": 1})));
+}
+
+/// An operator stops an object, reloads it after a change made in the database by hand, and
+/// replaces its state with a version check; each is an admin operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_stopped_reloaded_and_replaced() {
+    let storage = MemoryStorage::new();
+    let server = TestServer::start(builder(storage.clone()).build(), principals_config("")).await;
+    let admin = common::token("admin");
+    let as_admin = |method: Method, path: &str| server.request(method, path, Some(&admin));
+    let call =
+        as_admin(Method::POST, "/v1/objects/Counter/a/call/increment").json(&json!({"by": 2}));
+    assert_eq!(server.send(call).await, (200, json!({"result": 2})));
+
+    // Stopped: it leaves memory; a second stop finds nothing live.
+    let stop = || as_admin(Method::POST, "/v1/objects/Counter/a/stop");
+    assert_eq!(server.send(stop()).await, (200, json!({"stopped": true})));
+    assert_eq!(server.runtime.live_objects::<Counter>(), 0);
+    assert_eq!(server.send(stop()).await, (200, json!({"stopped": false})));
+
+    // Live again, then changed by hand: a reload makes the next call read storage.
+    let call =
+        as_admin(Method::POST, "/v1/objects/Counter/a/call/increment").json(&json!({"by": 1}));
+    assert_eq!(server.send(call).await, (200, json!({"result": 3})));
+    let by_hand = ObjectWrite {
+        key: ObjectKey::new("Counter", "a"),
+        expected_version: 2,
+        state: Some(br#"{"count":40}"#.to_vec()),
+        alarms: vec![],
+        kv: Vec::new(),
+        idempotency: None,
+    };
+    storage.commit(&[by_hand]).await.unwrap();
+    let reload = as_admin(Method::POST, "/v1/objects/Counter/a/reload");
+    assert_eq!(server.send(reload).await, (200, json!({"reloaded": true})));
+    let get = as_admin(Method::POST, "/v1/objects/Counter/a/call/get");
+    assert_eq!(server.send(get).await, (200, json!({"result": 40})));
+
+    // Replaced at the stored version; refused at another.
+    let replace = |expected: u64| {
+        as_admin(Method::PUT, "/v1/objects/Counter/a/state")
+            .json(&json!({"state": {"count": 7}, "expected_version": expected}))
+    };
+    assert_eq!(server.send(replace(3)).await, (200, json!({"version": 4})));
+    let (status, refused) = server.send(replace(3)).await;
+    assert_eq!((status, code(&refused)), (409, "conflict"));
+    let get = as_admin(Method::POST, "/v1/objects/Counter/a/call/get");
+    assert_eq!(server.send(get).await, (200, json!({"result": 7})));
+    let bad = as_admin(Method::PUT, "/v1/objects/Counter/a/state").json(&json!({"state": {}}));
+    assert_eq!(server.send(bad).await.0, 400);
+
+    // Not for a caller without the admin operation.
+    let other = common::token("counter-get");
+    let stop = server.request(Method::POST, "/v1/objects/Counter/a/stop", Some(&other));
+    assert_eq!(server.send(stop).await.0, 403);
 }

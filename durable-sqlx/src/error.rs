@@ -63,6 +63,36 @@ pub enum Error {
         #[source]
         source: StorageError,
     },
+    /// Rolling back one of the store's schema migrations failed; nothing of it was changed.
+    #[error("rolling back schema migration {version} ({description}) failed: {source}")]
+    Rollback {
+        /// The version of the migration.
+        version: i64,
+        /// Its description.
+        description: &'static str,
+        /// The database error.
+        #[source]
+        source: StorageError,
+    },
+    /// The last applied schema migration has no down script, so it cannot be rolled back.
+    #[error(
+        "schema migration {version} ({description}) has no down script: it cannot be rolled back"
+    )]
+    Irreversible {
+        /// The version of the migration.
+        version: i64,
+        /// Its description.
+        description: &'static str,
+    },
+    /// The last applied schema migration is unknown to this release (a later release applied
+    /// it): roll it back with the release that applied it.
+    #[error(
+        "schema migration {version} was applied by a later release of durable-sqlx: roll it back with that release"
+    )]
+    UnknownMigration {
+        /// The version of the migration.
+        version: i64,
+    },
     /// The database could not be opened or connected to: a Postgres server that refuses the
     /// connection or cannot be reached, a SQLite file that cannot be opened (its directory
     /// is missing, no permission). Retryable when the database could not be reached.
@@ -95,8 +125,13 @@ impl Error {
         match self {
             Self::Storage(err)
             | Self::Migration { source: err, .. }
+            | Self::Rollback { source: err, .. }
             | Self::Open { source: err, .. } => err.is_retryable(),
-            Self::InvalidName { .. } | Self::InvalidPageSize(_) | Self::InvalidLocation(_) => false,
+            Self::InvalidName { .. }
+            | Self::InvalidPageSize(_)
+            | Self::InvalidLocation(_)
+            | Self::Irreversible { .. }
+            | Self::UnknownMigration { .. } => false,
         }
     }
 }

@@ -119,115 +119,41 @@ pub(crate) struct Migration {
     pub(crate) version: i64,
     pub(crate) description: &'static str,
     pub(crate) sql: &'static str,
+    /// The script that reverts it (`NNNN_name.down.sql`), if there is one.
+    pub(crate) down: Option<&'static str>,
+}
+
+/// The embedded migration of `version`, if this build knows it.
+pub(crate) fn find(migrations: &'static [Migration], version: i64) -> Option<&'static Migration> {
+    migrations
+        .iter()
+        .find(|migration| migration.version == version)
+}
+
+/// The migration to roll back when `version` is the last one applied, with its down script.
+pub(crate) fn to_roll_back(
+    migrations: &'static [Migration],
+    version: i64,
+) -> Result<(&'static Migration, &'static str), Error> {
+    let migration = find(migrations, version).ok_or(Error::UnknownMigration { version })?;
+    let down = migration.down.ok_or(Error::Irreversible {
+        version,
+        description: migration.description,
+    })?;
+    Ok((migration, down))
 }
 
 /// SQLite's migrations, in order of version (numbers may have gaps: each is applied once,
-/// whatever else is applied). A file added to `migrations/sqlite` must be listed here (a unit
-/// test checks it).
+/// whatever else is applied): every `migrations/sqlite/NNNN_name.sql`, listed by the build
+/// script with its `NNNN_name.down.sql`.
 #[cfg(feature = "sqlite")]
-pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        description: "initial",
-        sql: include_str!("../migrations/sqlite/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        description: "dead alarms",
-        sql: include_str!("../migrations/sqlite/0002_dead_alarms.sql"),
-    },
-    Migration {
-        version: 3,
-        description: "commit guard",
-        sql: include_str!("../migrations/sqlite/0003_commit_guard.sql"),
-    },
-    Migration {
-        version: 4,
-        description: "tombstones",
-        sql: include_str!("../migrations/sqlite/0004_tombstones.sql"),
-    },
-    Migration {
-        version: 5,
-        description: "claim leases",
-        sql: include_str!("../migrations/sqlite/0005_claim_leases.sql"),
-    },
-    Migration {
-        version: 6,
-        description: "dead alarm index",
-        sql: include_str!("../migrations/sqlite/0006_dead_alarm_index.sql"),
-    },
-    Migration {
-        version: 7,
-        description: "kv",
-        sql: include_str!("../migrations/sqlite/0007_kv.sql"),
-    },
-    Migration {
-        version: 8,
-        description: "idempotency",
-        sql: include_str!("../migrations/sqlite/0008_idempotency.sql"),
-    },
-    Migration {
-        version: 9,
-        description: "alarm payload",
-        sql: include_str!("../migrations/sqlite/0009_alarm_payload.sql"),
-    },
-];
+pub(crate) const SQLITE_MIGRATIONS: &[Migration] =
+    include!(concat!(env!("OUT_DIR"), "/sqlite_migrations.rs"));
 
-/// Postgres' migrations, in order of version (numbers may have gaps). A file added to
-/// `migrations/postgres` must be listed here (a unit test checks it).
+/// Postgres' migrations, in order of version (numbers may have gaps), listed as SQLite's are.
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        description: "initial",
-        sql: include_str!("../migrations/postgres/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        description: "dead alarms",
-        sql: include_str!("../migrations/postgres/0002_dead_alarms.sql"),
-    },
-    Migration {
-        version: 3,
-        description: "version mismatch",
-        sql: include_str!("../migrations/postgres/0003_version_mismatch.sql"),
-    },
-    Migration {
-        version: 4,
-        description: "tombstones",
-        sql: include_str!("../migrations/postgres/0004_tombstones.sql"),
-    },
-    Migration {
-        version: 5,
-        description: "claim leases",
-        sql: include_str!("../migrations/postgres/0005_claim_leases.sql"),
-    },
-    Migration {
-        version: 6,
-        description: "dead alarm index",
-        sql: include_str!("../migrations/postgres/0006_dead_alarm_index.sql"),
-    },
-    Migration {
-        version: 7,
-        description: "kv",
-        sql: include_str!("../migrations/postgres/0007_kv.sql"),
-    },
-    Migration {
-        version: 8,
-        description: "idempotency",
-        sql: include_str!("../migrations/postgres/0008_idempotency.sql"),
-    },
-    Migration {
-        version: 9,
-        description: "alarm payload",
-        sql: include_str!("../migrations/postgres/0009_alarm_payload.sql"),
-    },
-    Migration {
-        version: 100,
-        description: "fsm",
-        sql: include_str!("../migrations/postgres/0100_fsm.sql"),
-    },
-];
+pub(crate) const POSTGRES_MIGRATIONS: &[Migration] =
+    include!(concat!(env!("OUT_DIR"), "/postgres_migrations.rs"));
 
 /// Microseconds since the Unix epoch (negative before it).
 pub(crate) fn to_micros(time: SystemTime) -> Result<i64, StorageError> {
@@ -487,7 +413,6 @@ mod tests {
         let mut files: Vec<String> = std::fs::read_dir(path)
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            // A `.down.sql` file reverses its migration; it is not applied.
             .filter(|name| !name.ends_with(".down.sql"))
             .collect();
         files.sort();
@@ -507,18 +432,24 @@ mod tests {
                 "{file} is not migration {}",
                 migration.version
             );
+            // Every migration can be rolled back: its `.down.sql` sibling exists.
+            assert!(
+                migration.down.is_some_and(|down| !down.trim().is_empty()),
+                "{dir}/{file} has no down script ({})",
+                file.replace(".sql", ".down.sql")
+            );
         }
     }
 
     #[cfg(feature = "sqlite")]
     #[test]
-    fn every_sqlite_migration_is_listed() {
+    fn every_sqlite_migration_is_listed_with_its_down_script() {
         check_list("sqlite", SQLITE_MIGRATIONS);
     }
 
     #[cfg(feature = "postgres")]
     #[test]
-    fn every_postgres_migration_is_listed() {
+    fn every_postgres_migration_is_listed_with_its_down_script() {
         check_list("postgres", POSTGRES_MIGRATIONS);
     }
 }

@@ -1,5 +1,5 @@
 //! The user guide's Rust snippets, compiled (and, unless marked `no_run`, run) as doctests: one
-//! item per chapter of `book/src`, plus the README.
+//! item per chapter of `book/src`, plus the README and the usage rules.
 
 #[doc = include_str!("../../book/src/introduction.md")]
 pub mod introduction {}
@@ -81,3 +81,19 @@ pub mod fsm_coming_from_gen_durable {}
 
 #[doc = include_str!("../../README.md")]
 pub mod readme {}
+
+#[doc = include_str!("../../usage-rules.md")]
+pub mod usage_rules {}
+
+/// The usage rules published with `durable-runtime` are the repository's.
+#[cfg(test)]
+mod published {
+    #[test]
+    fn the_crate_ships_the_usage_rules_of_the_repository() {
+        assert_eq!(
+            include_str!("../../durable-runtime/usage-rules.md"),
+            include_str!("../../usage-rules.md"),
+            "copy usage-rules.md to durable-runtime/usage-rules.md"
+        );
+    }
+}

@@ -17,6 +17,7 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
         .as_ref()
         .map(|hook| after_load(set, hook, &private));
     let alarm = (!set.alarms.is_empty()).then(|| alarm(set, &private));
+    let signatures = super::describe::handlers(set, &private);
     // Without the struct half, this is the error the user sees ("`Counter` is not a durable
     // object", with the fix). Clients check the same bound (at the same span, so rustc shows
     // that error once); with no client, this assertion checks it.
@@ -43,6 +44,7 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
     wrap_in_const(quote! {
         #[automatically_derived]
         impl #private::Handlers for #self_ty {
+            #signatures
             #after_load
             #alarm
         }

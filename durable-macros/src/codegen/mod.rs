@@ -4,7 +4,8 @@
 //! - [`handlers`]: the impl half's `Handlers` impl and its type checks;
 //! - [`client`]: the typed clients, the handle type and its methods;
 //! - [`caller`]: the callers with per-call options (`<Object>::with`) and their methods;
-//! - [`exposed`]: with `expose`, the table of handlers callable by name.
+//! - [`exposed`]: with `expose`, the table of handlers callable by name;
+//! - [`describe`]: the static description of fields and handlers, for introspection.
 //!
 //! Conventions: every path is absolute (`::core::..`, `::std::..`, `<root>::__private::..`),
 //! so user items named `Result`, `Option` or `durable_runtime` cannot capture it; hidden items
@@ -14,6 +15,7 @@
 
 mod caller;
 mod client;
+mod describe;
 mod exposed;
 mod handlers;
 mod state;

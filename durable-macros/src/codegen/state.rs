@@ -19,6 +19,7 @@ pub(super) fn expand(object: &Object) -> TokenStream {
     let ident = &state.ident;
     let type_name = LitStr::new(&state.name, ident.span());
     let options = options_expr(options, &private);
+    let fields = super::describe::fields(state, &private);
     let trait_impl = quote! {
         #[automatically_derived]
         impl #private::DurableObject for #ident {
@@ -27,6 +28,8 @@ pub(super) fn expand(object: &Object) -> TokenStream {
             fn options() -> #private::ObjectOptions {
                 #options
             }
+
+            #fields
         }
     };
     state_half::codegen::expand(state, root, trait_impl)

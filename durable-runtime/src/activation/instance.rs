@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::activation::call::{Access, Outcome, Run};
 use crate::activation::gate::{Gate, Held};
-use crate::activation::registry::{Dormant, Envelope, Inbox, Residency, TypeEntry};
+use crate::activation::registry::{Dormant, Envelope, Inbox, Replacement, Residency, TypeEntry};
 use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
@@ -114,6 +114,9 @@ pub(crate) struct Instance<O: DurableObject> {
     gate: Gate<O>,
     /// The object went dormant: it stays live (holding its slot) without this task.
     dormant: bool,
+    /// The instance left the registry on request (see [`Envelope::Unload`]): the task ends
+    /// once the envelope that asked is finished.
+    left: bool,
 }
 
 impl<O: DurableObject> Drop for Instance<O> {
@@ -165,6 +168,7 @@ impl<O: DurableObject> Instance<O> {
             slot,
             gate: Gate::new(),
             dormant: false,
+            left: false,
         }
     }
 
@@ -206,6 +210,9 @@ impl<O: DurableObject> Instance<O> {
                         let now = Instant::now();
                         self.inbox.set_gate_busy(!self.gate.is_open());
                         self.inbox.finished(self.runtime().uptime_millis_at(now));
+                        if self.left {
+                            return;
+                        }
                     }
                     Wake::Idle(Idle::Hibernate) => {
                         if self.hibernate() {
@@ -473,7 +480,61 @@ impl<O: DurableObject> Instance<O> {
                 let delete = Box::pin(self.delete(reply));
                 delete.await;
             }
+            Envelope::Unload { leave, reply } => {
+                let unload = Box::pin(self.unload(leave));
+                unload.await;
+                let _ = reply.send(Ok(()));
+            }
+            Envelope::Replace(replacement) => {
+                let Replacement {
+                    state,
+                    expected_version,
+                    reply,
+                } = *replacement;
+                let replace = Box::pin(self.replace(state, expected_version));
+                let _ = reply.send(replace.await);
+            }
         }
+    }
+
+    /// Drops what the object holds in memory once its writes are committed: the next call
+    /// loads from storage. With `leave`, the instance also leaves the registry (unless a call
+    /// is already queued behind this envelope: it then stays, unloaded, and runs that call).
+    async fn unload(&mut self, leave: bool) {
+        self.flush().await;
+        self.set_slot_unloaded();
+        if leave && self.try_shutdown() {
+            self.left = true;
+        }
+    }
+
+    /// Commits `state` as the object's state if storage holds `expected_version` (checked by
+    /// the commit itself, so another runtime's writes count), after the object's own writes.
+    /// Whatever the outcome, the object then holds nothing in memory: the next call loads
+    /// what storage holds, and runs `after_load` on it.
+    async fn replace(&mut self, state: O, expected_version: u64) -> Result<u64, Error> {
+        self.flush().await;
+        let key = self.key().clone();
+        let encoded = self.encode(&state)?;
+        drop(state);
+        codec::check_round_trip::<O>(&encoded).map_err(|message| Error::Encode {
+            key: key.clone(),
+            message,
+        })?;
+        let write = ObjectWrite {
+            key,
+            expected_version,
+            state: Some(encoded),
+            alarms: Vec::new(),
+            kv: Vec::new(),
+            idempotency: None,
+        };
+        let result = self.commit(write).await.map(|write| write.new_version());
+        if matches!(result, Err(Error::Storage { .. })) {
+            metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+        }
+        self.set_slot_unloaded();
+        result
     }
 
     async fn delete(&mut self, reply: oneshot::Sender<Result<bool, Error>>) {

@@ -40,6 +40,23 @@ pub(crate) enum Envelope<O> {
     Call(Box<dyn Invocation<O>>),
     /// Delete the object's state and alarms; replies whether a stored state existed.
     Delete(oneshot::Sender<Result<bool, Error>>),
+    /// Drop what the object holds in memory once every write before it is committed, so
+    /// that the next call reads storage; with `leave`, the instance also leaves the registry.
+    Unload {
+        leave: bool,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Commit a state given from outside (boxed: queues hold envelopes by value, and this
+    /// one is rare).
+    Replace(Box<Replacement<O>>),
+}
+
+/// A state to commit as the object's if storage holds `expected_version`; the reply is the new
+/// version.
+pub(crate) struct Replacement<O> {
+    pub(crate) state: O,
+    pub(crate) expected_version: u64,
+    pub(crate) reply: oneshot::Sender<Result<u64, Error>>,
 }
 
 impl<O: 'static> Envelope<O> {
@@ -50,8 +67,25 @@ impl<O: 'static> Envelope<O> {
             Self::Delete(reply) => {
                 let _ = reply.send(Err(error));
             }
+            Self::Unload { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::Replace(replacement) => {
+                let _ = replacement.reply.send(Err(error));
+            }
         }
     }
+}
+
+/// What [`TypeEntry::send_to_live`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reached {
+    /// The envelope is in the object's inbox (or was refused there, its sender answered).
+    Sent,
+    /// The object was dormant and is forgotten: its encoded state is dropped.
+    Forgotten,
+    /// The object is not live in this runtime.
+    NotLive,
 }
 
 /// What a live object holds in memory, as seen from outside its task.
@@ -471,6 +505,45 @@ impl<O: DurableObject> TypeEntry<O> {
         }
     }
 
+    /// Sends `envelope` to the object `id` only if it is live, without starting or waking it.
+    /// A dormant object (no task, only its encoded state) is forgotten instead, when `forget`
+    /// is set. Returns what happened; the envelope comes back unless it was sent.
+    pub(crate) fn send_to_live(
+        &self,
+        runtime: &Runtime,
+        id: &str,
+        envelope: Envelope<O>,
+        forget: bool,
+    ) -> (Reached, Option<Envelope<O>>) {
+        let capacity = self.settings.queue_capacity;
+        let sent = match self.objects.get(id).as_deref() {
+            Some(Entry::Live(mailbox)) => mailbox.inbox.try_send(envelope, capacity),
+            Some(Entry::Dormant(_)) => Err(SendError::Closed(envelope)),
+            None => return (Reached::NotLive, Some(envelope)),
+        };
+        match sent {
+            Ok(()) => (Reached::Sent, None),
+            Err(SendError::Full(envelope)) => {
+                self.refuse(id, envelope);
+                (Reached::Sent, None)
+            }
+            // A task that is ending, or a dormant object: nothing runs it.
+            Err(SendError::Closed(envelope)) => {
+                let removed = forget
+                    && self
+                        .objects
+                        .remove_if(id, |_, entry| matches!(entry, Entry::Dormant(_)))
+                        .is_some();
+                if removed {
+                    self.removed();
+                    self.forget(runtime, id, true);
+                    return (Reached::Forgotten, Some(envelope));
+                }
+                (Reached::NotLive, Some(envelope))
+            }
+        }
+    }
+
     /// Answers an envelope the inbox refused (after the entry's lock is released).
     fn sent(&self, runtime: &Runtime, id: &str, result: Result<(), SendError<O>>) {
         match result {
@@ -835,6 +908,12 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
             Some((_, Entry::Live(_))) => true,
             None => false,
         }
+    }
+
+    fn describe(&self, runtime: &Runtime) -> crate::describe::TypeDescription {
+        let mut description = O::describe();
+        description.options = runtime.options_of::<O>();
+        description
     }
 
     fn close_all(&self, runtime: &Runtime) {

@@ -1,11 +1,13 @@
 //! The runtime's typed operations on one object, reached by the name of an exposed type: its
-//! stored state, status, deletion, listing and alarms.
+//! stored state, status, deletion, stopping, reloading, replacing its state, listing and
+//! alarms.
 
 use serde_json::Value;
 
 use super::CallByNameError;
 use crate::alarms::AlarmTime;
 use crate::error::Error;
+use crate::object::DurableObject;
 use crate::object::handle::Runtime;
 use crate::runtime::ObjectStatus;
 use crate::storage::{AlarmRecord, IdPage, ObjectKey};
@@ -121,6 +123,121 @@ impl Runtime {
     pub async fn delete_by_name(&self, type_name: &str, id: &str) -> Result<bool, CallByNameError> {
         let entry = self.registry().entry(type_name)?;
         Ok((entry.delete)(self, id).await?)
+    }
+
+    /// [`stop`](Runtime::stop) the object `(type_name, id)`, the type given by name: after the
+    /// calls queued before it, its instance and in-memory state are dropped. Returns whether it
+    /// was live.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `stop`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert!(rt.stop_by_name("Counter", "a").await.unwrap());
+    /// assert_eq!(rt.live_objects::<Counter>(), 0);
+    /// # }
+    /// ```
+    pub async fn stop_by_name(&self, type_name: &str, id: &str) -> Result<bool, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.stop)(self, id).await?)
+    }
+
+    /// [`reload`](Runtime::reload) the object `(type_name, id)`, the type given by name: its
+    /// in-memory copy is dropped, and the next call reads storage. Returns whether it was live.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed, else as `reload`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, MemoryStorage, Runtime};
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// assert!(!rt.reload_by_name("Counter", "a").await.unwrap()); // not live
+    /// Counter::add(&rt, "a", 1).await.unwrap();
+    /// assert!(rt.reload_by_name("Counter", "a").await.unwrap());
+    /// assert_eq!(Counter::add(&rt, "a", 1).await.unwrap(), 2);
+    /// # }
+    /// ```
+    pub async fn reload_by_name(&self, type_name: &str, id: &str) -> Result<bool, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        Ok((entry.reload)(self, id).await?)
+    }
+
+    /// [`replace_state`](Runtime::replace_state) of the object `(type_name, id)`, the type
+    /// given by name and the state as JSON (decoded as a stored state is: a missing field takes
+    /// its default). Returns the new version.
+    ///
+    /// # Errors
+    ///
+    /// [`CallByNameError::UnknownType`] if the type is not exposed;
+    /// [`CallByNameError::BadArguments`] for JSON that is not a state of the type; else as
+    /// `replace_state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallByNameError, Error, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let version = rt.replace_state_by_name("Counter", "a", json!({"count": 5}), 0).await;
+    /// assert_eq!(version.unwrap(), 1);
+    /// assert_eq!(Counter::add(&rt, "a", 1).await.unwrap(), 6);
+    /// let err = rt.replace_state_by_name("Counter", "a", json!({"count": 0}), 1).await;
+    /// assert!(matches!(err, Err(CallByNameError::Runtime(Error::Conflict { .. }))));
+    /// let err = rt.replace_state_by_name("Counter", "a", json!({"count": "x"}), 2).await;
+    /// assert!(matches!(err, Err(CallByNameError::BadArguments { .. })));
+    /// # }
+    /// ```
+    pub async fn replace_state_by_name(
+        &self,
+        type_name: &str,
+        id: &str,
+        state: Value,
+        expected_version: u64,
+    ) -> Result<u64, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        (entry.replace_state)(self, id, state, expected_version).await
     }
 
     /// [`list_ids`](Runtime::list_ids) of the stored objects of a type given by name: up to
@@ -342,4 +459,22 @@ impl Runtime {
         let alarm = entry.alarm(alarm)?;
         Ok((entry.cancel_alarm)(self, id, alarm).await?)
     }
+}
+
+/// Decodes `state` as a state of `O` (a state that does not fit is the caller's mistake, as
+/// arguments that do not fit are) and replaces the stored one with it.
+pub(super) async fn replace_state_json<O: DurableObject>(
+    runtime: &Runtime,
+    id: &str,
+    state: Value,
+    expected_version: u64,
+) -> Result<u64, CallByNameError> {
+    crate::id::validate_id(id).map_err(Error::from)?;
+    let state: O =
+        serde_path_to_error::deserialize(state).map_err(|error| CallByNameError::BadArguments {
+            handler: "replace_state",
+            path: error.path().to_string(),
+            message: error.inner().to_string(),
+        })?;
+    Ok(runtime.replace_state(id, state, expected_version).await?)
 }

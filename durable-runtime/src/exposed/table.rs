@@ -191,6 +191,9 @@ pub(super) type KvEntries = Vec<(String, Vec<u8>)>;
 /// A key-value operation, whose error may be the storage's own.
 pub(super) type KvOperation<'a, T> = BoxFuture<'a, Result<T, Error<crate::kv::KvError>>>;
 
+/// An operation that also decodes what it was given by name, as a boxed future.
+pub(super) type ByName<'a, T> = BoxFuture<'a, Result<T, CallByNameError>>;
+
 /// One exposed type: its table, and the runtime's typed operations on it, instantiated for the
 /// type so that they can be reached by its name.
 pub(super) struct Entry {
@@ -200,6 +203,9 @@ pub(super) struct Entry {
     pub(super) options: fn(&Runtime) -> ObjectOptions,
     pub(super) status: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, ObjectStatus>,
     pub(super) delete: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
+    pub(super) stop: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
+    pub(super) reload: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, bool>,
+    pub(super) replace_state: for<'a> fn(&'a Runtime, &'a str, Value, u64) -> ByName<'a, u64>,
     pub(super) list_alarms: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Vec<AlarmRecord>>,
     pub(super) list_ids: for<'a> fn(&'a Runtime, Option<&'a str>, usize) -> Operation<'a, IdPage>,
     pub(super) alarm_arguments:
@@ -262,6 +268,16 @@ impl Entry {
             options: Runtime::options_of::<O>,
             status: |runtime, id| Box::pin(runtime.status::<O>(id)),
             delete: |runtime, id| Box::pin(runtime.delete::<O>(id)),
+            stop: |runtime, id| Box::pin(runtime.stop::<O>(id)),
+            reload: |runtime, id| Box::pin(runtime.reload::<O>(id)),
+            replace_state: |runtime, id, state, expected_version| {
+                Box::pin(super::ops::replace_state_json::<O>(
+                    runtime,
+                    id,
+                    state,
+                    expected_version,
+                ))
+            },
             list_alarms: |runtime, id| Box::pin(runtime.list_alarms::<O>(id)),
             list_ids: |runtime, after, limit| Box::pin(runtime.list_ids::<O>(after, limit)),
             alarm_arguments: O::alarm_arguments,

@@ -184,6 +184,9 @@ pub(crate) trait Objects: Send + Sync {
     /// Runtime shutdown: closes every inbox, so that each task handles what it queued and
     /// ends, and forgets every dormant object.
     fn close_all(&self, runtime: &Runtime);
+
+    /// The type described, with the options it runs with in `runtime`.
+    fn describe(&self, runtime: &Runtime) -> crate::describe::TypeDescription;
 }
 
 /// Fires an alarm at an object of a type known only by name.

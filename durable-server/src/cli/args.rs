@@ -125,6 +125,18 @@ pub(crate) enum Operation {
     Types,
     /// Print the gateway's OpenAPI document.
     Openapi,
+    /// The store's schema migrations (on a database directly).
+    #[command(subcommand)]
+    Migrations(MigrationsCommand),
+}
+
+/// `migrations ...`: run on the database itself (`--database-url`), never through a gateway.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MigrationsCommand {
+    /// The version of the last migration applied to the store's tables.
+    Status,
+    /// Roll back the last migration applied (needs --offline: no runtime may use the database).
+    Rollback,
 }
 
 #[derive(Debug, Subcommand)]
@@ -178,6 +190,37 @@ pub(crate) enum ObjectsCommand {
         type_name: String,
         /// The object id.
         id: String,
+    },
+    /// Stop an object in the gateway: it leaves memory after the calls queued before it.
+    Stop {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+    },
+    /// Reload an object in the gateway: the next call reads its state from storage (after a
+    /// change made in the database by hand).
+    Reload {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+    },
+    /// Replace an object's state, if its stored version is the one expected.
+    ReplaceState {
+        /// The object type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The object id.
+        id: String,
+        /// The new state as a JSON object; `-` reads it from standard input.
+        #[arg(value_name = "JSON")]
+        state: String,
+        /// The version storage must hold (0 for an object never stored; see `objects get`).
+        #[arg(long)]
+        expected_version: u64,
     },
 }
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use durable_sqlx::{PostgresStore, SqliteStore};
 
 use super::Store;
+use super::args::MigrationsCommand;
 use super::failure::Failure;
+use super::render::{Reply, SchemaStatus};
 
 /// Where the store's tables are, when not the defaults (`--db-schema`, `--table-prefix`).
 #[derive(Clone, Debug, Default)]
@@ -72,6 +74,70 @@ pub(crate) async fn open(url: &str, tables: &Tables, create: Create) -> Result<S
         .await
         .map_err(unopened)?;
     Ok(Arc::new(store))
+}
+
+/// `migrations status|rollback` on `url`, opened without applying migrations. A rollback
+/// changes the schema under any runtime using the database: it needs `offline`.
+pub(crate) async fn migrations(
+    url: &str,
+    tables: &Tables,
+    command: MigrationsCommand,
+    offline: bool,
+) -> Result<Reply, Failure> {
+    if matches!(command, MigrationsCommand::Rollback) && !offline {
+        return Err(Failure::local(
+            "offline_required",
+            "to roll back a migration, no runtime may use the database: stop them, then pass \
+             --offline",
+        ));
+    }
+    let failed = |error: durable_sqlx::Error| match error {
+        durable_sqlx::Error::Open { .. } => Failure::local(
+            "database_unavailable",
+            format!("cannot open the database: {error}"),
+        ),
+        other => Failure::local("migration_failed", other.to_string()),
+    };
+    let rollback = matches!(command, MigrationsCommand::Rollback);
+    let (rolled_back, schema_version) =
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let mut builder = PostgresStore::builder(url)
+                .table_prefix(tables.prefix.as_str())
+                .migrate_on_open(false);
+            if let Some(schema) = &tables.schema {
+                builder = builder.schema(schema.as_str());
+            }
+            let store = builder.connect().await.map_err(failed)?;
+            let rolled_back = match rollback {
+                true => store.rollback_last_migration().await.map_err(failed)?,
+                false => None,
+            };
+            (rolled_back, store.schema_version().await.map_err(failed)?)
+        } else {
+            if let Some(path) = sqlite_file(url)
+                && !Path::new(path).exists()
+            {
+                return Err(Failure::local(
+                    "database_not_found",
+                    format!("no SQLite database at `{path}`"),
+                ));
+            }
+            let store = SqliteStore::builder(url)
+                .table_prefix(tables.prefix.as_str())
+                .migrate_on_open(false)
+                .open()
+                .await
+                .map_err(failed)?;
+            let rolled_back = match rollback {
+                true => store.rollback_last_migration().await.map_err(failed)?,
+                false => None,
+            };
+            (rolled_back, store.schema_version().await.map_err(failed)?)
+        };
+    Ok(Reply::Schema(SchemaStatus {
+        schema_version,
+        rolled_back,
+    }))
 }
 
 /// The file of an SQLite location (`app.db`, `sqlite://app.db`, `sqlite:app.db?mode=rwc`),

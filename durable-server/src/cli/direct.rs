@@ -18,15 +18,26 @@ use durable_runtime::{
 use serde_json::Value;
 
 use crate::client::{
-    self, AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted,
-    HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm,
-    TypeInfo, TypeList, TypeOptions,
+    AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarm, DeadAlarmPage, Deleted, ObjectInfo,
+    ObjectPage, ObjectStatus, ObjectSummary, Requeued, ScheduledAlarm, StateReplaced, TypeInfo,
+    TypeList, TypeOptions,
 };
 
 use super::Store;
 use super::args::{AlarmsCommand, KvCommand, ObjectsCommand, Operation, SetAlarm};
 use super::failure::Failure;
 use super::render::Reply;
+
+/// A replacement state given on the command line, as JSON.
+pub(super) fn state_json(text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|error| {
+        Failure::new(
+            Some(400),
+            "invalid_request",
+            format!("the state is not JSON: {error}"),
+        )
+    })
+}
 
 /// The largest page a listing may ask for, as the gateway allows.
 const MAX_LIMIT: usize = 1000;
@@ -65,6 +76,8 @@ impl Direct {
             Operation::Objects(command) => self.objects(command).await,
             Operation::Alarms(command) => self.alarms(command).await,
             Operation::Kv(command) => self.kv(command).await,
+            // Run before a store is opened for the other commands (see `cli::execute`).
+            Operation::Migrations(_) => Err(super::gateway::migrations_need_a_database()),
         }
     }
 
@@ -227,6 +240,26 @@ impl Direct {
                 };
                 Ok(Reply::Deleted(Deleted { deleted }))
             }
+            ObjectsCommand::Stop { .. } | ObjectsCommand::Reload { .. } => {
+                Err(Failure::invalid_request(
+                    "only a gateway holds live objects to stop or reload: a database read \
+                     directly holds none (give --gateway)",
+                ))
+            }
+            ObjectsCommand::ReplaceState {
+                type_name,
+                id,
+                state,
+                expected_version,
+            } => {
+                self.check_offline("replace an object's state")?;
+                let state = state_json(&state)?;
+                let runtime = self.runtime_for("replace an object's state")?;
+                let version = runtime
+                    .replace_state_by_name(&type_name, &id, state, expected_version)
+                    .await?;
+                Ok(Reply::Replaced(StateReplaced { version }))
+            }
         }
     }
 
@@ -326,32 +359,21 @@ impl Direct {
 
     async fn types(&self) -> Result<TypeList, Failure> {
         let types = match &self.runtime {
-            Some(runtime) => runtime
-                .exposed_types()
-                .into_iter()
-                .map(|exposed| TypeInfo {
-                    name: exposed.name.to_owned(),
-                    handlers: exposed
-                        .handlers
-                        .iter()
-                        .map(|handler| HandlerInfo {
-                            name: handler.name.to_owned(),
-                            access: match handler.access {
-                                Access::Read => client::Access::Read,
-                                _ => client::Access::Write,
-                            },
-                            arguments: handler.arguments.iter().map(|&a| a.to_owned()).collect(),
-                        })
-                        .collect(),
-                    alarms: exposed.alarms.iter().map(|&a| a.to_owned()).collect(),
-                    options: TypeOptions {
-                        hibernate_after: exposed.options.hibernate_after,
-                        shutdown_after: exposed.options.shutdown_after,
-                        call_timeout: exposed.options.call_timeout,
-                        queue_capacity: exposed.options.queue_capacity,
-                    },
-                })
-                .collect(),
+            // What the gateway would list, in its encoding, read as a client reads it.
+            Some(runtime) => {
+                let descriptions = runtime.describe_types();
+                runtime
+                    .exposed_types()
+                    .iter()
+                    .map(|exposed| {
+                        let description = descriptions.iter().find(|d| d.name == exposed.name);
+                        let view = crate::model::TypeView::described(exposed, description);
+                        serde_json::to_value(view)
+                            .and_then(serde_json::from_value::<TypeInfo>)
+                            .map_err(|error| Failure::local("internal", error.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
             None => self
                 .inspector
                 .list_types()
@@ -362,6 +384,7 @@ impl Direct {
                     handlers: Vec::new(),
                     alarms: Vec::new(),
                     options: TypeOptions::default(),
+                    fields: Vec::new(),
                 })
                 .collect(),
         };

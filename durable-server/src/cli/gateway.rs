@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 use crate::client::{
-    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Requeued, TypeList,
+    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Reloaded, Requeued, StateReplaced,
+    Stopped, TypeList,
 };
 
 use super::args::{AlarmsCommand, KvCommand, ObjectsCommand, Operation};
@@ -19,6 +20,7 @@ pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, 
         Operation::Objects(command) => objects(client, command).await?,
         Operation::Alarms(command) => alarms(client, command).await?,
         Operation::Kv(command) => kv(client, command).await?,
+        Operation::Migrations(_) => return Err(migrations_need_a_database()),
     })
 }
 
@@ -102,6 +104,25 @@ async fn objects(client: &Client, command: ObjectsCommand) -> Result<Reply, Fail
         ObjectsCommand::Delete { type_name, id } => Reply::Deleted(Deleted {
             deleted: objects.delete(&type_name, &id).await?,
         }),
+        ObjectsCommand::Stop { type_name, id } => Reply::Stopped(Stopped {
+            stopped: objects.stop(&type_name, &id).await?,
+        }),
+        ObjectsCommand::Reload { type_name, id } => Reply::Reloaded(Reloaded {
+            reloaded: objects.reload(&type_name, &id).await?,
+        }),
+        ObjectsCommand::ReplaceState {
+            type_name,
+            id,
+            state,
+            expected_version,
+        } => {
+            let state = super::direct::state_json(&state)?;
+            Reply::Replaced(StateReplaced {
+                version: objects
+                    .replace_state(&type_name, &id, &state, expected_version)
+                    .await?,
+            })
+        }
     })
 }
 
@@ -144,4 +165,12 @@ async fn alarms(client: &Client, command: AlarmsCommand) -> Result<Reply, Failur
             requeued: alarms.requeue(&type_name, &id, &name).await?,
         }),
     })
+}
+
+/// Migrations run on the database itself, not through a gateway.
+pub(crate) fn migrations_need_a_database() -> Failure {
+    Failure::local(
+        "usage",
+        "migrations run on the database directly: pass --database-url, not --gateway",
+    )
 }

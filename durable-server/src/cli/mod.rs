@@ -30,6 +30,9 @@
 //! objects get TYPE ID
 //! objects call TYPE ID HANDLER ['{"by": 5}' | -]
 //! objects delete TYPE ID
+//! objects stop TYPE ID                                       (gateway only)
+//! objects reload TYPE ID                                     (gateway only)
+//! objects replace-state TYPE ID ('{"count": 0}' | -) --expected-version N
 //! alarms list TYPE ID
 //! alarms set TYPE ID NAME (--fire-at 2026-11-25T18:00:00Z | --delay 30s)
 //! alarms cancel TYPE ID NAME
@@ -37,6 +40,8 @@
 //! alarms requeue TYPE ID NAME
 //! types
 //! openapi
+//! migrations status                                          (database only)
+//! migrations rollback --offline                              (database only)
 //! ```
 //!
 //! Every command but `serve` goes to a gateway (`--gateway URL --token TOKEN`, or the
@@ -302,6 +307,14 @@ impl App {
                 }
                 gateway::run(&client, operation).await.map(Some)
             }
+            (None, Some(url)) if matches!(operation, Operation::Migrations(_)) => {
+                let Operation::Migrations(command) = operation else {
+                    unreachable!("matched above");
+                };
+                database::migrations(&url, &tables, command, globals.offline)
+                    .await
+                    .map(Some)
+            }
             (None, Some(url)) => {
                 let store = database::open(&url, &tables, Create::Refused).await?;
                 let runtime = self
@@ -328,9 +341,27 @@ fn generic_command() -> clap::Command {
     <GenericCli as clap::CommandFactory>::command()
 }
 
-/// Reads a call's arguments from standard input when they are given as `-`.
+/// Reads a call's arguments (or a replacement state) from standard input when given as `-`.
 fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
+    let stdin = || {
+        let mut text = String::new();
+        io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|error| Failure::local("usage", format!("cannot read the input: {error}")))?;
+        Ok::<_, Failure>(text)
+    };
     match operation {
+        Operation::Objects(ObjectsCommand::ReplaceState {
+            type_name,
+            id,
+            state,
+            expected_version,
+        }) if state == "-" => Ok(Operation::Objects(ObjectsCommand::ReplaceState {
+            type_name,
+            id,
+            state: stdin()?,
+            expected_version,
+        })),
         Operation::Objects(ObjectsCommand::Call {
             type_name,
             id,

@@ -9,11 +9,47 @@ use serde_json::Value;
 
 use crate::client::{
     AlarmInfo, AlarmList, CallReply, Cancelled, DeadAlarmPage, Deleted, ErrorReply, ObjectInfo,
-    ObjectPage, Requeued, ScheduledAlarm, TypeList, format_time,
+    ObjectPage, Reloaded, Requeued, ScheduledAlarm, StateReplaced, Stopped, TypeList, format_time,
 };
 
 use super::args::OutputFormat;
 use super::failure::Failure;
+
+/// `migrations status|rollback`: the store's schema version, and the migration rolled back.
+#[derive(Debug, Serialize)]
+pub(crate) struct SchemaStatus {
+    /// The last migration applied, `null` before the first.
+    pub(crate) schema_version: Option<i64>,
+    /// The migration a rollback undid (`null` if none was applied, or for `status`).
+    pub(crate) rolled_back: Option<i64>,
+}
+
+/// One handler as a line: `add(by: i64) -> i64 write`, the types left out when unknown.
+fn handler_line(handler: &crate::client::HandlerInfo) -> String {
+    let access = match handler.access {
+        crate::client::Access::Read => "read",
+        crate::client::Access::Write => "write",
+    };
+    let arguments: Vec<String> = handler
+        .arguments
+        .iter()
+        .enumerate()
+        .map(|(index, name)| match handler.argument_types.get(index) {
+            Some(ty) => format!("{name}: {ty}"),
+            None => name.clone(),
+        })
+        .collect();
+    let output = match (&handler.output, &handler.error) {
+        (Some(output), Some(error)) => format!(" -> Result<{output}, {error}>"),
+        (Some(output), None) if output != "()" => format!(" -> {output}"),
+        _ => String::new(),
+    };
+    format!(
+        "{}({}){output} {access}",
+        handler.name,
+        arguments.join(", ")
+    )
+}
 
 /// A command's result: one of the gateway's replies.
 #[derive(Debug)]
@@ -22,6 +58,10 @@ pub(crate) enum Reply {
     Objects(ObjectPage),
     Call(CallReply),
     Deleted(Deleted),
+    Stopped(Stopped),
+    Reloaded(Reloaded),
+    Replaced(StateReplaced),
+    Schema(SchemaStatus),
     Alarms(AlarmList),
     Scheduled(ScheduledAlarm),
     Cancelled(Cancelled),
@@ -49,6 +89,10 @@ impl Reply {
             Self::Objects(reply) => json(out, reply),
             Self::Call(reply) => json(out, reply),
             Self::Deleted(reply) => json(out, reply),
+            Self::Stopped(reply) => json(out, reply),
+            Self::Reloaded(reply) => json(out, reply),
+            Self::Replaced(reply) => json(out, reply),
+            Self::Schema(reply) => json(out, reply),
             Self::Alarms(reply) => json(out, reply),
             Self::Scheduled(reply) => json(out, reply),
             Self::Cancelled(reply) => json(out, reply),
@@ -93,6 +137,34 @@ impl Reply {
                 next_page(out, page.next_cursor.as_deref())
             }
             Self::Call(reply) => writeln!(out, "{}", pretty(&reply.result)),
+            Self::Stopped(reply) => writeln!(
+                out,
+                "{}",
+                if reply.stopped {
+                    "stopped"
+                } else {
+                    "not live: nothing stopped"
+                }
+            ),
+            Self::Reloaded(reply) => writeln!(
+                out,
+                "{}",
+                if reply.reloaded {
+                    "reloaded: the next call reads storage"
+                } else {
+                    "not live: the next call reads storage"
+                }
+            ),
+            Self::Replaced(reply) => writeln!(out, "replaced: version {}", reply.version),
+            Self::Schema(reply) => {
+                if let Some(version) = reply.rolled_back {
+                    writeln!(out, "rolled back migration {version}")?;
+                }
+                match reply.schema_version {
+                    Some(version) => writeln!(out, "schema version: {version}"),
+                    None => writeln!(out, "schema version: none (no migration applied)"),
+                }
+            }
             Self::Deleted(reply) => writeln!(
                 out,
                 "{}",
@@ -142,25 +214,17 @@ impl Reply {
                 }
             ),
             Self::Types(list) => {
-                let mut rows = new_table(["TYPE", "HANDLERS", "ALARMS"]);
+                let mut rows = new_table(["TYPE", "FIELDS", "HANDLERS", "ALARMS"]);
                 for ty in &list.types {
-                    let handlers: Vec<String> = ty
-                        .handlers
+                    let fields: Vec<String> = ty
+                        .fields
                         .iter()
-                        .map(|handler| {
-                            let access = match handler.access {
-                                crate::client::Access::Read => "read",
-                                crate::client::Access::Write => "write",
-                            };
-                            format!(
-                                "{}({}) {access}",
-                                handler.name,
-                                handler.arguments.join(", ")
-                            )
-                        })
+                        .map(|field| format!("{}: {}", field.name, field.ty))
                         .collect();
+                    let handlers: Vec<String> = ty.handlers.iter().map(handler_line).collect();
                     rows.add_row(vec![
                         ty.name.clone(),
+                        fields.join("\n"),
                         handlers.join("\n"),
                         ty.alarms.join(", "),
                     ]);

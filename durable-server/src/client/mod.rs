@@ -35,8 +35,9 @@ pub use error::{ApiErrorBody, ClientError, ErrorReply};
 pub use kv::Kv;
 pub use model::{
     Access, AlarmInfo, AlarmList, AlarmWhen, CallReply, Cancelled, DeadAlarm, DeadAlarmPage,
-    Deleted, HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Requeued,
-    ScheduledAlarm, TypeInfo, TypeList, TypeOptions, UnknownStatus, format_time,
+    Deleted, FieldInfo, HandlerInfo, ObjectInfo, ObjectPage, ObjectStatus, ObjectSummary, Reloaded,
+    Requeued, ScheduledAlarm, StateReplaced, Stopped, TypeInfo, TypeList, TypeOptions,
+    UnknownStatus, format_time,
 };
 pub(crate) use model::{RequeueBody, SetAlarmBody};
 
@@ -490,6 +491,87 @@ impl Objects<'_> {
             .request(Method::DELETE, &["v1", "objects", type_name, id])?;
         let reply: Deleted = self.client.send(request).await?;
         Ok(reply.deleted)
+    }
+
+    /// Stops the object `(type_name, id)` in the server (an admin operation): after the calls
+    /// queued before it, it leaves memory, and the next call loads it from storage. Returns
+    /// whether it was live.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Api`]: `unknown_type`, `forbidden`...
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_server::client::ClientError> {
+    /// let client = durable_server::client::Client::new("http://127.0.0.1:8080").with_token("t");
+    /// let was_live = client.objects().stop("counter", "user-123").await?;
+    /// # let _ = was_live; Ok(()) }
+    /// ```
+    pub async fn stop(&self, type_name: &str, id: &str) -> Result<bool, ClientError> {
+        let request = self
+            .client
+            .request(Method::POST, &["v1", "objects", type_name, id, "stop"])?;
+        let reply: Stopped = self.client.send(request).await?;
+        Ok(reply.stopped)
+    }
+
+    /// Reloads the object `(type_name, id)` in the server (an admin operation): after the
+    /// calls queued before it, it drops its in-memory state, and the next call reads storage.
+    /// Returns whether it was live.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Api`]: `unknown_type`, `forbidden`...
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_server::client::ClientError> {
+    /// let client = durable_server::client::Client::new("http://127.0.0.1:8080").with_token("t");
+    /// client.objects().reload("counter", "user-123").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reload(&self, type_name: &str, id: &str) -> Result<bool, ClientError> {
+        let request = self
+            .client
+            .request(Method::POST, &["v1", "objects", type_name, id, "reload"])?;
+        let reply: Reloaded = self.client.send(request).await?;
+        Ok(reply.reloaded)
+    }
+
+    /// Replaces the state of the object `(type_name, id)` (an admin operation) if its stored
+    /// version is `expected_version`, through the object. Returns the new version.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Api`]: `conflict` for another version, `unknown_type`, `decode`...
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_server::client::ClientError> {
+    /// let client = durable_server::client::Client::new("http://127.0.0.1:8080").with_token("t");
+    /// let state = serde_json::json!({"count": 0});
+    /// let version = client.objects().replace_state("counter", "user-123", &state, 7).await?;
+    /// assert_eq!(version, 8);
+    /// # Ok(()) }
+    /// ```
+    pub async fn replace_state(
+        &self,
+        type_name: &str,
+        id: &str,
+        state: &Value,
+        expected_version: u64,
+    ) -> Result<u64, ClientError> {
+        let body = serde_json::json!({"state": state, "expected_version": expected_version});
+        let request = self
+            .client
+            .request(Method::PUT, &["v1", "objects", type_name, id, "state"])?
+            .json(&body);
+        let reply: StateReplaced = self.client.send(request).await?;
+        Ok(reply.version)
     }
 }
 

@@ -200,6 +200,33 @@ pub struct HandlerInfo {
     pub access: Access,
     /// Its argument names: the fields of its JSON arguments object.
     pub arguments: Vec<String>,
+    /// The Rust types of its arguments, in the order of `arguments` (empty from a gateway
+    /// that does not describe them).
+    #[serde(default)]
+    pub argument_types: Vec<String>,
+    /// The Rust type of its output.
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The Rust type of its own error, if it returns `Result`.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its doc comment.
+    #[serde(default)]
+    pub doc: Option<String>,
+}
+
+/// A field of an exposed type's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FieldInfo {
+    /// The field's name.
+    pub name: String,
+    /// Its Rust type, as written in the source.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Its default value, as JSON.
+    #[serde(default)]
+    pub default: Option<Value>,
 }
 
 /// The options of an exposed type.
@@ -234,6 +261,10 @@ pub struct TypeInfo {
     /// binary reads a database directly).
     #[serde(default)]
     pub options: TypeOptions,
+    /// The fields of its state (empty when the gateway does not describe them, or when only
+    /// the stored name is known).
+    #[serde(default)]
+    pub fields: Vec<FieldInfo>,
 }
 
 /// The `{"types": [..]}` reply of `GET /v1/types`.
@@ -258,6 +289,30 @@ pub struct CallReply<T = Value> {
 pub struct Deleted {
     /// Whether a stored state existed.
     pub deleted: bool,
+}
+
+/// The `{"stopped": bool}` reply of stopping an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// Whether the object was live in the server.
+    pub stopped: bool,
+}
+
+/// The `{"reloaded": bool}` reply of reloading an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Reloaded {
+    /// Whether the object was live in the server.
+    pub reloaded: bool,
+}
+
+/// The `{"version": n}` reply of replacing an object's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StateReplaced {
+    /// The version of the state written.
+    pub version: u64,
 }
 
 /// The `{"cancelled": bool}` reply of cancelling an alarm.

@@ -26,7 +26,7 @@ use utoipa::openapi::{Ref, Required};
 use crate::auth::PublicEndpoint;
 use crate::config::ServerConfig;
 use crate::model::AccessView;
-use crate::routes::{Catalog, alarms, kv, meta, objects};
+use crate::routes::{Catalog, alarms, kv, meta, objects, operate};
 
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
@@ -45,6 +45,9 @@ const BEARER: &str = "bearer";
         objects::get,
         objects::delete,
         objects::list,
+        operate::stop,
+        operate::reload,
+        operate::replace_state,
         alarms::list,
         alarms::set,
         alarms::cancel,

@@ -13,7 +13,8 @@ use crate::model::{Health, TypeList, TypeView};
 
 /// List the exposed types.
 ///
-/// Those the caller may list, with their handlers, alarms and options.
+/// Those the caller may list, with their handlers (argument names and types, output and error
+/// types), alarms, options and state fields (types and defaults).
 #[utoipa::path(
     get,
     path = "/v1/types",
@@ -36,7 +37,7 @@ pub(crate) async fn types(
                 .authorize(&caller, &Action::on_type(Op::List, exposed.name))
                 .is_ok()
         })
-        .map(TypeView::from)
+        .map(|exposed| TypeView::described(exposed, state.catalog.description(exposed.name)))
         .collect();
     // Nothing listable: allowed only to a caller who may list every type.
     if types.is_empty() {

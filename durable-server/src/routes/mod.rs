@@ -6,6 +6,7 @@ pub(crate) mod alarms;
 pub(crate) mod kv;
 pub(crate) mod meta;
 pub(crate) mod objects;
+pub(crate) mod operate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime};
+use axum::routing::{delete, get, post, put};
+use durable_runtime::{CallByNameError, ExposedHandler, ExposedType, Runtime, TypeDescription};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -111,17 +112,27 @@ impl Shared {
 /// The exposed types, looked up by name on every request.
 pub(crate) struct Catalog {
     types: Vec<ExposedType>,
+    /// What the runtime describes of its types (the exposed ones among them).
+    descriptions: Vec<TypeDescription>,
 }
 
 impl Catalog {
     pub(crate) fn new(runtime: &Runtime) -> Self {
         Self {
             types: runtime.exposed_types(),
+            descriptions: runtime.describe_types(),
         }
     }
 
     pub(crate) fn types(&self) -> &[ExposedType] {
         &self.types
+    }
+
+    /// The description of the type `name`, if the runtime has it.
+    pub(crate) fn description(&self, name: &str) -> Option<&TypeDescription> {
+        self.descriptions
+            .iter()
+            .find(|description| description.name == name)
     }
 
     /// The exposed type `name`, or `404 unknown_type`.
@@ -292,6 +303,9 @@ fn api() -> Router<AppState> {
             get(objects::get).delete(objects::delete),
         )
         .route("/objects/{type}/{id}/call/{handler}", post(objects::call))
+        .route("/objects/{type}/{id}/stop", post(operate::stop))
+        .route("/objects/{type}/{id}/reload", post(operate::reload))
+        .route("/objects/{type}/{id}/state", put(operate::replace_state))
         .route(
             "/objects/{type}/{id}/alarms",
             get(alarms::list).post(alarms::set),

@@ -6,7 +6,7 @@ use durable_runtime::storage::StorageError;
 
 use super::{PostgresStore, db_err};
 use crate::error::Error;
-use crate::schema::{Migration, POSTGRES_MIGRATIONS, statement};
+use crate::schema::{Migration, POSTGRES_MIGRATIONS, statement, to_roll_back};
 
 impl PostgresStore {
     /// Applies the store's pending schema migrations; applying them again is a no-op.
@@ -79,6 +79,115 @@ impl PostgresStore {
                 })?;
         }
         Ok(())
+    }
+
+    /// The version of the last schema migration applied to the store's tables (the highest
+    /// applied), or `None` before the first one.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// assert!(store.schema_version().await? >= Some(6));
+    /// # Ok(()) }
+    /// ```
+    pub async fn schema_version(&self) -> Result<Option<i64>, Error> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&self.names.migrations)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        if !exists {
+            return Ok(None);
+        }
+        let version: Option<i64> = sqlx::query_scalar(statement(format!(
+            "SELECT MAX(version) FROM {}",
+            self.names.migrations
+        )))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db_err)?;
+        Ok(version)
+    }
+
+    /// Rolls back the last schema migration applied to the store's tables with its down
+    /// script, in one transaction under the lock migrations take, and returns its version
+    /// (`None` if none was applied). What the migration added goes, with the data only it
+    /// could hold (see the storage chapter of the guide for when that is safe).
+    ///
+    /// Run it with no runtime on the store, and connect with
+    /// [`migrate_on_open(false)`](crate::PostgresStoreBuilder::migrate_on_open) to do it (or
+    /// run the older release the rollback is for): connecting with migrations on applies the
+    /// migration again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Irreversible`] for a migration without a down script,
+    /// [`Error::UnknownMigration`] for one a later release applied, [`Error::Rollback`] if
+    /// the database refused the script (nothing changed then).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let store = durable_sqlx::PostgresStore::builder("postgres://postgres@127.0.0.1/app")
+    ///     .migrate_on_open(false)
+    ///     .connect()
+    ///     .await?;
+    /// let before = store.schema_version().await?;
+    /// if let Some(version) = store.rollback_last_migration().await? {
+    ///     assert_eq!(before, Some(version));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn rollback_last_migration(&self) -> Result<Option<i64>, Error> {
+        let Some(version) = self.schema_version().await? else {
+            return Ok(None);
+        };
+        let (migration, down) = to_roll_back(POSTGRES_MIGRATIONS, version)?;
+        let failed = |source| Error::Rollback {
+            version,
+            description: migration.description,
+            source,
+        };
+        let mut tx = self.pool.begin().await.map_err(|err| failed(db_err(err)))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(lock_key(&self.names.migrations.replace('"', "")))
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| failed(db_err(err)))?;
+        // Under the lock: another process may have rolled it back since we looked.
+        let last: Option<i64> = sqlx::query_scalar(statement(format!(
+            "SELECT MAX(version) FROM {}",
+            self.names.migrations
+        )))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|err| failed(db_err(err)))?;
+        if last != Some(version) {
+            tx.commit().await.map_err(|err| failed(db_err(err)))?;
+            return Box::pin(self.rollback_last_migration()).await;
+        }
+        sqlx::raw_sql(statement(self.names.render(down)))
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| failed(db_err(err)))?;
+        sqlx::query(statement(format!(
+            "DELETE FROM {} WHERE version = $1",
+            self.names.migrations
+        )))
+        .bind(version)
+        .execute(&mut *tx)
+        .await
+        .map_err(|err| failed(db_err(err)))?;
+        tx.commit().await.map_err(|err| failed(db_err(err)))?;
+        tracing::warn!(
+            version,
+            description = migration.description,
+            "rolled back durable-sqlx Postgres migration"
+        );
+        Ok(Some(version))
     }
 
     async fn apply(&self, migration: &Migration) -> Result<(), StorageError> {
