@@ -191,6 +191,11 @@ pub(crate) const POSTGRES_MIGRATIONS: &[Migration] = &[
         description: "fsm",
         sql: include_str!("../migrations/postgres/0100_fsm.sql"),
     },
+    Migration {
+        version: 101,
+        description: "fsm concurrency keys",
+        sql: include_str!("../migrations/postgres/0101_fsm_concurrency.sql"),
+    },
 ];
 
 /// Microseconds since the Unix epoch (negative before it).
@@ -451,6 +456,8 @@ mod tests {
         let mut files: Vec<String> = std::fs::read_dir(path)
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            // A down migration reverses its up migration; only up migrations are applied.
+            .filter(|name| !name.ends_with(".down.sql"))
             .collect();
         files.sort();
         files
