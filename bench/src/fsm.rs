@@ -38,13 +38,13 @@ impl Countdown {
 }
 
 /// An FSM store opened for one run, with the Postgres schema to drop afterwards.
-struct Opened {
-    store: Arc<dyn FsmStore>,
-    schema: Option<(sqlx::PgPool, String)>,
+pub(crate) struct Opened {
+    pub(crate) store: Arc<dyn FsmStore>,
+    pub(crate) schema: Option<(sqlx::PgPool, String)>,
 }
 
 impl Opened {
-    async fn open(settings: &Settings) -> Result<Self, String> {
+    pub(crate) async fn open(settings: &Settings) -> Result<Self, String> {
         match settings.backend {
             BackendKind::Memory => Ok(Self {
                 store: Arc::new(MemoryFsmStore::new()),
@@ -77,7 +77,7 @@ impl Opened {
         }
     }
 
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         if let Some((pool, schema)) = self.schema {
             let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE"

@@ -10,7 +10,8 @@
 //! Scenarios: `raw-commit`, `raw-batch` (hand-written sqlx baselines), `seq`, `hot`, `spread`,
 //! `spread-alarm`, `read`, `cold`, `memory`, `alarms`, `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
-//! and without group commit, and its pick latency). On SQLite, `spread` also runs its
+//! and without group commit, and its pick latency) and `fsm-claim` (on Postgres, the claim
+//! latency of instances with a concurrency key with 10 and with 10,000 executing rows). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -23,6 +24,7 @@
 mod baseline;
 mod commits;
 mod fsm;
+mod fsm_claim;
 mod gateway;
 mod objects;
 mod peer;
@@ -156,6 +158,8 @@ fn parse_args() -> Result<Settings, String> {
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
             // The FSM engine's figures (memory or postgres only), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),
+            // The claim latency of concurrency keys as the executing set grows (postgres).
+            "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),
         }
