@@ -38,13 +38,13 @@ impl Countdown {
 }
 
 /// An FSM store opened for one run, with the Postgres schema to drop afterwards.
-pub(crate) struct Opened {
-    pub(crate) store: Arc<dyn FsmStore>,
-    pub(crate) schema: Option<(sqlx::PgPool, String)>,
+struct Opened {
+    store: Arc<dyn FsmStore>,
+    schema: Option<(sqlx::PgPool, String)>,
 }
 
 impl Opened {
-    pub(crate) async fn open(settings: &Settings) -> Result<Self, String> {
+    async fn open(settings: &Settings) -> Result<Self, String> {
         match settings.backend {
             BackendKind::Memory => Ok(Self {
                 store: Arc::new(MemoryFsmStore::new()),
@@ -77,7 +77,7 @@ impl Opened {
         }
     }
 
-    pub(crate) async fn close(self) {
+    async fn close(self) {
         if let Some((pool, schema)) = self.schema {
             let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE"

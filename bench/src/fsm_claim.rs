@@ -3,13 +3,15 @@
 //! keys) with 10 and with 10,000 executing rows holding keys. The claim takes its slot through
 //! the unique index over executing rows' key slots, so its latency should not grow with them.
 
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use durable_runtime::fsm::store::{Committed, Lease, OutcomeCommit, Transition};
-
-use crate::fsm::Opened;
 use crate::report::{Figure, MedianLatency, histogram, peak_rss_mib};
 use crate::{BackendKind, Settings};
+use durable_runtime::fsm::store::{Committed, FsmStore, Lease, OutcomeCommit, Transition};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// The executing set's sizes compared.
 const EXECUTING: [u64; 2] = [10, 10_000];
@@ -26,30 +28,71 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
     }
     let claims: u64 = if settings.smoke { 50 } else { 2_000 };
     let mut figures: Vec<Figure> = Vec::new();
-    for executing in EXECUTING {
-        let mut figure = Figure::new(
-            format!("fsm-claim-{executing}"),
-            settings.backend.name(),
-            "claims/s",
-        );
-        let mut median_latency = MedianLatency::default();
+    // With each commit flushed (what a claim costs), then without the flush (the database
+    // work alone, which the disk's variance otherwise hides).
+    for flush in [true, false] {
+        let suffix = if flush { "" } else { "-noflush" };
+        let mut sized: Vec<(Figure, MedianLatency)> = EXECUTING
+            .iter()
+            .map(|executing| {
+                let name = format!("fsm-claim-{executing}{suffix}");
+                (
+                    Figure::new(name, settings.backend.name(), "claims/s"),
+                    MedianLatency::default(),
+                )
+            })
+            .collect();
+        // Sizes alternate run by run, so that a slower stretch of the disk hits both.
         for _ in 0..settings.runs {
-            let (rate, latencies) = measure(settings, executing, claims).await?;
-            median_latency.offer(&mut figure, rate, latencies);
+            for (executing, (figure, latency)) in EXECUTING.iter().zip(&mut sized) {
+                let (rate, latencies) = measure(*executing, claims, flush).await?;
+                latency.offer(figure, rate, latencies);
+            }
         }
-        median_latency.finish(&mut figure);
-        figure.extra.push(("executing rows", executing as f64));
-        figure.peak_rss_mib = peak_rss_mib();
-        if let (Some(first), Some([p50, p99, _])) = (
-            figures.first().and_then(|f| f.latency_us),
-            figure.latency_us,
-        ) {
-            figure.extra.push(("p50 × 10 executing", p50 / first[0]));
-            figure.extra.push(("p99 × 10 executing", p99 / first[1]));
+        let mut first: Option<[f64; 3]> = None;
+        for (executing, (mut figure, latency)) in EXECUTING.iter().zip(sized) {
+            latency.finish(&mut figure);
+            figure.extra.push(("executing rows", *executing as f64));
+            figure.peak_rss_mib = peak_rss_mib();
+            match (first, figure.latency_us) {
+                (None, latency) => first = latency,
+                (Some([p50, p99, _]), Some([q50, q99, _])) => {
+                    figure.extra.push(("p50 × 10 executing", q50 / p50));
+                    figure.extra.push(("p99 × 10 executing", q99 / p99));
+                }
+                (Some(_), None) => {}
+            }
+            figures.push(figure);
         }
-        figures.push(figure);
     }
     Ok(figures)
+}
+
+/// A Postgres FSM store in a schema of its own, its commits flushed or not.
+async fn open(flush: bool) -> Result<(Arc<dyn FsmStore>, sqlx::PgPool, String), String> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let url = std::env::var("DATABASE_URL")
+        .map_err(|_| "the postgres backend needs DATABASE_URL".to_owned())?;
+    let mut options = PgConnectOptions::from_str(&url).map_err(|e| e.to_string())?;
+    if !flush {
+        options = options.options([("synchronous_commit", "off")]);
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let schema = format!(
+        "bench_claim_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let store = durable_sqlx::PostgresStore::builder_with_pool(pool.clone())
+        .schema(&schema)
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((Arc::new(store.fsm()), pool, schema))
 }
 
 /// One run: `executing` rows executing under keys of their own, `claims` runnable rows with
@@ -57,14 +100,11 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
 /// claimed instance (untimed) so the executing set stays the same size. Returns claims per
 /// second and the latency histogram.
 async fn measure(
-    settings: &Settings,
     executing: u64,
     claims: u64,
+    flush: bool,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
-    let opened = Opened::open(settings).await?;
-    let Some((pool, schema)) = &opened.schema else {
-        return Err("the claim figure needs Postgres".to_owned());
-    };
+    let (store, pool, schema) = open(flush).await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "INSERT INTO {schema}.durable_fsm
              (fsm, step, queue, status, concurrency_key, concurrency_slot, locked_by,
@@ -82,7 +122,7 @@ async fn measure(
          FROM generate_series(1, {claims}) AS i;
          ANALYZE {schema}.durable_fsm;"
     )))
-    .execute(pool)
+    .execute(&pool)
     .await
     .map_err(|e| e.to_string())?;
     let mut latencies = histogram();
@@ -90,8 +130,7 @@ async fn measure(
     for _ in 0..claims {
         let now = SystemTime::now();
         let one = Instant::now();
-        let mut claimed = opened
-            .store
+        let mut claimed = store
             .pick("claim", "bench", now, now + Duration::from_secs(60), 1, now)
             .await
             .map_err(|e| e.to_string())?;
@@ -113,8 +152,7 @@ async fn measure(
                 result: "null".to_owned(),
             },
         };
-        let committed = opened
-            .store
+        let committed = store
             .complete(&[done], SystemTime::now())
             .await
             .map_err(|e| e.to_string())?;
@@ -122,6 +160,10 @@ async fn measure(
             return Err(format!("ending a claimed instance: {committed:?}"));
         }
     }
-    opened.close().await;
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE"
+    )))
+    .execute(&pool)
+    .await;
     Ok((claims as f64 / claiming.as_secs_f64(), latencies))
 }

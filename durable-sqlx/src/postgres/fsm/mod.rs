@@ -121,41 +121,6 @@ impl PostgresFsmStore {
         Ok((inboxes, children))
     }
 
-    /// Claims the `candidates` the pick found with a concurrency key, each into a free slot of
-    /// its key, in a transaction: first the claim locks of their keys (a key another picker
-    /// is claiming is skipped), then, in a statement that sees every claim of those keys
-    /// committed before, the slots.
-    async fn claim_keyed(
-        &self,
-        candidates: &[i64],
-        keys: &[String],
-        claim: &ClaimBy<'_>,
-    ) -> Result<Vec<PgRow>, StorageError> {
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
-        let locked: Vec<String> = sqlx::query_scalar(self.sql.lock_keys.clone())
-            .bind(keys)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        let rows = if locked.is_empty() {
-            Vec::new()
-        } else {
-            sqlx::query(self.sql.claim_keyed.clone())
-                .bind(candidates)
-                .bind(&locked)
-                .bind(claim.queue)
-                .bind(claim.eligible_by)
-                .bind(claim.worker)
-                .bind(claim.lease_until)
-                .bind(claim.now)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_err)?
-        };
-        tx.commit().await.map_err(db_err)?;
-        Ok(rows)
-    }
-
     /// Inserts `instances` (children of `parent`, if any) on `conn`; returns the ids inserted
     /// and their parents.
     async fn insert_on(
@@ -197,6 +162,38 @@ impl PostgresFsmStore {
 }
 
 type Inputs<T> = HashMap<i64, Vec<T>>;
+
+/// Claims the keyed `candidates` the pick statement returned (their `keys` distinct), each
+/// into a free slot of its key, on the pick's transaction: first the claim locks of their keys
+/// (a key another picker is claiming is skipped), then, in a statement that sees every claim
+/// of those keys committed before the locks, the slots.
+async fn claim_keyed(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    candidates: &[i64],
+    keys: &[String],
+    claim: &ClaimBy<'_>,
+) -> Result<Vec<PgRow>, StorageError> {
+    let locked: Vec<String> = sqlx::query_scalar(sql.lock_keys.clone())
+        .bind(keys)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    if locked.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query(sql.claim_keyed.clone())
+        .bind(candidates)
+        .bind(&locked)
+        .bind(claim.queue)
+        .bind(claim.eligible_by)
+        .bind(claim.worker)
+        .bind(claim.lease_until)
+        .bind(claim.now)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)
+}
 
 /// Who claims, for what, until when: the pick's parameters.
 struct ClaimBy<'a> {
@@ -424,17 +421,23 @@ impl FsmStore for PostgresFsmStore {
         if limit_rows == 0 {
             return Ok(Vec::new());
         }
-        let eligible_by = PgTime::new(eligible_by)?;
-        let lease_until = PgTime::new(lease_until)?;
-        let now = PgTime::new(now)?;
+        let claim = ClaimBy {
+            queue,
+            worker,
+            eligible_by: PgTime::new(eligible_by)?,
+            lease_until: PgTime::new(lease_until)?,
+            now: PgTime::new(now)?,
+        };
+        // One transaction, so that a pick with keyed rows waits for one commit, not two.
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
         let rows = sqlx::query(self.sql.pick.clone())
             .bind(queue)
-            .bind(eligible_by)
+            .bind(claim.eligible_by)
             .bind(limit(limit_rows))
             .bind(worker)
-            .bind(lease_until)
-            .bind(now)
-            .fetch_all(&self.pool)
+            .bind(claim.lease_until)
+            .bind(claim.now)
+            .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
         let mut picked = Picked::default();
@@ -452,23 +455,11 @@ impl FsmStore for PostgresFsmStore {
             }
         }
         if !deferred.is_empty() {
-            let keyed = self
-                .claim_keyed(
-                    &deferred,
-                    &keys,
-                    &ClaimBy {
-                        queue,
-                        worker,
-                        eligible_by,
-                        lease_until,
-                        now,
-                    },
-                )
-                .await?;
-            for row in &keyed {
+            for row in &claim_keyed(&self.sql, &mut tx, &deferred, &keys, &claim).await? {
                 picked.add(row)?;
             }
         }
+        tx.commit().await.map_err(db_err)?;
         let Picked {
             mut claimed,
             order,
