@@ -33,7 +33,8 @@ use sql::{Sql, Tables};
 /// `durable_fsm_signals` and the enum type `durable_status` (the seed specification's DDL,
 /// plus a per-claim `lease_token` and an `await_deadline`).
 ///
-/// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows),
+/// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows;
+/// rows with a concurrency key take their slot in two more statements of its transaction),
 /// steps run outside any transaction, and each batch of outcomes is one transaction in which
 /// every outcome is guarded by its claim token. Cloning is cheap.
 ///
