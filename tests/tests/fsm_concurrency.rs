@@ -16,9 +16,11 @@ use fsm_support::FsmBackend;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// When each step of each run started and ended.
-fn intervals() -> &'static Mutex<HashMap<String, Vec<(Instant, Instant)>>> {
-    static INTERVALS: OnceLock<Mutex<HashMap<String, Vec<(Instant, Instant)>>>> = OnceLock::new();
+/// When each step of each run started and ended, by run.
+type Intervals = Mutex<HashMap<String, Vec<(Instant, Instant)>>>;
+
+fn intervals() -> &'static Intervals {
+    static INTERVALS: OnceLock<Intervals> = OnceLock::new();
     INTERVALS.get_or_init(Mutex::default)
 }
 
