@@ -170,6 +170,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "alarms" => alarms(settings).await,
         "outside-alarms" => crate::outside::outside_alarms(settings).await,
         "fsm" => crate::fsm::run(settings).await,
+        "fsm-claim" => crate::fsm_claim::run(settings).await,
         "gateway" => crate::gateway::gateway(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
     }

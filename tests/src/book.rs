@@ -73,6 +73,9 @@ pub mod fsm_signals {}
 #[doc = include_str!("../../book/src/fsm/children.md")]
 pub mod fsm_children {}
 
+#[doc = include_str!("../../book/src/fsm/concurrency.md")]
+pub mod fsm_concurrency {}
+
 #[doc = include_str!("../../book/src/fsm/operations.md")]
 pub mod fsm_operations {}
 

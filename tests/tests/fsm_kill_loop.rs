@@ -127,6 +127,8 @@ async fn killed_workers_lose_no_transition() {
             eligible_at: now,
             correlation_key: None,
             correlation_scope: Status::LIVE.to_vec(),
+            concurrency_key: None,
+            concurrency_limit: 1,
         })
         .collect();
     for chunk in rows.chunks(5_000) {

@@ -224,3 +224,52 @@ async fn pick_uses_the_partial_index() {
     );
     assert!(!plan.contains("Seq Scan on durable_fsm "), "{plan}");
 }
+
+/// The database itself refuses a second executing row in a taken slot of a concurrency key,
+/// whoever writes it: the unique partial index over executing rows' `(concurrency_key,
+/// concurrency_slot)` is the arbiter, not the picker.
+#[tokio::test]
+async fn concurrency_slots_are_unique_among_executing_rows() {
+    let Some(fx) = fixture("concurrency_index").await else {
+        return;
+    };
+    let pool = fx.store.pool();
+    let schema = &fx._guard.name;
+    let (definition,): (String,) = sqlx::query_as(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'durable_fsm_concurrency'",
+    )
+    .bind(schema)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert!(
+        definition.starts_with("CREATE UNIQUE INDEX")
+            && definition.contains("(concurrency_key, concurrency_slot)")
+            && definition.contains("status = 'executing'"),
+        "{definition}"
+    );
+    let insert = |slot: i32, status: &'static str| {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO \"{schema}\".durable_fsm (fsm, step, status, concurrency_key, concurrency_slot)
+             VALUES ('f', 's', '{status}', 'k', $1)"
+        )))
+        .bind(slot)
+        .execute(pool)
+    };
+    insert(0, "executing").await.unwrap();
+    insert(1, "executing").await.unwrap();
+    insert(0, "runnable").await.unwrap();
+    let refused = insert(0, "executing").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("durable_fsm_concurrency"),
+        "{refused}"
+    );
+    // Leaving `executing` frees the slot.
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{schema}\".durable_fsm SET status = 'done' WHERE concurrency_slot = 0 AND status = 'executing'"
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+    insert(0, "executing").await.unwrap();
+}

@@ -27,6 +27,14 @@
 //! # fn main() {}
 //! ```
 
+mod concurrency;
+
+pub use concurrency::{
+    concurrency_key_one_at_a_time, concurrency_limit_two, concurrent_pickers_respect_limits,
+    key_order_follows_priority_then_eligibility, released_slot_runs_the_next_in_line,
+    saturated_keys_are_passed_over,
+};
+
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -131,6 +139,12 @@ macro_rules! __fsm_conformance_cases {
             gc_spares_children_of_live_parents
             concurrent_signal_and_park_lose_no_wakeup
             times_round_trip
+            concurrency_key_one_at_a_time
+            concurrency_limit_two
+            saturated_keys_are_passed_over
+            released_slot_runs_the_next_in_line
+            key_order_follows_priority_then_eligibility
+            concurrent_pickers_respect_limits
         }
     };
 }
@@ -166,6 +180,8 @@ fn row(key: Option<&str>) -> NewInstance {
         eligible_at: at(0),
         correlation_key: key.map(str::to_owned),
         correlation_scope: Status::LIVE.to_vec(),
+        concurrency_key: None,
+        concurrency_limit: 1,
     }
 }
 

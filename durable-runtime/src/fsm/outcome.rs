@@ -268,8 +268,8 @@ impl<F> fmt::Debug for Outcome<F> {
     }
 }
 
-/// A new instance of `F`, with its insert options: correlation key and scope, queue,
-/// priority, start time, first step. A plain state value inserts with the defaults.
+/// A new instance of `F`, with its insert options: correlation key and scope, concurrency key
+/// and limit, queue, priority, start time, first step. A plain state value inserts with the defaults.
 ///
 /// # Examples
 ///
@@ -309,6 +309,8 @@ pub struct Instance<F: Fsm> {
     start: Start,
     correlation_key: Option<String>,
     scope: Vec<Status>,
+    concurrency_key: Option<String>,
+    concurrency_limit: u16,
 }
 
 /// When a new instance may first run.
@@ -330,6 +332,8 @@ impl<F: Fsm> Instance<F> {
             start: Start::Now,
             correlation_key: None,
             scope: Status::LIVE.to_vec(),
+            concurrency_key: None,
+            concurrency_limit: 1,
         }
     }
 
@@ -358,6 +362,77 @@ impl<F: Fsm> Instance<F> {
         scope.dedup();
         self.scope = scope;
         self
+    }
+
+    /// Gives it a concurrency key: at most [`concurrency_limit`](Self::concurrency_limit)
+    /// instances with this key execute a step at once, across every worker (1 by default:
+    /// the instances of a key run one step at a time, in the order the pick takes them, by
+    /// priority then eligibility). Instances without a key are not limited. The database
+    /// enforces it: an executing instance holds one slot of its key, and a unique index over
+    /// executing rows refuses a second holder of a slot.
+    ///
+    /// Unlike the correlation key, it is neither an address nor a uniqueness guard: any number
+    /// of instances may wait with the same concurrency key.
+    ///
+    /// ```
+    /// use durable_runtime::fsm::{durable_fsm, Instance, Outcome, StepContext};
+    ///
+    /// #[durable_fsm]
+    /// pub struct Transfer { account: String, cents: i64 }
+    ///
+    /// #[durable_fsm]
+    /// impl Transfer {
+    ///     #[step(initial)]
+    ///     fn post(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+    ///         Outcome::done(())
+    ///     }
+    /// }
+    ///
+    /// // Transfers of one account run one at a time; other accounts' run alongside.
+    /// let transfer = Instance::new(Transfer { account: "acct:7".into(), cents: 500 })
+    ///     .concurrency_key("acct:7");
+    /// assert_eq!(transfer.concurrency().0, Some("acct:7"));
+    /// ```
+    #[must_use]
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
+        self.concurrency_key = Some(key.into());
+        self
+    }
+
+    /// How many instances of its concurrency key may execute at once (default 1; 0 is taken
+    /// as 1). It takes effect with [`concurrency_key`](Self::concurrency_key); give every
+    /// instance of a key the same limit (an instance runs only in one of the first `limit`
+    /// slots of its key).
+    ///
+    /// ```
+    /// use durable_runtime::fsm::{durable_fsm, Instance, Outcome, StepContext};
+    ///
+    /// #[durable_fsm]
+    /// pub struct Crawl { host: String }
+    ///
+    /// #[durable_fsm]
+    /// impl Crawl {
+    ///     #[step(initial)]
+    ///     fn fetch(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+    ///         Outcome::done(())
+    ///     }
+    /// }
+    ///
+    /// // At most 4 fetches per host at once.
+    /// let crawl = Instance::new(Crawl { host: "example.com".into() })
+    ///     .concurrency_key("host:example.com")
+    ///     .concurrency_limit(4);
+    /// assert_eq!(crawl.concurrency(), (Some("host:example.com"), 4));
+    /// ```
+    #[must_use]
+    pub fn concurrency_limit(mut self, limit: u16) -> Self {
+        self.concurrency_limit = limit.max(1);
+        self
+    }
+
+    /// Its concurrency key and limit.
+    pub fn concurrency(&self) -> (Option<&str>, u16) {
+        (self.concurrency_key.as_deref(), self.concurrency_limit)
     }
 
     /// Runs it on `queue` instead of `F`'s.
@@ -435,6 +510,8 @@ pub struct AnyInstance {
     pub(crate) start: Start,
     pub(crate) correlation_key: Option<String>,
     pub(crate) scope: Vec<Status>,
+    pub(crate) concurrency_key: Option<String>,
+    pub(crate) concurrency_limit: u16,
 }
 
 impl AnyInstance {
@@ -446,6 +523,11 @@ impl AnyInstance {
     /// The correlation key.
     pub fn correlation_key(&self) -> Option<&str> {
         self.correlation_key.as_deref()
+    }
+
+    /// The concurrency key.
+    pub fn concurrency_key(&self) -> Option<&str> {
+        self.concurrency_key.as_deref()
     }
 
     /// The queue it runs on.
@@ -466,6 +548,8 @@ impl<F: Fsm> From<Instance<F>> for AnyInstance {
             start: instance.start,
             correlation_key: instance.correlation_key,
             scope: instance.scope,
+            concurrency_key: instance.concurrency_key,
+            concurrency_limit: instance.concurrency_limit,
         }
     }
 }

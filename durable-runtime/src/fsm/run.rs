@@ -300,5 +300,7 @@ pub(crate) fn new_instance(instance: &AnyInstance, now: SystemTime) -> Result<Ne
         eligible_at,
         correlation_key: instance.correlation_key.clone(),
         correlation_scope: instance.scope.clone(),
+        concurrency_key: instance.concurrency_key.clone(),
+        concurrency_limit: instance.concurrency_limit,
     })
 }

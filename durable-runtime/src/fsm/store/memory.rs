@@ -38,6 +38,8 @@ use crate::storage::StorageError;
 ///     eligible_at: now,
 ///     correlation_key: Some("order:1".into()),
 ///     correlation_scope: Status::LIVE.to_vec(),
+///     concurrency_key: None,
+///     concurrency_limit: 1,
 /// };
 /// let ids = store.insert(&[row.clone(), row], now).await.unwrap();
 /// assert_eq!(ids.len(), 1, "the key is occupied by the first row");
@@ -153,6 +155,9 @@ impl Inner {
                 children_pending: 0,
                 correlation_key: new.correlation_key.clone(),
                 correlation_scope: new.correlation_scope.clone(),
+                concurrency_key: new.concurrency_key.clone(),
+                concurrency_limit: new.concurrency_limit.max(1),
+                concurrency_slot: None,
                 inserted_at: now,
                 updated_at: now,
             };
@@ -192,6 +197,16 @@ impl Inner {
                 last_error: row.record.last_error.clone(),
             })
             .collect()
+    }
+
+    /// Whether an executing row holds `slot` of the concurrency key `key` (what the unique
+    /// index over executing rows' `(concurrency_key, concurrency_slot)` holds in Postgres).
+    fn slot_taken(&self, key: &str, slot: u16) -> bool {
+        self.rows.values().any(|row| {
+            row.record.status == Status::Executing
+                && row.record.concurrency_key.as_deref() == Some(key)
+                && row.record.concurrency_slot == Some(slot)
+        })
     }
 
     /// Whether `lease` still holds.
@@ -272,6 +287,7 @@ impl Inner {
         let record = &mut row.record;
         record.locked_by = None;
         record.lease_expires_at = None;
+        record.concurrency_slot = None;
         record.updated_at = now;
         record.await_deadline = None;
         match &commit.transition {
@@ -378,14 +394,34 @@ impl FsmStore for MemoryFsmStore {
             })
             .collect();
         candidates.sort();
-        candidates.truncate(limit);
+        // Rows whose concurrency key has no free slot below their limit are passed over,
+        // and the next rows taken instead.
+        let mut chosen: Vec<(i64, Option<u16>)> = Vec::new();
+        let mut taken: Vec<(String, u16)> = Vec::new();
+        for (_, _, id) in candidates {
+            if chosen.len() >= limit {
+                break;
+            }
+            let record = &inner.rows[&id].record;
+            let Some(key) = &record.concurrency_key else {
+                chosen.push((id, None));
+                continue;
+            };
+            let free = (0..record.concurrency_limit.max(1)).find(|slot| {
+                !taken.iter().any(|(k, s)| k == key && s == slot) && !inner.slot_taken(key, *slot)
+            });
+            if let Some(slot) = free {
+                taken.push((key.clone(), slot));
+                chosen.push((id, Some(slot)));
+            }
+        }
         // A claim that would collide on a correlation guard fails the whole pick, as the
         // unique index fails the statement.
-        for (_, _, id) in &candidates {
+        for (id, _) in &chosen {
             inner.check_guard(*id, Status::Executing)?;
         }
-        let mut claimed = Vec::with_capacity(candidates.len());
-        for (_, _, id) in candidates {
+        let mut claimed = Vec::with_capacity(chosen.len());
+        for (id, slot) in chosen {
             let inbox = inner.inbox(id);
             let children = inner.children(id);
             let Some(row) = inner.rows.get_mut(&id) else {
@@ -394,6 +430,7 @@ impl FsmStore for MemoryFsmStore {
             row.token += 1;
             let record = &mut row.record;
             record.status = Status::Executing;
+            record.concurrency_slot = slot;
             record.locked_by = Some(worker.to_owned());
             record.lease_expires_at = Some(lease_until);
             record.updated_at = now;
@@ -548,6 +585,7 @@ impl FsmStore for MemoryFsmStore {
                 record.status = Status::Runnable;
                 record.locked_by = None;
                 record.lease_expires_at = None;
+                record.concurrency_slot = None;
                 record.attempt += 1;
                 record.updated_at = now;
                 swept.expired_leases += 1;

@@ -24,7 +24,12 @@
 //!   barrier at zero;
 //! - the correlation guard: a key is occupied while the instance's status is in its scope; an
 //!   insert whose key is occupied inserts nothing, and a signal addressed by key reaches the
-//!   occupying instance or nobody.
+//!   occupying instance or nobody;
+//! - concurrency keys: an executing instance with a concurrency key holds one of the slots
+//!   `0..concurrency_limit` of its key, no two executing instances hold the same slot of a
+//!   key, and leaving `executing` frees the slot. The pick skips a row whose key has no free
+//!   slot below its limit and takes the next row instead; rows of one key are claimed in the
+//!   pick's order (priority, then eligibility).
 //!
 //! Times are the engine's clock readings ([`SystemTime`], whole microseconds): a store never
 //! reads its own clock, so tests can run the engine on virtual time.
@@ -62,6 +67,8 @@ use crate::storage::StorageError;
 ///     eligible_at: SystemTime::UNIX_EPOCH,
 ///     correlation_key: Some("order:42".into()),
 ///     correlation_scope: Status::LIVE.to_vec(),
+///     concurrency_key: Some("account:7".into()),
+///     concurrency_limit: 1,
 /// };
 /// assert_eq!(row.fsm, "order");
 /// ```
@@ -85,6 +92,11 @@ pub struct NewInstance {
     pub correlation_key: Option<String>,
     /// The statuses in which the key is occupied.
     pub correlation_scope: Vec<Status>,
+    /// The concurrency key: at most `concurrency_limit` instances of one key execute at once.
+    pub concurrency_key: Option<String>,
+    /// How many instances of its concurrency key may execute at once (at least 1; 0 is taken
+    /// as 1): the instance runs only in one of the slots `0..concurrency_limit` of its key.
+    pub concurrency_limit: u16,
 }
 
 /// A row claimed by [`FsmStore::pick`], with what its step needs to run.
@@ -336,6 +348,12 @@ pub struct InstanceRecord {
     pub correlation_key: Option<String>,
     /// The statuses in which the key is occupied.
     pub correlation_scope: Vec<Status>,
+    /// The concurrency key.
+    pub concurrency_key: Option<String>,
+    /// How many instances of the concurrency key may execute at once.
+    pub concurrency_limit: u16,
+    /// The slot of the concurrency key it holds, while executing.
+    pub concurrency_slot: Option<u16>,
     /// When it was inserted.
     pub inserted_at: SystemTime,
     /// When it last changed.

@@ -33,7 +33,8 @@ use sql::{Sql, Tables};
 /// `durable_fsm_signals` and the enum type `durable_status` (the seed specification's DDL,
 /// plus a per-claim `lease_token` and an `await_deadline`).
 ///
-/// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows),
+/// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows;
+/// rows with a concurrency key take their slot in two more statements of its transaction),
 /// steps run outside any transaction, and each batch of outcomes is one transaction in which
 /// every outcome is guarded by its claim token. Cloning is cheap.
 ///
@@ -145,6 +146,8 @@ impl PostgresFsmStore {
             .bind(columns.scope)
             .bind(PgTime::new(now)?)
             .bind(columns.parent)
+            .bind(columns.concurrency_key)
+            .bind(columns.concurrency_limit)
             .fetch_all(conn)
             .await
             .map_err(db_err)?;
@@ -161,6 +164,89 @@ impl PostgresFsmStore {
 
 type Inputs<T> = HashMap<i64, Vec<T>>;
 
+/// Claims the keyed `candidates` the pick statement returned (their `keys` distinct), each
+/// into a free slot of its key, on the pick's transaction: first the claim locks of their keys
+/// (a key another picker is claiming is skipped), then, in a statement that sees every claim
+/// of those keys committed before the locks, the slots.
+async fn claim_keyed(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    candidates: &[i64],
+    keys: &[String],
+    claim: &ClaimBy<'_>,
+) -> Result<Vec<PgRow>, StorageError> {
+    let locked: Vec<String> = sqlx::query_scalar(sql.lock_keys.clone())
+        .bind(keys)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    if locked.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query(sql.claim_keyed.clone())
+        .bind(candidates)
+        .bind(&locked)
+        .bind(claim.queue)
+        .bind(claim.eligible_by)
+        .bind(claim.worker)
+        .bind(claim.lease_until)
+        .bind(claim.now)
+        .fetch_all(conn)
+        .await
+        .map_err(db_err)
+}
+
+/// Who claims, for what, until when: the pick's parameters.
+struct ClaimBy<'a> {
+    queue: &'a str,
+    worker: &'a str,
+    eligible_by: PgTime,
+    lease_until: PgTime,
+    now: PgTime,
+}
+
+/// The rows a pick claimed, with what their steps need to read.
+#[derive(Default)]
+struct Picked {
+    claimed: Vec<Claimed>,
+    /// Each claim's place in the pick's order: priority, eligibility, id.
+    order: Vec<(i16, SystemTime, i64)>,
+    with_signals: Vec<i64>,
+    with_children: Vec<i64>,
+}
+
+impl Picked {
+    fn add(&mut self, row: &PgRow) -> Result<(), StorageError> {
+        let id: i64 = row.try_get("id").map_err(db_err)?;
+        let priority: i16 = row.try_get("priority").map_err(db_err)?;
+        let eligible_at = row
+            .try_get::<PgTime, _>("eligible_at")
+            .map_err(db_err)?
+            .get()?;
+        self.order.push((priority, eligible_at, id));
+        if row.try_get::<bool, _>("has_signals").map_err(db_err)? {
+            self.with_signals.push(id);
+        }
+        if row.try_get::<bool, _>("has_children").map_err(db_err)? {
+            self.with_children.push(id);
+        }
+        self.claimed.push(Claimed {
+            id: InstanceId::new(id),
+            token: row.try_get("lease_token").map_err(db_err)?,
+            fsm: row.try_get("fsm").map_err(db_err)?,
+            fsm_version: row.try_get("fsm_version").map_err(db_err)?,
+            step: row.try_get("step").map_err(db_err)?,
+            state: row.try_get("state").map_err(db_err)?,
+            attempt: attempt(row.try_get("attempt").map_err(db_err)?)?,
+            correlation_key: row.try_get("correlation_key").map_err(db_err)?,
+            awaits: row.try_get("awaits").map_err(db_err)?,
+            inbox: Vec::new(),
+            children: Vec::new(),
+        });
+        Ok(())
+    }
+}
+
 /// The columns of a batch insert, one array each.
 #[derive(Default)]
 struct InsertColumns {
@@ -174,6 +260,8 @@ struct InsertColumns {
     key: Vec<Option<String>>,
     scope: Vec<String>,
     parent: Vec<Option<i64>>,
+    concurrency_key: Vec<Option<String>>,
+    concurrency_limit: Vec<i32>,
 }
 
 impl InsertColumns {
@@ -195,6 +283,9 @@ impl InsertColumns {
                 .join(","),
         );
         self.parent.push(parent);
+        self.concurrency_key.push(instance.concurrency_key.clone());
+        self.concurrency_limit
+            .push(i32::from(instance.concurrency_limit.max(1)));
         Ok(())
     }
 }
@@ -206,6 +297,12 @@ fn status(text: &str) -> Result<Status, StorageError> {
 
 fn attempt(value: i32) -> Result<u32, StorageError> {
     u32::try_from(value).map_err(|_| rejected(format!("negative attempt count {value}")))
+}
+
+/// A concurrency limit or slot, which the engine keeps within `u16`.
+fn small(value: i32) -> Result<u16, StorageError> {
+    u16::try_from(value)
+        .map_err(|_| rejected(format!("concurrency limit or slot {value} out of range")))
 }
 
 fn signal_record(row: &PgRow) -> Result<SignalRecord, StorageError> {
@@ -271,6 +368,13 @@ fn instance_record(row: &PgRow) -> Result<InstanceRecord, StorageError> {
             .iter()
             .map(|text| status(text))
             .collect::<Result<_, _>>()?,
+        concurrency_key: row.try_get("concurrency_key").map_err(db_err)?,
+        concurrency_limit: small(row.try_get("concurrency_limit").map_err(db_err)?)?,
+        concurrency_slot: row
+            .try_get::<Option<i32>, _>("concurrency_slot")
+            .map_err(db_err)?
+            .map(small)
+            .transpose()?,
         inserted_at: row
             .try_get::<PgTime, _>("inserted_at")
             .map_err(db_err)?
@@ -318,48 +422,51 @@ impl FsmStore for PostgresFsmStore {
         if limit_rows == 0 {
             return Ok(Vec::new());
         }
+        let claim = ClaimBy {
+            queue,
+            worker,
+            eligible_by: PgTime::new(eligible_by)?,
+            lease_until: PgTime::new(lease_until)?,
+            now: PgTime::new(now)?,
+        };
+        // One transaction, so that a pick with keyed rows waits for one commit, not two.
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
         let rows = sqlx::query(self.sql.pick.clone())
             .bind(queue)
-            .bind(PgTime::new(eligible_by)?)
+            .bind(claim.eligible_by)
             .bind(limit(limit_rows))
             .bind(worker)
-            .bind(PgTime::new(lease_until)?)
-            .bind(PgTime::new(now)?)
-            .fetch_all(&self.pool)
+            .bind(claim.lease_until)
+            .bind(claim.now)
+            .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
-        let mut with_signals = Vec::new();
-        let mut with_children = Vec::new();
-        let mut claimed = Vec::with_capacity(rows.len());
-        let mut order = Vec::with_capacity(rows.len());
+        let mut picked = Picked::default();
+        let mut deferred = Vec::new();
+        let mut keys: Vec<String> = Vec::new();
         for row in &rows {
-            let id: i64 = row.try_get("id").map_err(db_err)?;
-            let priority: i16 = row.try_get("priority").map_err(db_err)?;
-            let eligible_at = row
-                .try_get::<PgTime, _>("eligible_at")
-                .map_err(db_err)?
-                .get()?;
-            order.push((priority, eligible_at, id));
-            if row.try_get::<bool, _>("has_signals").map_err(db_err)? {
-                with_signals.push(id);
+            if row.try_get::<bool, _>("deferred").map_err(db_err)? {
+                deferred.push(row.try_get::<i64, _>("candidate").map_err(db_err)?);
+                let key: String = row.try_get("candidate_key").map_err(db_err)?;
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            } else {
+                picked.add(row)?;
             }
-            if row.try_get::<bool, _>("has_children").map_err(db_err)? {
-                with_children.push(id);
-            }
-            claimed.push(Claimed {
-                id: InstanceId::new(id),
-                token: row.try_get("lease_token").map_err(db_err)?,
-                fsm: row.try_get("fsm").map_err(db_err)?,
-                fsm_version: row.try_get("fsm_version").map_err(db_err)?,
-                step: row.try_get("step").map_err(db_err)?,
-                state: row.try_get("state").map_err(db_err)?,
-                attempt: attempt(row.try_get("attempt").map_err(db_err)?)?,
-                correlation_key: row.try_get("correlation_key").map_err(db_err)?,
-                awaits: row.try_get("awaits").map_err(db_err)?,
-                inbox: Vec::new(),
-                children: Vec::new(),
-            });
         }
+        if !deferred.is_empty() {
+            for row in &claim_keyed(&self.sql, &mut tx, &deferred, &keys, &claim).await? {
+                picked.add(row)?;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        let Picked {
+            mut claimed,
+            order,
+            with_signals,
+            with_children,
+        } = picked;
         let (mut inboxes, mut children) = self.inputs(&with_signals, &with_children).await?;
         for claim in &mut claimed {
             claim.inbox = inboxes.remove(&claim.id.get()).unwrap_or_default();

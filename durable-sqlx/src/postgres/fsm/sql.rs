@@ -29,10 +29,18 @@ impl Tables {
 #[derive(Debug)]
 pub(super) struct Sql {
     /// `$1`–`$9`: per row fsm, version, step, state, queue, priority, eligible_at, key, scope
-    /// (comma-separated statuses); `$10`: now; `$11`: parent ids (per row, or null).
+    /// (comma-separated statuses); `$10`: now; `$11`: parent ids (per row, or null); `$12`,
+    /// `$13`: per row concurrency key and limit.
     pub(super) insert: SqlStr,
-    /// `$1` queue, `$2` eligible by, `$3` limit, `$4` worker, `$5` lease end, `$6` now.
+    /// `$1` queue, `$2` eligible by, `$3` limit, `$4` worker, `$5` lease end, `$6` now. Claims
+    /// the rows without a concurrency key and returns those with one as `deferred`
+    /// candidates, for [`Sql::lock_keys`] and [`Sql::claim_keyed`].
     pub(super) pick: SqlStr,
+    /// `$1` concurrency keys: the keys whose claim lock this transaction took.
+    pub(super) lock_keys: SqlStr,
+    /// `$1` candidate ids, `$2` locked keys, `$3` queue, `$4` eligible by, `$5` worker, `$6`
+    /// lease end, `$7` now: claims candidates into free slots of their keys.
+    pub(super) claim_keyed: SqlStr,
     /// `$1`: instance ids; their inboxes, oldest first.
     pub(super) inboxes: SqlStr,
     /// `$1`: parent ids; their children.
@@ -77,7 +85,23 @@ const CLAIMED: &str = "g.id, g.lease_token, g.fsm, g.fsm_version, g.step, g.stat
 const RECORD: &str = "id, fsm, fsm_version, step, status::text AS status, state::text AS state, \
      result::text AS result, awaits, queue, priority, eligible_at, attempt, last_error, \
      await_deadline, locked_by, lease_expires_at, parent_id, children_pending, correlation_key, \
-     correlation_scope::text[] AS correlation_scope, inserted_at, updated_at";
+     correlation_scope::text[] AS correlation_scope, concurrency_key, concurrency_limit, \
+     concurrency_slot, inserted_at, updated_at";
+
+/// The inputs a claimed row's step needs besides its columns: whether it has signals or
+/// children to read.
+const INPUTS: &str = "EXISTS (SELECT 1 FROM {signals} s WHERE s.target_id = g.id) AS has_signals, \
+     EXISTS (SELECT 1 FROM {fsm} c WHERE c.parent_id = g.id) AS has_children";
+
+/// Whether the row `f` may hold a slot of its concurrency key: fewer executing rows of the key
+/// hold one of the slots below its limit than the limit. A probe of the unique index over
+/// executing rows' `(concurrency_key, concurrency_slot)`, reading at most `limit` entries of
+/// this one key: never the executing set.
+const HAS_FREE_SLOT: &str = "(SELECT count(*) FROM (
+         SELECT 1 FROM {fsm} e
+         WHERE e.status = 'executing' AND e.concurrency_key = f.concurrency_key
+           AND e.concurrency_slot < f.concurrency_limit
+         LIMIT f.concurrency_limit) AS held) < f.concurrency_limit";
 
 /// The statement committing a batch's `next`, `retry`, `done` and `stop` outcomes at once:
 /// one `UPDATE` per kind, each guarded by the claim (`executing` under the outcome's token),
@@ -156,7 +180,8 @@ fn simple_outcomes(fsm: &str, signals: &str, status: &str) -> String {
 }
 
 /// The columns an outcome releases.
-const RELEASE: &str = "locked_by = NULL, lease_expires_at = NULL, await_deadline = NULL";
+const RELEASE: &str =
+    "locked_by = NULL, lease_expires_at = NULL, await_deadline = NULL, concurrency_slot = NULL";
 
 impl Sql {
     pub(super) fn new(tables: &Tables) -> Self {
@@ -169,33 +194,91 @@ impl Sql {
             insert: statement(format!(
                 "INSERT INTO {fsm} (fsm, fsm_version, step, state, queue, priority, eligible_at,
                                     correlation_key, correlation_scope, parent_id, inserted_at,
-                                    updated_at)
+                                    updated_at, concurrency_key, concurrency_limit)
                  SELECT r.fsm, r.fsm_version, r.step, r.state::jsonb, r.queue, r.priority,
                         r.eligible_at, r.correlation_key,
-                        string_to_array(r.scope, ',')::{status}[], r.parent_id, $10, $10
+                        string_to_array(r.scope, ',')::{status}[], r.parent_id, $10, $10,
+                        r.concurrency_key, r.concurrency_limit
                  FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[],
-                             $6::int2[], $7::timestamptz[], $8::text[], $9::text[], $11::int8[])
+                             $6::int2[], $7::timestamptz[], $8::text[], $9::text[], $11::int8[],
+                             $12::text[], $13::int4[])
                       AS r(fsm, fsm_version, step, state, queue, priority, eligible_at,
-                           correlation_key, scope, parent_id)
+                           correlation_key, scope, parent_id, concurrency_key, concurrency_limit)
                  ORDER BY r.correlation_key
                  ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
                  RETURNING id, parent_id"
             )),
+            // Rows of a saturated key are passed over by the filter; rows with a key are
+            // only candidates here: their slot is taken by the next statements of the pick's
+            // transaction (`lock_keys`, then `claim_keyed`), so that it is chosen from what
+            // every claim of the key before it committed.
             pick: statement(format!(
                 "WITH picked AS (
-                     SELECT id FROM {fsm}
-                     WHERE status = 'runnable' AND queue = $1 AND eligible_at <= $2
-                     ORDER BY priority, eligible_at
+                     SELECT f.id, f.concurrency_key FROM {fsm} f
+                     WHERE f.status = 'runnable' AND f.queue = $1 AND f.eligible_at <= $2
+                       AND (f.concurrency_key IS NULL OR {has_free_slot})
+                     ORDER BY f.priority, f.eligible_at
                      FOR UPDATE SKIP LOCKED
                      LIMIT $3
+                 ), claimed AS (
+                     UPDATE {fsm} g
+                     SET status = 'executing', locked_by = $4, lease_expires_at = $5,
+                         lease_token = g.lease_token + 1, updated_at = $6
+                     FROM picked WHERE g.id = picked.id AND picked.concurrency_key IS NULL
+                     RETURNING {CLAIMED}, {inputs}
+                 )
+                 SELECT picked.id AS candidate, picked.concurrency_key AS candidate_key,
+                        picked.concurrency_key IS NOT NULL AS deferred, claimed.*
+                 FROM picked LEFT JOIN claimed ON claimed.id = picked.id",
+                has_free_slot = HAS_FREE_SLOT.replace("{fsm}", fsm),
+                inputs = INPUTS.replace("{fsm}", fsm).replace("{signals}", signals),
+            )),
+            // A transaction-scoped advisory lock per key (of this table: stores in other
+            // schemas do not contend), tried, never waited for: a key another picker is
+            // claiming is skipped this time, like a row under SKIP LOCKED.
+            lock_keys: statement(format!(
+                "SELECT k FROM unnest($1::text[]) AS k
+                 WHERE pg_try_advisory_xact_lock(hashtextextended('{fsm}:' || k, 0))"
+            )),
+            // Runs after `lock_keys`, so its snapshot holds every claim of these keys (claims
+            // are made only here, under the key's lock). The i-th candidate of a key, in pick
+            // order, takes its i-th free slot if that slot is below its limit; the others
+            // stay runnable. The unique index stays the arbiter.
+            claim_keyed: statement(format!(
+                "WITH cand AS (
+                     SELECT f.id, f.concurrency_key AS k, f.concurrency_limit AS lim,
+                            f.priority, f.eligible_at
+                     FROM {fsm} f
+                     WHERE f.id = ANY ($1) AND f.concurrency_key = ANY ($2)
+                       AND f.status = 'runnable' AND f.queue = $3 AND f.eligible_at <= $4
+                     FOR UPDATE SKIP LOCKED
+                 ), ranked AS (
+                     SELECT id, k, lim,
+                            row_number() OVER (PARTITION BY k ORDER BY priority, eligible_at, id) AS n
+                     FROM cand
+                 ), free AS (
+                     SELECT c.k, s.slot, row_number() OVER (PARTITION BY c.k ORDER BY s.slot) AS n
+                     FROM (SELECT k, max(lim) AS lim, count(*) AS wanted FROM cand GROUP BY k) AS c
+                     CROSS JOIN LATERAL (
+                         SELECT slot FROM generate_series(0, c.lim - 1) AS slots(slot)
+                         WHERE NOT EXISTS (
+                             SELECT 1 FROM {fsm} e
+                             WHERE e.status = 'executing' AND e.concurrency_key = c.k
+                               AND e.concurrency_slot = slots.slot)
+                         ORDER BY slot
+                         LIMIT c.wanted
+                     ) AS s
+                 ), assigned AS (
+                     SELECT r.id, f.slot FROM ranked r
+                     JOIN free f ON f.k = r.k AND f.n = r.n
+                     WHERE f.slot < r.lim
                  )
                  UPDATE {fsm} g
-                 SET status = 'executing', locked_by = $4, lease_expires_at = $5,
-                     lease_token = g.lease_token + 1, updated_at = $6
-                 FROM picked WHERE g.id = picked.id
-                 RETURNING {CLAIMED},
-                     EXISTS (SELECT 1 FROM {signals} s WHERE s.target_id = g.id) AS has_signals,
-                     EXISTS (SELECT 1 FROM {fsm} c WHERE c.parent_id = g.id) AS has_children"
+                 SET status = 'executing', concurrency_slot = a.slot, locked_by = $5,
+                     lease_expires_at = $6, lease_token = g.lease_token + 1, updated_at = $7
+                 FROM assigned a WHERE g.id = a.id
+                 RETURNING {CLAIMED}, {inputs}",
+                inputs = INPUTS.replace("{fsm}", fsm).replace("{signals}", signals),
             )),
             inboxes: statement(format!(
                 "SELECT target_id, id, name, payload::text AS payload, dedup_key, inserted_at
@@ -237,7 +320,7 @@ impl Sql {
                                     AND s.id <> ALL (u.received))
                               THEN 'runnable' ELSE 'awaiting_signal' END::{status},
                      locked_by = NULL, lease_expires_at = NULL, await_deadline = u.deadline,
-                     updated_at = $7
+                     concurrency_slot = NULL, updated_at = $7
                  FROM (
                      SELECT p.id, p.step, p.state, p.deadline,
                             ARRAY(SELECT jsonb_array_elements_text(p.names::jsonb)) AS names,
@@ -294,7 +377,7 @@ impl Sql {
                  )
                  UPDATE {fsm} f
                  SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL,
-                     attempt = f.attempt + 1, updated_at = $1
+                     concurrency_slot = NULL, attempt = f.attempt + 1, updated_at = $1
                  FROM expired WHERE f.id = expired.id"
             )),
             reap_deadlines: statement(format!(
