@@ -120,8 +120,7 @@ pub enum KvError {
 /// use durable_runtime::{Context, KvError, MemoryStorage, Runtime, durable_object};
 ///
 /// #[durable_object]
-/// #[derive(Default, serde::Serialize, serde::Deserialize)]
-/// struct Notes {
+/// pub struct Notes {
 ///     count: u64,
 /// }
 ///

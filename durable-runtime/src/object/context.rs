@@ -542,8 +542,9 @@ impl Context {
     /// use durable_runtime::{Context, KvError, MemoryStorage, Runtime, durable_object};
     ///
     /// #[durable_object]
-    /// #[derive(Default, serde::Serialize, serde::Deserialize)]
-    /// struct Cache;
+    /// pub struct Cache {
+    ///     hits: u64,
+    /// }
     ///
     /// #[durable_object]
     /// impl Cache {
