@@ -123,7 +123,8 @@ pub async fn alarm_payload_replaced_and_cancelled<S: Storage + ?Sized>(store: &S
     write.alarms = vec![set_with("x", 1, Some(b"1")), set_with("y", 1, None)];
     commit_ok(store, &[write]).await;
 
-    let steps: [(Vec<AlarmChange>, Vec<(&str, Option<&[u8]>)>); 5] = [
+    type Expected<'a> = Vec<(&'a str, Option<&'a [u8]>)>;
+    let steps: [(Vec<AlarmChange>, Expected); 5] = [
         (
             vec![set_with("x", 2, Some(b"2")), set_with("y", 2, Some(b"y"))],
             vec![("x", Some(b"2")), ("y", Some(b"y"))],

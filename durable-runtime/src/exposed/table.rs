@@ -194,6 +194,14 @@ pub(super) type KvOperation<'a, T> = BoxFuture<'a, Result<T, Error<crate::kv::Kv
 /// An operation that also decodes what it was given by name, as a boxed future.
 pub(super) type ByName<'a, T> = BoxFuture<'a, Result<T, CallByNameError>>;
 
+/// The stored argument of an alarm from its JSON argument ([`Exposed::alarm_arguments`]).
+pub(super) type AlarmArguments =
+    fn(&'static str, Option<&serde_json::Value>) -> Result<Option<Vec<u8>>, CallByNameError>;
+
+/// Sets an alarm, with its stored argument, from outside the object.
+pub(super) type ScheduleAlarm =
+    for<'a> fn(&'a Runtime, &'a str, &'static str, AlarmTime, Option<Vec<u8>>) -> Operation<'a, ()>;
+
 /// One exposed type: its table, and the runtime's typed operations on it, instantiated for the
 /// type so that they can be reached by its name.
 pub(super) struct Entry {
@@ -208,15 +216,8 @@ pub(super) struct Entry {
     pub(super) replace_state: for<'a> fn(&'a Runtime, &'a str, Value, u64) -> ByName<'a, u64>,
     pub(super) list_alarms: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Vec<AlarmRecord>>,
     pub(super) list_ids: for<'a> fn(&'a Runtime, Option<&'a str>, usize) -> Operation<'a, IdPage>,
-    pub(super) alarm_arguments:
-        fn(&'static str, Option<&serde_json::Value>) -> Result<Option<Vec<u8>>, CallByNameError>,
-    pub(super) schedule_alarm: for<'a> fn(
-        &'a Runtime,
-        &'a str,
-        &'static str,
-        AlarmTime,
-        Option<Vec<u8>>,
-    ) -> Operation<'a, ()>,
+    pub(super) alarm_arguments: AlarmArguments,
+    pub(super) schedule_alarm: ScheduleAlarm,
     pub(super) cancel_alarm: for<'a> fn(&'a Runtime, &'a str, &'static str) -> Operation<'a, ()>,
     pub(super) list_live: fn(&Runtime, LiveStatus, Option<&str>, usize) -> IdPage,
     pub(super) inspect: for<'a> fn(&'a Runtime, &'a str) -> Operation<'a, Option<ObjectView>>,
