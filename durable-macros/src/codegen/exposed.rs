@@ -110,11 +110,17 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
                 ErrorType::Written(ty) | ErrorType::OfAlias(ty) => ty.span(),
             };
             let at_error = set.root.private_at(span);
-            let call = call(quote_spanned!(span=> #at_error::json_fallible_idempotency), span);
+            let call = call(
+                quote_spanned!(span=> #at_error::json_fallible_idempotency),
+                span,
+            );
             quote_spanned!(span=> { #call #at_error::json_fallible_reply(#name, __sent) })
         }
         Output::Unit | Output::Value(_) => {
-            let call = call(quote!(#private::json_idempotency), proc_macro2::Span::call_site());
+            let call = call(
+                quote!(#private::json_idempotency),
+                proc_macro2::Span::call_site(),
+            );
             quote!({ #call #private::json_reply(#name, __sent) })
         }
     };
