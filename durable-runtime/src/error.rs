@@ -159,6 +159,11 @@ pub enum Error<E = Infallible> {
     /// The handler did not finish in time. The activation was discarded, so the handler's
     /// in-memory changes are not kept; whether its write was committed is unknown only if the
     /// time ran out during the commit.
+    ///
+    /// Also the error of a call whose per-call timeout
+    /// ([`CallOptions::timeout`](crate::CallOptions::timeout)) ran out before its reply: the call
+    /// was not cancelled and may still commit. Sent with an idempotency key, it can be sent
+    /// again with the same key.
     #[error("call to `{handler}` of {key} timed out")]
     Timeout {
         /// The object.

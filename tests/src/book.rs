@@ -13,6 +13,9 @@ pub mod objects {}
 #[doc = include_str!("../../book/src/handlers.md")]
 pub mod handlers {}
 
+#[doc = include_str!("../../book/src/idempotency.md")]
+pub mod idempotency {}
+
 #[doc = include_str!("../../book/src/exposed.md")]
 pub mod exposed {}
 

@@ -114,9 +114,12 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
     };
     // The fingerprint of a call with an idempotency key is taken from the decoded arguments,
     // as a typed caller takes it from its own: the same call gets the same one either way.
-    let call = |idempotency: TokenStream| {
+    let call = |idempotency: TokenStream, span: proc_macro2::Span| {
+        // The arguments' fingerprint and the reply's encoding bound the error type: spanned
+        // there for a fallible handler.
+        let fingerprint = quote_spanned!(span=> #idempotency(__options, #name, &(#(&#idents,)*)));
         quote! {
-            let __idempotency = #idempotency(__options, #name, &(#(&#idents,)*));
+            let __idempotency = #fingerprint;
             let __sent = #private::#send::<#self_ty, _, #error, _>(
                 __rt, __id, #access, #name, __options.timeout, __idempotency, #closure,
             )
@@ -130,11 +133,17 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
                 ErrorType::Written(ty) | ErrorType::OfAlias(ty) => ty.span(),
             };
             let at_error = set.root.private_at(span);
-            let call = call(quote_spanned!(span=> #at_error::json_fallible_idempotency));
+            let call = call(
+                quote_spanned!(span=> #at_error::json_fallible_idempotency),
+                span,
+            );
             quote_spanned!(span=> { #call #at_error::json_fallible_reply(#name, __sent) })
         }
         Output::Unit | Output::Value(_) => {
-            let call = call(quote!(#private::json_idempotency));
+            let call = call(
+                quote!(#private::json_idempotency),
+                proc_macro2::Span::call_site(),
+            );
             quote!({ #call #private::json_reply(#name, __sent) })
         }
     };

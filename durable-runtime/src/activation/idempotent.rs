@@ -15,6 +15,9 @@ use crate::error::Error;
 use crate::exposed::{CallByNameError, ExposedError};
 use crate::storage::{IdempotentReply, ObjectKey};
 
+/// How a call's reply is encoded to be stored.
+type Encode<R, E> = fn(&Result<R, E>) -> Result<Vec<u8>, String>;
+
 /// What a call with an idempotency key sent back: a fresh result, or the reply stored by an
 /// earlier call with the same key.
 #[doc(hidden)]
@@ -37,7 +40,7 @@ enum Inner<R, E> {
     Keyed {
         key: String,
         fingerprint: Vec<u8>,
-        encode: fn(&Result<R, E>) -> Result<Vec<u8>, String>,
+        encode: Encode<R, E>,
     },
     Unencodable(String),
 }
@@ -55,7 +58,7 @@ pub(crate) fn keyed<R, E, A: Serialize + ?Sized>(
     key: Option<&str>,
     handler: &str,
     arguments: &A,
-    encode: fn(&Result<R, E>) -> Result<Vec<u8>, String>,
+    encode: Encode<R, E>,
 ) -> Idempotency<R, E> {
     let Some(key) = key else {
         return Idempotency::none();
@@ -101,7 +104,7 @@ pub(crate) fn encode_infallible<R: Serialize, E>(result: &Result<R, E>) -> Resul
 pub(crate) struct Keyed<R, E> {
     pub(crate) key: String,
     fingerprint: Vec<u8>,
-    encode: fn(&Result<R, E>) -> Result<Vec<u8>, String>,
+    encode: Encode<R, E>,
     /// Where a stored reply goes (the call's own reply sender is dropped then).
     stored: oneshot::Sender<Vec<u8>>,
 }

@@ -81,8 +81,8 @@ pub async fn idempotent_reply_not_stored_on_conflict<S: Storage + ?Sized>(store:
 /// `limit` per sweep.
 pub async fn idempotency_sweep_removes_only_expired<S: Storage + ?Sized>(store: &S) {
     let k = key("idempotency_sweep_removes_only_expired", "a");
-    let mut version = 0;
-    for (idempotency_key, expires_ms) in [("old1", 10), ("old2", 20), ("old3", 20), ("new", 30)] {
+    let replies = [("old1", 10), ("old2", 20), ("old3", 20), ("new", 30)];
+    for (version, (idempotency_key, expires_ms)) in (0u64..).zip(replies) {
         let mut write = if version == 0 {
             insert(&k, b"{}")
         } else {
@@ -90,7 +90,6 @@ pub async fn idempotency_sweep_removes_only_expired<S: Storage + ?Sized>(store: 
         };
         write.idempotency = Some(reply(idempotency_key, b"f", expires_ms));
         commit_ok(store, &[write]).await;
-        version += 1;
     }
     let sweep = |now, limit| async move {
         store
