@@ -191,11 +191,6 @@ macro_rules! __conformance_cases {
             { $($args)* }
             load_missing
             insert_then_load
-            kv_commits_with_state
-            kv_limits_checked_at_commit
-            kv_list_order_and_pages
-            kv_delete_object_deletes_keys
-            kv_odd_keys_and_values_round_trip
             load_many_in_key_order
             load_versions_match_loads
             update_with_expected_version
@@ -235,6 +230,11 @@ macro_rules! __conformance_cases {
             list_object_types_skips_deleted
             dead_alarms_listed_in_order_and_paged
             dead_alarms_leave_when_set_again_or_deleted
+            kv_commits_with_state
+            kv_limits_checked_at_commit
+            kv_list_order_and_pages
+            kv_delete_object_deletes_keys
+            kv_odd_keys_and_values_round_trip
         }
     };
 }
