@@ -198,11 +198,6 @@ macro_rules! __conformance_cases {
             { $($args)* }
             load_missing
             insert_then_load
-            kv_commits_with_state
-            kv_limits_checked_at_commit
-            kv_list_order_and_pages
-            kv_delete_object_deletes_keys
-            kv_odd_keys_and_values_round_trip
             load_many_in_key_order
             load_versions_match_loads
             update_with_expected_version
@@ -248,6 +243,11 @@ macro_rules! __conformance_cases {
             idempotent_reply_not_stored_on_conflict
             idempotency_sweep_removes_only_expired
             delete_removes_idempotent_replies
+            kv_commits_with_state
+            kv_limits_checked_at_commit
+            kv_list_order_and_pages
+            kv_delete_object_deletes_keys
+            kv_odd_keys_and_values_round_trip
         }
     };
 }
