@@ -5,24 +5,34 @@
 //!
 //! Storage scenarios run on memory, SQLite and Postgres (skipped without `DATABASE_URL`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use durable_runtime::storage::{ObjectKey, Storage};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{
-    CallByNameError, CallOptions, Error, MemoryStorage, Runtime, durable_object,
+    CallByNameError, CallOptions, Context, Error, MemoryStorage, Runtime, durable_object,
 };
 use durable_tests::Backend;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// Handler runs, counted across every runtime of a test process (each test uses its own ids).
-static RUNS: AtomicUsize = AtomicUsize::new(0);
+/// Handler runs per object id, across every runtime of the test process (tests run in
+/// parallel, each on ids of its own).
+static RUNS: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
 
-fn runs() -> usize {
-    RUNS.load(Ordering::SeqCst)
+fn ran(ctx: &Context) {
+    *RUNS.lock().unwrap().entry(ctx.id().to_owned()).or_default() += 1;
+}
+
+/// How many handler runs the objects `ids` saw.
+fn runs_of(ids: &[&str]) -> usize {
+    let runs = RUNS.lock().unwrap();
+    ids.iter()
+        .map(|id| runs.get(*id).copied().unwrap_or(0))
+        .sum()
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -44,15 +54,15 @@ pub struct Ledger {
 #[durable_object(expose)]
 impl Ledger {
     #[handler]
-    fn handle_deposit(&mut self, amount: i64) -> i64 {
-        RUNS.fetch_add(1, Ordering::SeqCst);
+    fn handle_deposit(&mut self, ctx: &Context, amount: i64) -> i64 {
+        ran(ctx);
         self.balance += amount;
         self.balance
     }
 
     #[handler]
-    fn handle_withdraw(&mut self, amount: i64) -> Result<i64, LedgerError> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
+    fn handle_withdraw(&mut self, ctx: &Context, amount: i64) -> Result<i64, LedgerError> {
+        ran(ctx);
         if amount > self.balance {
             return Err(LedgerError::Insufficient {
                 balance: self.balance,
@@ -63,8 +73,8 @@ impl Ledger {
     }
 
     #[handler]
-    fn handle_balance(&self) -> i64 {
-        RUNS.fetch_add(1, Ordering::SeqCst);
+    fn handle_balance(&self, ctx: &Context) -> i64 {
+        ran(ctx);
         self.balance
     }
 }
@@ -86,11 +96,11 @@ async fn replay_returns_the_stored_reply_without_running_the_handler() {
         let rt = Runtime::new(Arc::clone(&backend.store));
         let a = id("replay");
         let caller = || Ledger::with(&rt).idempotency_key("dep-1");
-        let before = runs();
+        let before = runs_of(&[&a]);
         assert_eq!(caller().deposit(&a, 5).await.unwrap(), 5);
         assert_eq!(caller().deposit(&a, 5).await.unwrap(), 5);
         assert_eq!(
-            runs() - before,
+            runs_of(&[&a]) - before,
             1,
             "the retry was answered from the stored reply"
         );
@@ -101,7 +111,7 @@ async fn replay_returns_the_stored_reply_without_running_the_handler() {
         );
 
         // A handler error is a reply too: replayed, not run again.
-        let before = runs();
+        let before = runs_of(&[&a]);
         let withdraw = || async {
             Ledger::with(&rt)
                 .idempotency_key("wd-1")
@@ -118,10 +128,10 @@ async fn replay_returns_the_stored_reply_without_running_the_handler() {
             again,
             Error::Handler(LedgerError::Insufficient { balance: 6 })
         ));
-        assert_eq!(runs() - before, 1);
+        assert_eq!(runs_of(&[&a]) - before, 1);
 
         // A read-only handler's reply is stored as well.
-        let before = runs();
+        let before = runs_of(&[&a]);
         let read = || async {
             Ledger::with(&rt)
                 .idempotency_key("read-1")
@@ -135,12 +145,12 @@ async fn replay_returns_the_stored_reply_without_running_the_handler() {
             6,
             "the stored reply, not the current balance"
         );
-        assert_eq!(runs() - before, 2, "one read and one deposit ran");
+        assert_eq!(runs_of(&[&a]) - before, 2, "one read and one deposit ran");
 
         // After a restart: a new runtime on the same database answers from storage.
         rt.shutdown().await;
         let again = Runtime::new(backend.open_again().await);
-        let before = runs();
+        let before = runs_of(&[&a]);
         assert_eq!(
             Ledger::with(&again)
                 .idempotency_key("dep-1")
@@ -149,7 +159,7 @@ async fn replay_returns_the_stored_reply_without_running_the_handler() {
                 .unwrap(),
             5
         );
-        assert_eq!(runs(), before);
+        assert_eq!(runs_of(&[&a]), before);
         assert_eq!(Ledger::balance(&again, &a).await.unwrap(), 10);
         again.shutdown().await;
     }
@@ -165,7 +175,7 @@ async fn a_key_reused_by_a_different_call_is_refused() {
             .deposit(&a, 5)
             .await
             .unwrap();
-        let before = runs();
+        let before = runs_of(&[&a]);
         let other_arguments = Ledger::with(&rt).idempotency_key("k").deposit(&a, 6).await;
         assert!(
             matches!(&other_arguments, Err(Error::IdempotencyKeyReused { idempotency_key, .. }) if idempotency_key == "k"),
@@ -176,7 +186,7 @@ async fn a_key_reused_by_a_different_call_is_refused() {
             other_handler,
             Err(Error::IdempotencyKeyReused { .. })
         ));
-        assert_eq!(runs(), before, "nothing ran");
+        assert_eq!(runs_of(&[&a]), before, "nothing ran");
         // The same key on another object is another key.
         let b = id("reuse-b");
         assert_eq!(
@@ -205,7 +215,7 @@ async fn a_failed_commit_stores_nothing_and_the_retry_runs() {
     );
     let key = ObjectKey::new("Ledger", a.as_str());
     assert_eq!(store.load_idempotent_reply(&key, "k").await.unwrap(), None);
-    let before = runs();
+    let before = runs_of(&[&a]);
     assert_eq!(
         Ledger::with(&rt)
             .idempotency_key("k")
@@ -214,7 +224,7 @@ async fn a_failed_commit_stores_nothing_and_the_retry_runs() {
             .unwrap(),
         6
     );
-    assert_eq!(runs() - before, 1, "the retry ran the handler");
+    assert_eq!(runs_of(&[&a]) - before, 1, "the retry ran the handler");
     assert!(
         store
             .load_idempotent_reply(&key, "k")
@@ -240,7 +250,7 @@ async fn a_second_runtime_sees_the_first_runtimes_reply() {
         );
         // The first runtime's instance goes; the second one owns the object from now on.
         first.shutdown().await;
-        let before = runs();
+        let before = runs_of(&[&a]);
         assert_eq!(
             Ledger::with(&second)
                 .idempotency_key("k")
@@ -249,7 +259,7 @@ async fn a_second_runtime_sees_the_first_runtimes_reply() {
                 .unwrap(),
             3
         );
-        assert_eq!(runs(), before);
+        assert_eq!(runs_of(&[&a]), before);
         assert_eq!(Ledger::balance(&second, &a).await.unwrap(), 3);
         second.shutdown().await;
     }
@@ -303,7 +313,7 @@ async fn expired_keys_are_swept_and_then_run_again() {
         None,
         "swept"
     );
-    let before = runs();
+    let before = runs_of(&[&a]);
     assert_eq!(
         Ledger::with(&rt)
             .idempotency_key("k")
@@ -312,7 +322,11 @@ async fn expired_keys_are_swept_and_then_run_again() {
             .unwrap(),
         2
     );
-    assert_eq!(runs() - before, 1, "an expired key runs the call again");
+    assert_eq!(
+        runs_of(&[&a]) - before,
+        1,
+        "an expired key runs the call again"
+    );
 }
 
 #[tokio::test]
@@ -325,7 +339,7 @@ async fn deleting_the_object_forgets_its_keys() {
         .await
         .unwrap();
     assert!(rt.delete::<Ledger>(&a).await.unwrap());
-    let before = runs();
+    let before = runs_of(&[&a]);
     assert_eq!(
         Ledger::with(&rt)
             .idempotency_key("k")
@@ -334,7 +348,7 @@ async fn deleting_the_object_forgets_its_keys() {
             .unwrap(),
         7
     );
-    assert_eq!(runs() - before, 1);
+    assert_eq!(runs_of(&[&a]) - before, 1);
 }
 
 #[tokio::test]
@@ -352,14 +366,14 @@ async fn calls_by_name_share_the_typed_calls_keys() {
             .unwrap(),
         2
     );
-    let before = runs();
+    let before = runs_of(&[&a]);
     let replayed = rt
         .call_by_name_with("Ledger", &a, "deposit", json!({"amount": 2}), &keyed)
         .await
         .unwrap();
     assert_eq!(replayed, json!(2));
     assert_eq!(
-        runs(),
+        runs_of(&[&a]),
         before,
         "the same call by name is answered from the typed call's reply"
     );
