@@ -383,12 +383,12 @@ impl Runtime {
     /// use serde_json::json;
     ///
     /// #[durable_object]
-    /// pub struct Invoice { reminded: u32 }
+    /// pub struct Invoice { reminded: u64 }
     ///
     /// #[durable_object(expose)]
     /// impl Invoice {
     ///     #[alarm]
-    ///     fn remind(&mut self, days_late: u32) { self.reminded = days_late; }
+    ///     fn remind(&mut self, days_late: u64) { self.reminded = days_late; }
     /// }
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {

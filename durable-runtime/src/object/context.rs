@@ -357,7 +357,7 @@ impl Context {
     /// impl Calendar {
     ///     #[handler]
     ///     fn handle_plan(&mut self, ctx: &Context, text: String) -> Result<(), AlarmArgsError> {
-    ///         ctx.schedule_alarm_with(Calendar::REMIND, &Reminder { text }, Duration::ZERO)
+    ///         ctx.schedule_alarm_with(Calendar::REMIND, &Reminder { text }, Duration::from_secs(60))
     ///     }
     ///
     ///     #[alarm]
