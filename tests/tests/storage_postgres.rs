@@ -148,6 +148,7 @@ async fn migrations_applied_twice_are_a_no_op() {
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
+            "durable_kv",
             "durable_objects",
             "durable_schema_migrations"
         ]
@@ -380,6 +381,7 @@ async fn user_sqlx_migrations_coexist() {
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
+            "durable_kv",
             "durable_objects",
             "durable_schema_migrations",
             "users"
@@ -495,12 +497,14 @@ async fn schemas_and_prefixes_isolate_stores() {
             "app2_durable_fsm",
             "app2_durable_fsm_signals",
             "app2_durable_idempotency",
+            "app2_durable_kv",
             "app2_durable_objects",
             "app2_durable_schema_migrations",
             "durable_alarms",
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
+            "durable_kv",
             "durable_objects",
             "durable_schema_migrations"
         ]

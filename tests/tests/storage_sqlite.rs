@@ -648,7 +648,7 @@ async fn a_locked_database_is_retryable() {
         .await
         .unwrap();
     let mut lock = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
-    sqlx::query("INSERT INTO durable_objects VALUES ('Other', 'x', '{}', 1, 0, 0)")
+    sqlx::query("INSERT INTO durable_objects (object_type, object_id, state, version, created_at, updated_at) VALUES ('Other', 'x', '{}', 1, 0, 0)")
         .execute(&mut *lock)
         .await
         .unwrap();
