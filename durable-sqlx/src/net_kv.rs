@@ -70,6 +70,17 @@ pub(crate) fn to_count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// The counters row of an object (`kv_keys`, `kv_bytes`) as usage; no row is an object with no
+/// keys.
+pub(crate) fn usage(row: Option<(i64, i64)>) -> durable_runtime::storage::KvUsage {
+    row.map_or_else(Default::default, |(keys, bytes)| {
+        durable_runtime::storage::KvUsage {
+            keys: to_count(keys),
+            bytes: to_count(bytes),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

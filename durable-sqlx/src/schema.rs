@@ -346,6 +346,22 @@ pub(crate) fn first_missing<'a>(
         .next()
 }
 
+/// A stored reply row (`fingerprint`, `reply`, `expires_at` in µs) read under `key`.
+pub(crate) fn stored_reply(
+    key: &str,
+    row: Option<(Vec<u8>, Vec<u8>, i64)>,
+) -> Result<Option<durable_runtime::storage::IdempotentReply>, StorageError> {
+    row.map(|(fingerprint, reply, expires_at)| {
+        Ok(durable_runtime::storage::IdempotentReply {
+            key: key.to_owned(),
+            fingerprint,
+            reply,
+            expires_at: from_micros(expires_at)?,
+        })
+    })
+    .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -549,10 +549,7 @@ impl Storage for PostgresStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
-        Ok(row.map_or_else(KvUsage::default, |(keys, bytes)| KvUsage {
-            keys: crate::net_kv::to_count(keys),
-            bytes: crate::net_kv::to_count(bytes),
-        }))
+        Ok(crate::net_kv::usage(row))
     }
 
     async fn load_idempotent_reply(
@@ -567,15 +564,7 @@ impl Storage for PostgresStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
-        row.map(|(fingerprint, reply, expires_at)| {
-            Ok(IdempotentReply {
-                key: idempotency_key.to_owned(),
-                fingerprint,
-                reply,
-                expires_at: crate::schema::from_micros(expires_at)?,
-            })
-        })
-        .transpose()
+        crate::schema::stored_reply(idempotency_key, row)
     }
 
     async fn sweep_idempotency(
