@@ -20,6 +20,7 @@ use crate::auth::{AuthConfig, PrincipalConfig, PublicEndpoint};
 /// body_limit = 1048576             # bytes; default 1 MiB
 /// shutdown_grace = "30s"           # default
 /// public = ["metrics", "openapi"]  # default: none; healthz/readyz are always public
+/// console = true                   # default: the operators' console under /console
 ///
 /// [[principals]]
 /// name = "ops"
@@ -64,6 +65,10 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Who may do what.
     pub auth: AuthConfig,
+    /// Whether the operators' console is served under `/console`. Its files hold no data
+    /// (the page asks the API with its user's token), so they are served without a token.
+    /// Default `true`.
+    pub console: bool,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +79,7 @@ impl Default for ServerConfig {
             body_limit: 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
             auth: AuthConfig::default(),
+            console: true,
         }
     }
 }
@@ -150,6 +156,7 @@ struct ConfigFile {
     principals: Vec<PrincipalConfig>,
     #[serde(default)]
     auth: AuthSection,
+    console: Option<bool>,
 }
 
 #[derive(Default, Deserialize)]
@@ -212,6 +219,7 @@ impl ServerConfig {
                 public: file.public,
                 principals: file.principals,
             },
+            console: file.console.unwrap_or(defaults.console),
         };
         config.auth.validate()?;
         Ok(config)
@@ -258,6 +266,7 @@ mod tests {
             body_limit = 2048
             shutdown_grace = "5s"
             public = ["metrics", "openapi"]
+            console = false
 
             [auth]
             disabled = false
@@ -286,9 +295,11 @@ mod tests {
         assert_eq!(ops.len(), 6);
         assert!(ops.contains(&Op::Admin));
         assert!(!config.auth.disabled);
+        assert!(!config.console);
 
         let open = ServerConfig::from_toml_str("auth.disabled = true").unwrap();
         assert!(open.auth.disabled);
+        assert!(open.console, "the console is served unless turned off");
     }
 
     #[test]

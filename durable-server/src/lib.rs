@@ -49,6 +49,7 @@
 //! | `GET /v1/alarms/dead`, `POST /v1/alarms/dead/requeue` | dead alarms |
 //! | `GET /v1/types` (or `/v1/objects/definitions`) | the exposed types |
 //! | `GET /openapi.json`, `/metrics`, `/healthz`, `/readyz` | the server |
+//! | `GET /console/` | the operators' console (a page over the routes above) |
 #![deny(missing_docs)]
 
 pub mod audit;
@@ -56,6 +57,7 @@ pub mod auth;
 pub mod cli;
 pub mod client;
 mod config;
+mod console;
 mod error;
 pub mod metrics;
 pub mod model;

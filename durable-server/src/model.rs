@@ -85,6 +85,9 @@ pub struct AlarmView {
     pub attempts: u32,
     /// Whether it exhausted its attempts and is kept as a dead alarm.
     pub dead: bool,
+    /// The error of its last failed attempt; absent if no attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
     /// The argument it was set with, as JSON (absent for an alarm without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -98,6 +101,7 @@ impl From<&AlarmRecord> for AlarmView {
             fire_at: format_time(record.due_at),
             attempts: record.attempts,
             dead: record.dead,
+            last_error: record.last_error.clone(),
             // Arguments are stored as JSON; anything else is not shown.
             args: record
                 .payload
@@ -329,9 +333,11 @@ pub struct Cancelled {
 /// # Examples
 ///
 /// ```
-/// let text = r#"{"type":"Job","id":"j","name":"run","fire_at":"2026-11-25T18:00:00.000Z","attempts":3}"#;
+/// let text = r#"{"type":"Job","id":"j","name":"run","fire_at":"2026-11-25T18:00:00.000Z",
+///     "attempts":3,"last_error":"the mail server refused"}"#;
 /// let alarm: durable_server::model::DeadAlarm = serde_json::from_str(text).unwrap();
 /// assert_eq!(alarm.attempts, 3);
+/// assert_eq!(alarm.last_error.as_deref(), Some("the mail server refused"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DeadAlarm {
@@ -346,6 +352,9 @@ pub struct DeadAlarm {
     pub fire_at: String,
     /// How many attempts failed.
     pub attempts: u32,
+    /// The error of its last attempt: why it died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 impl From<&AlarmRecord> for DeadAlarm {
@@ -356,6 +365,7 @@ impl From<&AlarmRecord> for DeadAlarm {
             name: record.name.clone(),
             fire_at: format_time(record.due_at),
             attempts: record.attempts,
+            last_error: record.last_error.clone(),
         }
     }
 }

@@ -205,6 +205,9 @@ async fn alarms_round_trip(store: Arc<dyn Storage>) {
 
 on_each_store!(alarms_round_trip: alarms_round_trip_in_memory, alarms_round_trip_on_sqlite);
 
+/// The last error of the dead alarm `Other::doomed`.
+const DOOMED_ERROR: &str = "the doomed alarm failed";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_alarm_is_requeued() {
     let settings = dead_after_one_attempt();
@@ -224,6 +227,8 @@ async fn a_dead_alarm_is_requeued() {
             let (_, body) = server.get("/v1/objects/Other/o/alarms").await;
             if body["alarms"][0]["dead"] == true {
                 assert_eq!(body["alarms"][0]["attempts"], 1);
+                // Why it died, in the object's alarms too.
+                assert_eq!(body["alarms"][0]["last_error"], DOOMED_ERROR, "{body}");
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -242,7 +247,8 @@ async fn a_dead_alarm_is_requeued() {
     assert_eq!(
         body,
         json!({"alarms": [
-            {"type": "Other", "id": "o", "name": "doomed", "fire_at": fire_at, "attempts": 1},
+            {"type": "Other", "id": "o", "name": "doomed", "fire_at": fire_at, "attempts": 1,
+             "last_error": DOOMED_ERROR},
         ], "next_cursor": null})
     );
 

@@ -344,9 +344,15 @@ pub(crate) fn build(
         metrics: crate::metrics::prometheus(),
         shutdown,
     }));
+    let console = if config.console {
+        crate::console::routes()
+    } else {
+        Router::new()
+    };
     Router::new()
         .nest("/v1", api())
         .merge(api())
+        .merge(console)
         .route("/metrics", get(meta::metrics))
         .route("/healthz", get(meta::healthz))
         .route("/readyz", get(meta::readyz))

@@ -1,0 +1,110 @@
+// The console's shell: logging in, the navigation, and the page each address shows.
+// Addresses are fragments (`#/objects/Counter?status=active`), so every page can be
+// bookmarked and the browser's back button works without the server knowing any of them.
+
+import { ApiFailure, forgetToken, get, setToken, token } from './api.js';
+import { errorNotice, h } from './dom.js';
+import { overview } from './overview.js';
+import { deadAlarms, fsm, object, objects, types } from './pages.js';
+
+const main = document.getElementById('main');
+const nav = document.getElementById('nav');
+// Stops what the page on show keeps doing (the overview's refreshing).
+let leave = () => {};
+
+function login(failure) {
+  nav.hidden = true;
+  const input = h('input', { id: 'token', name: 'token', type: 'password', autocomplete: 'current-password', 'aria-describedby': 'token-hint' });
+  const button = h('button', { type: 'submit' }, 'Log in');
+  const problem = h('div', { id: 'login-problem' }, failure ? errorNotice(failure, 'Logging in failed') : null);
+  const form = h('form', { class: 'panel login', 'aria-labelledby': 'login-title' },
+    h('h1', { id: 'login-title' }, 'Log in'),
+    h('div', { class: 'field' },
+      h('label', { for: 'token' }, 'Bearer token'),
+      input,
+      h('p', { class: 'hint', id: 'token-hint' }, 'Kept in this browser tab until you log out or close it. Leave it empty for a gateway without auth.')),
+    problem,
+    button);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    setToken(input.value);
+    try {
+      // Any route the token must pass: the types, which every page needs anyway.
+      await get('v1/types');
+      nav.hidden = false;
+      if (!location.hash || location.hash === '#/login') location.hash = '#/types';
+      else show();
+    } catch (error) {
+      forgetToken();
+      button.disabled = false;
+      problem.replaceChildren(errorNotice(error, 'Logging in failed'));
+      input.focus();
+    }
+  });
+  main.replaceChildren(form);
+  input.focus();
+}
+
+/** The page of the current address. */
+async function show() {
+  leave();
+  leave = () => {};
+  if (token() === null) {
+    login();
+    return;
+  }
+  nav.hidden = false;
+  const [route, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const parts = route.split('/').map(decodeURIComponent);
+  const params = new URLSearchParams(query ?? '');
+  for (const link of nav.querySelectorAll('a')) {
+    const current = link.getAttribute('href') === `#/${parts[0]}` || (parts[0].startsWith('object') && link.getAttribute('href') === '#/types');
+    if (current) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    switch (parts[0]) {
+      case 'overview':
+        leave = overview(main);
+        break;
+      case 'objects':
+        await objects(main, parts[1], params);
+        break;
+      case 'object':
+        await object(main, parts[1], parts.slice(2).join('/'), params);
+        break;
+      case 'dead':
+        await deadAlarms(main, params);
+        break;
+      case 'fsm':
+        fsm(main);
+        break;
+      case 'types':
+      case '':
+        await types(main);
+        break;
+      default:
+        main.replaceChildren(h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/types' }, 'Back to the types')));
+    }
+  } catch (failure) {
+    if (failure instanceof ApiFailure && failure.status === 401) {
+      forgetToken();
+      login(failure);
+      return;
+    }
+    main.replaceChildren(h('h1', {}, 'This page could not be shown'), errorNotice(failure));
+  }
+  document.title = `${main.querySelector('h1')?.textContent ?? 'Console'} · Durable objects console`;
+}
+
+document.getElementById('logout').addEventListener('click', () => {
+  forgetToken();
+  location.hash = '#/login';
+  show();
+});
+window.addEventListener('hashchange', () => {
+  show().then(() => main.focus({ preventScroll: true }));
+});
+show();
