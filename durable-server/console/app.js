@@ -3,7 +3,7 @@
 // bookmarked and the browser's back button works without the server knowing any of them.
 
 import { ApiFailure, forgetToken, get, setToken, token } from './api.js';
-import { errorNotice, h } from './dom.js';
+import { errorNotice, fill, h } from './dom.js';
 import { overview } from './overview.js';
 import { deadAlarms, fsm, object, objects, types } from './pages.js';
 
@@ -38,11 +38,11 @@ function login(failure) {
     } catch (error) {
       forgetToken();
       button.disabled = false;
-      problem.replaceChildren(errorNotice(error, 'Logging in failed'));
+      fill(problem, errorNotice(error, 'Logging in failed'));
       input.focus();
     }
   });
-  main.replaceChildren(form);
+  fill(main, form);
   input.focus();
 }
 
@@ -63,7 +63,7 @@ async function show() {
     if (current) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
   }
-  main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  fill(main, h('p', { class: 'loading' }, 'Loading…'));
   try {
     switch (parts[0]) {
       case 'overview':
@@ -86,7 +86,7 @@ async function show() {
         await types(main);
         break;
       default:
-        main.replaceChildren(h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/types' }, 'Back to the types')));
+        fill(main, h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/types' }, 'Back to the types')));
     }
   } catch (failure) {
     if (failure instanceof ApiFailure && failure.status === 401) {
@@ -94,7 +94,7 @@ async function show() {
       login(failure);
       return;
     }
-    main.replaceChildren(h('h1', {}, 'This page could not be shown'), errorNotice(failure));
+    fill(main, h('h1', {}, 'This page could not be shown'), errorNotice(failure));
   }
   document.title = `${main.querySelector('h1')?.textContent ?? 'Console'} · Durable objects console`;
 }

@@ -5,7 +5,7 @@
 const NS = 'http://www.w3.org/2000/svg';
 const WIDTH = 600;
 const HEIGHT = 200;
-const PAD = { left: 84, right: 8, top: 12, bottom: 30 };
+const PAD = { left: 96, right: 8, top: 12, bottom: 30 };
 
 function svg(tag, attrs = {}) {
   const element = document.createElementNS(NS, tag);

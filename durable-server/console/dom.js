@@ -29,6 +29,12 @@ function append(element, children) {
   }
 }
 
+/** Replaces what `parent` shows with `children` (null and false skipped, as in `h`). */
+export function fill(parent, ...children) {
+  parent.replaceChildren();
+  append(parent, children);
+}
+
 /** A notice of `failure` (an ApiFailure or any error) in words, with its code. */
 export function errorNotice(failure, what) {
   const words = typeof failure.describe === 'function' ? failure.describe() : failure.message;

@@ -3,7 +3,7 @@
 
 import { get } from './api.js';
 import { lineChart } from './chart.js';
-import { errorNotice, h } from './dom.js';
+import { errorNotice, fill, h } from './dom.js';
 import { buckets, parse, quantile, sum } from './prometheus.js';
 
 const EVERY_MS = 1000;
@@ -18,7 +18,10 @@ const ACTIVE = 'durable_active_objects';
 const DEAD = 'durable_alarms_fired_total';
 
 const count = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
-const ms = (seconds) => `${(seconds * 1000).toFixed(seconds < 0.01 ? 2 : 1)} ms`;
+const ms = (seconds) => {
+  const millis = seconds * 1000;
+  return `${millis.toFixed(millis < 10 ? 2 : millis < 100 ? 1 : 0)} ms`;
+};
 
 /** Renders the overview into `main`; returns a function that stops its refreshing. */
 export function overview(main) {
@@ -28,9 +31,9 @@ export function overview(main) {
   const totals = h('dl', { class: 'totals' });
   const problem = h('div', { class: 'problem' });
   const samples = h('p', { class: 'hint', id: 'samples' }, 'Waiting for the first scrape…');
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, 'Overview'),
-    h('p', { class: 'hint' }, `From the gateway's /metrics, read every ${EVERY_MS / 1000} s while this page is open.`),
+    h('p', { class: 'lead' }, `From the gateway's /metrics, read every ${EVERY_MS / 1000} s while this page is open.`),
     problem,
     totals,
     h('div', { class: 'charts' }, calls.figure, batches.figure, latency.figure),
@@ -45,12 +48,12 @@ export function overview(main) {
     try {
       const text = await get('metrics', { text: true });
       if (stopped) return;
-      problem.replaceChildren();
+      fill(problem);
       scrapes.push({ at: Date.now(), samples: parse(text) });
       if (scrapes.length > KEEP + 1) scrapes.shift();
       draw();
     } catch (failure) {
-      if (!stopped) problem.replaceChildren(errorNotice(failure, 'Reading the metrics failed'));
+      if (!stopped) fill(problem, errorNotice(failure, 'Reading the metrics failed'));
     }
     if (!stopped) timer = setTimeout(scrape, EVERY_MS);
   }
@@ -112,5 +115,5 @@ function showTotals(totals, samples) {
     ['Commits so far', commits],
     ['Alarms dead so far', sum(samples, DEAD, (l) => l.outcome === 'dead')],
   ];
-  totals.replaceChildren(...items.map(([name, value]) => h('div', {}, h('dt', {}, name), h('dd', {}, count(value)))));
+  fill(totals, ...items.map(([name, value]) => h('div', {}, h('dt', {}, name), h('dd', {}, count(value)))));
 }

@@ -2,7 +2,7 @@
 // one object (its state, alarms, a call form, delete), and the dead alarms.
 
 import { ApiFailure, del, get, path, post } from './api.js';
-import { announce, errorNotice, h, okNotice, pretty, statusBadge, when } from './dom.js';
+import { announce, errorNotice, fill, h, okNotice, pretty, statusBadge, when } from './dom.js';
 
 const STATUSES = ['active', 'hibernated', 'stored'];
 const PAGE_SIZES = [10, 25, 100];
@@ -23,7 +23,7 @@ async function typeList() {
 /** The page of the exposed types: handlers, alarms, options and state fields. */
 export async function types(main) {
   const list = await typeList();
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, 'Types'),
     list.length === 0 ? h('p', {}, 'This gateway exposes no type.') : null,
     ...list.map(typeSection),
@@ -110,7 +110,7 @@ export async function objects(main, typeName, params) {
     location.hash = `#/object/${encodeURIComponent(typeName)}/${encodeURIComponent(idInput.value)}`;
   });
 
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, `Objects of ${typeName}`),
     takeFlash(),
     filter,
@@ -150,7 +150,7 @@ export async function object(main, typeName, id) {
       showDetails(details, null, failure);
     }
   };
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, `${typeName} `, h('span', { class: 'mono' }, id)),
     back,
     details,
@@ -161,13 +161,13 @@ export async function object(main, typeName, id) {
 
 function showDetails(details, view, failure) {
   if (failure) {
-    details.replaceChildren(failure.code === 'object_not_found'
+    fill(details, failure.code === 'object_not_found'
       ? h('div', { class: 'notice', role: 'status' }, h('p', {}, `This object is not stored and not live (${failure.describe()}). A call creates it.`))
       : errorNotice(failure, 'Reading the object failed'));
     return;
   }
   const now = Date.now();
-  details.replaceChildren(
+  fill(details,
     h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', { id: 'object-status' }, statusBadge(view.status)),
       h('dt', {}, 'Version'), h('dd', { id: 'object-version' }, view.version === null ? 'nothing stored yet' : String(view.version))),
@@ -214,11 +214,11 @@ function callForm(type, route, refresh) {
     button.disabled = true;
     try {
       const reply = await post(`${route}/call/${encodeURIComponent(handler.name)}`, { raw: args.value });
-      outcome.replaceChildren(okNotice(h('strong', {}, `${handler.name} returned`)),
+      fill(outcome, okNotice(h('strong', {}, `${handler.name} returned`)),
         h('pre', { class: 'json', id: 'call-result', 'aria-label': 'Result as JSON' }, pretty(reply.result)));
       announce(`${handler.name} returned`);
     } catch (failure) {
-      outcome.replaceChildren(errorNotice(failure, `${handler.name} failed`));
+      fill(outcome, errorNotice(failure, `${handler.name} failed`));
     } finally {
       button.disabled = false;
     }
@@ -244,7 +244,7 @@ function deleteSection(typeName, id, route) {
       location.hash = `#/objects/${encodeURIComponent(typeName)}`;
     } catch (failure) {
       dialog.close();
-      outcome.replaceChildren(errorNotice(failure, 'Deleting failed'));
+      fill(outcome, errorNotice(failure, 'Deleting failed'));
     } finally {
       confirm.disabled = false;
     }
@@ -280,20 +280,20 @@ export async function deadAlarms(main, params) {
       button.disabled = true;
       try {
         const reply = await post('v1/alarms/dead/requeue', { json: { type: alarm.type, id: alarm.id, name: alarm.name } });
-        outcome.replaceChildren(reply.requeued
+        fill(outcome, reply.requeued
           ? okNotice(`Re-queued ${alarm.name} of ${alarm.type} ${alarm.id}: it fires again now.`)
           : h('div', { class: 'notice', role: 'status' }, h('p', {}, `${alarm.name} of ${alarm.type} ${alarm.id} is no longer dead; nothing to re-queue.`)));
         row.remove();
       } catch (failure) {
         button.disabled = false;
-        outcome.replaceChildren(errorNotice(failure, 'Re-queueing failed'));
+        fill(outcome, errorNotice(failure, 'Re-queueing failed'));
       }
     });
     return row;
   });
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, typeName ? `Dead alarms of ${typeName}` : 'Dead alarms'),
-    h('p', { class: 'hint' }, 'Alarms that used up their attempts. Fix the cause, then re-queue them: each fires again now, its attempts counted afresh.'),
+    h('p', { class: 'lead' }, 'Alarms that used up their attempts. Fix the cause, then re-queue them: each fires again now, its attempts counted afresh.'),
     outcome,
     rows.length === 0 ? h('p', {}, 'No dead alarm.') : h('table', { id: 'dead-alarms' },
       h('thead', {}, h('tr', {}, ['Type', 'Object', 'Alarm', 'Was due', 'Attempts', 'Last error', 'Action'].map((t) => h('th', { scope: 'col' }, t)))),
@@ -304,7 +304,7 @@ export async function deadAlarms(main, params) {
 
 /** State machine instances: not served by the gateway yet. */
 export function fsm(main) {
-  main.replaceChildren(
+  fill(main,
     h('h1', {}, 'State machines'),
     h('div', { class: 'notice', role: 'status' },
       h('p', {}, 'This gateway has no routes for state machine instances yet, so the console cannot list them. '

@@ -177,6 +177,28 @@ describe('the console', () => {
     await shot('object');
   });
 
+  test('every control of the object page is reached with Tab and has a name', async () => {
+    await page.reload();
+    await page.locator('#call-form').waitFor();
+    const reached = [];
+    for (let i = 0; i < 40; i += 1) {
+      await page.keyboard.press('Tab');
+      const focused = await page.evaluate(() => {
+        const el = document.activeElement;
+        const name = el.getAttribute('aria-label')
+          || [...(el.labels ?? [])].map((label) => label.textContent).join(' ')
+          || el.textContent;
+        return { tag: el.tagName.toLowerCase(), id: el.id, name: name.trim() };
+      });
+      if (focused.tag === 'body') break;
+      assert.ok(focused.name, `a ${focused.tag}#${focused.id} without a name`);
+      reached.push(focused.id || focused.name);
+    }
+    for (const control of ['logout', 'object-state', 'call-handler', 'call-args', 'Call', 'delete']) {
+      assert.ok(reached.includes(control), `${control} not reached by Tab: ${reached.join(', ')}`);
+    }
+  });
+
   test("a handler's typed error is shown with its code and details", async () => {
     await call('withdraw', '{"amount": 1000}');
     await waitForText('#call-outcome', 'handler_error');
@@ -238,7 +260,13 @@ describe('the console', () => {
 
   test('the overview charts the metrics and refreshes by itself', async () => {
     await go('#/overview');
-    await page.waitForFunction(() => Number(document.querySelector('#samples')?.dataset.scrapes) >= 5, null, { timeout: DEADLINE_MS });
+    // More scrapes (OVERVIEW_SCRAPES) make a fuller picture for the guide's screenshot.
+    const scrapes = Number(process.env.OVERVIEW_SCRAPES ?? 5);
+    await page.waitForFunction(
+      (wanted) => Number(document.querySelector('#samples')?.dataset.scrapes) >= wanted,
+      scrapes,
+      { timeout: DEADLINE_MS + scrapes * 1000 },
+    );
     const legends = await page.locator('figure.chart .legend').allTextContents();
     assert.equal(legends.length, 3);
     assert.doesNotMatch(legends[0], /ok: no data yet/, 'the background traffic shows as calls per second');
@@ -246,6 +274,20 @@ describe('the console', () => {
     assert.ok(await page.locator('figure.chart path.series').count() >= 3, 'lines are drawn');
     await assertNoHorizontalScroll();
     await shot('overview');
+  });
+
+  test('latency percentiles are read from the histogram buckets as Prometheus reads them', async () => {
+    const found = await page.evaluate(async () => {
+      const { buckets, parse, quantile } = await import('./prometheus.js');
+      const scrape = (counts) => parse(counts
+        .map(([le, n]) => `durable_call_duration_seconds_bucket{type="T",handler="h",le="${le}"} ${n}`)
+        .join('\n'));
+      const before = buckets(scrape([['0.001', 0], ['0.01', 0], ['0.1', 0], ['+Inf', 0]]), 'durable_call_duration_seconds');
+      const after = buckets(scrape([['0.001', 50], ['0.01', 90], ['0.1', 100], ['+Inf', 100]]), 'durable_call_duration_seconds');
+      return [0.5, 0.9, 0.99].map((q) => quantile(q, before, after)).concat(quantile(0.5, after, after));
+    });
+    // 50 of 100 at or under 1 ms, 90 under 10 ms, the rest under 100 ms; nothing counted: null.
+    assert.deepEqual(found.map((v) => (v === null ? null : Number(v.toFixed(6)))), [0.001, 0.01, 0.091, null]);
   });
 
   test('the state machines page says the gateway does not serve them', async () => {
