@@ -57,7 +57,7 @@ function typeSection(type) {
       h('thead', {}, h('tr', {}, ['Field', 'Type', 'Default'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, type.fields.map((field) => h('tr', {},
         h('td', {}, h('code', {}, field.name)),
-        h('td', {}, h('code', {}, field.ty)),
+        h('td', {}, h('code', {}, field.type)),
         h('td', {}, h('code', {}, field.default === undefined ? '' : JSON.stringify(field.default))))))));
 }
 

@@ -22,6 +22,9 @@ pub mod exposed {}
 #[doc = include_str!("../../book/src/serving.md")]
 pub mod serving {}
 
+#[doc = include_str!("../../book/src/console.md")]
+pub mod console {}
+
 #[doc = include_str!("../../book/src/lifecycle.md")]
 pub mod lifecycle {}
 
