@@ -179,4 +179,19 @@ mod tests {
             assert!(loaded, "{} is embedded but nothing loads it", asset.name);
         }
     }
+
+    #[test]
+    fn every_file_of_the_console_is_embedded() {
+        let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("console");
+        let mut files: Vec<String> = std::fs::read_dir(directory)
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .filter(|entry| entry.file_type().unwrap().is_file())
+            .map(|entry| entry.file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        let mut embedded: Vec<String> = ASSETS.iter().map(|a| a.name.to_owned()).collect();
+        embedded.sort();
+        assert_eq!(files, embedded);
+    }
 }
