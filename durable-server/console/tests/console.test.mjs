@@ -50,8 +50,9 @@ function startGateway() {
   });
 }
 
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `console-${name}.png`), fullPage: true });
+/** A screenshot of the whole page, or of the viewport only (a modal dialog covers only that). */
+async function shot(name, { fullPage = true } = {}) {
+  await page.screenshot({ path: join(SHOTS, `console-${name}.png`), fullPage });
 }
 
 /** Waits until the element `selector` holds `text`. */
@@ -222,7 +223,7 @@ describe('the console', () => {
     await page.locator('#object-state').waitFor();
     await page.click('#delete');
     await page.locator('#delete-dialog').waitFor({ state: 'visible' });
-    await shot('delete-dialog');
+    await shot('delete-dialog', { fullPage: false });
     // Escape keeps it.
     await page.keyboard.press('Escape');
     await page.locator('#delete-dialog').waitFor({ state: 'hidden' });
