@@ -335,6 +335,10 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
             key: key.clone(),
             limit: *limit,
         },
+        CommitError::AlarmLimit { max, .. } => Error::TooManyAlarms {
+            key: key.clone(),
+            limit: usize::try_from(*max).unwrap_or(usize::MAX),
+        },
         CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
             key: key.clone(),
             source: source.duplicate(),

@@ -265,20 +265,9 @@ impl Runtime {
         {
             return Ok(());
         }
-        let limit = self.alarm_settings().max_alarms_per_object;
+        // The store checks the alarm limit in the call's commit.
         let body = AsyncBody::new(move |_: &mut O, ctx: &Context| {
             Box::pin(async move {
-                if matches!(change, AlarmChange::Set { .. }) {
-                    // Committed first: storage then holds every alarm change made before.
-                    ctx.wait_committed().await?;
-                    let key = ctx.key();
-                    let alarms = ctx.runtime().storage().list_alarms(key).await;
-                    let alarms = alarms.map_err(|source| Error::Storage {
-                        key: key.clone(),
-                        source,
-                    })?;
-                    outside::check_limit(key, &alarms, &change, limit)?;
-                }
                 ctx.push_alarm_change(change);
                 Ok::<(), Error>(())
             })

@@ -3,6 +3,7 @@
 pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
+pub(crate) mod limit;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
