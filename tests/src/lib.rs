@@ -263,3 +263,4 @@ macro_rules! backend_tests {
 
 #[cfg(doctest)]
 mod book;
+pub mod tally;
