@@ -150,9 +150,9 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`Error::TooManyAlarms`] when the object already has
-    /// [`max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object) alarms and this
-    /// one is new (nothing is written), else the errors of a call.
+    /// [`Error::TooManyAlarms`] when the object already has as many alarms as its limit
+    /// ([`max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)) and this one is
+    /// new (nothing is written), else the errors of a call.
     ///
     /// # Examples
     ///
