@@ -18,14 +18,17 @@ struct Columns<'a> {
     clears: (Vec<&'a str>, Vec<&'a str>),
     /// Keys removed or replaced.
     removed: (Vec<&'a str>, Vec<&'a str>, Vec<&'a [u8]>),
-    /// New values: types, ids, keys, values, sizes.
-    added: (
-        Vec<&'a str>,
-        Vec<&'a str>,
-        Vec<&'a [u8]>,
-        Vec<&'a [u8]>,
-        Vec<i64>,
-    ),
+    added: Added<'a>,
+}
+
+/// The columns of new values.
+#[derive(Default)]
+struct Added<'a> {
+    types: Vec<&'a str>,
+    ids: Vec<&'a str>,
+    keys: Vec<&'a [u8]>,
+    values: Vec<&'a [u8]>,
+    sizes: Vec<i64>,
 }
 
 /// Applies the key-value changes of `prepared` (in its lock order) on `conn`, in its open
@@ -54,13 +57,13 @@ pub(super) async fn apply(
                 columns.removed.2.push(key.as_bytes());
             }
             if let Some(value) = value {
-                columns.added.0.push(t);
-                columns.added.1.push(i);
-                columns.added.2.push(key.as_bytes());
-                columns.added.3.push(value);
-                columns
-                    .added
-                    .4
+                let added = &mut columns.added;
+                added.types.push(t);
+                added.ids.push(i);
+                added.keys.push(key.as_bytes());
+                added.values.push(value);
+                added
+                    .sizes
                     .push(i64::try_from(key.len() + value.len()).unwrap_or(i64::MAX));
             }
         }
@@ -87,13 +90,13 @@ pub(super) async fn apply(
             .await
             .map_err(db_err)?;
     }
-    if !added.0.is_empty() {
+    if !added.types.is_empty() {
         sqlx::query(sql.insert_many.clone())
-            .bind(added.0)
-            .bind(added.1)
-            .bind(added.2)
-            .bind(added.3)
-            .bind(added.4)
+            .bind(added.types)
+            .bind(added.ids)
+            .bind(added.keys)
+            .bind(added.values)
+            .bind(added.sizes)
             .execute(&mut *conn)
             .await
             .map_err(db_err)?;

@@ -379,9 +379,12 @@ struct Rows<'a> {
     kv_clears: Vec<(&'a str, &'a str)>,
     kv_touched: Vec<(&'a str, &'a str, String)>,
     kv_puts: Vec<(&'a str, &'a str, String, String, i64)>,
-    limits: Vec<(&'a str, &'a str, Option<i64>, Option<i64>, Option<i64>)>,
+    limits: Vec<LimitRow<'a>>,
     limited: Vec<Limited<'a>>,
 }
+
+/// `[type, id, max keys, max bytes, max alarms]`.
+type LimitRow<'a> = (&'a str, &'a str, Option<i64>, Option<i64>, Option<i64>);
 
 /// A limit as an SQLite integer (a larger one is no limit SQLite could reach).
 fn db_int(value: u64) -> i64 {
