@@ -233,38 +233,7 @@ async fn a_fired_alarm_frees_its_slot(backend: &Backend) {
     rt.shutdown().await;
 }
 
-macro_rules! on_every_backend {
-    ($($case:ident),+ $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&durable_tests::memory().await).await;
-                }
-            )+
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&durable_tests::sqlite().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    if let Some(backend) = durable_tests::postgres().await {
-                        super::$case(&backend).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-on_every_backend!(
+durable_tests::backend_cases!(
     handler_path_at_its_boundary,
     outside_path_at_its_boundary,
     two_runtimes_share_the_limit,
