@@ -182,9 +182,11 @@ pub enum Error<E = Infallible> {
         chain: Vec<ObjectKey>,
     },
 
-    /// Setting the alarm from outside the object would give it more alarms than
-    /// [`AlarmSettings::max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)
-    /// allows; nothing was written.
+    /// The call (a handler's, or a set from outside the object) would have left the object
+    /// with more alarms than its limit
+    /// ([`AlarmSettings::max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object),
+    /// or its type's [`ObjectOptions::max_alarms`](crate::ObjectOptions::max_alarms)) allows;
+    /// nothing of the call was written.
     #[error("{key} already has {limit} alarms, the most one object may have")]
     TooManyAlarms {
         /// The object.
@@ -334,6 +336,10 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
         CommitError::KvLimit { limit, .. } => Error::KvLimit {
             key: key.clone(),
             limit: *limit,
+        },
+        CommitError::AlarmLimit { max, .. } => Error::TooManyAlarms {
+            key: key.clone(),
+            limit: usize::try_from(*max).unwrap_or(usize::MAX),
         },
         CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
             key: key.clone(),

@@ -571,7 +571,7 @@ impl StoreInspector {
                 Err(CommitError::Conflict { .. }) => continue,
                 Err(CommitError::Storage(error)) => return Err(error.into()),
                 // The write carries no key-value changes, so no key-value limit.
-                Err(error @ CommitError::KvLimit { .. }) => {
+                Err(error @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
                     return Err(StorageError::rejected(error).into());
                 }
             }

@@ -150,9 +150,9 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`Error::TooManyAlarms`] when the object already has
-    /// [`max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object) alarms and this
-    /// one is new (nothing is written), else the errors of a call.
+    /// [`Error::TooManyAlarms`] when the object already has as many alarms as its limit
+    /// ([`max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)) and this one is
+    /// new (nothing is written), else the errors of a call.
     ///
     /// # Examples
     ///
@@ -265,20 +265,9 @@ impl Runtime {
         {
             return Ok(());
         }
-        let limit = self.alarm_settings().max_alarms_per_object;
+        // The store checks the alarm limit in the call's commit.
         let body = AsyncBody::new(move |_: &mut O, ctx: &Context| {
             Box::pin(async move {
-                if matches!(change, AlarmChange::Set { .. }) {
-                    // Committed first: storage then holds every alarm change made before.
-                    ctx.wait_committed().await?;
-                    let key = ctx.key();
-                    let alarms = ctx.runtime().storage().list_alarms(key).await;
-                    let alarms = alarms.map_err(|source| Error::Storage {
-                        key: key.clone(),
-                        source,
-                    })?;
-                    outside::check_limit(key, &alarms, &change, limit)?;
-                }
                 ctx.push_alarm_change(change);
                 Ok::<(), Error>(())
             })

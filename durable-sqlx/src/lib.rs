@@ -87,6 +87,8 @@ mod conflict;
 mod dead_alarms;
 mod error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod limits;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod net_alarms;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod net_kv;

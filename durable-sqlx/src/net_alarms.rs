@@ -20,6 +20,9 @@ pub(crate) struct NetAlarms<'a> {
     pub(crate) cancels: Vec<&'a str>,
     /// Fired alarms removed if still claimed at that time.
     pub(crate) finishes: Vec<(&'a str, SystemTime)>,
+    /// The most alarms the object may have once the changes are applied: the tightest
+    /// [`AlarmChange::Limit`] of the write (the runtime puts it last).
+    pub(crate) limit: Option<u64>,
 }
 
 impl<'a> NetAlarms<'a> {
@@ -36,6 +39,13 @@ impl<'a> NetAlarms<'a> {
         let tail = &changes[start..];
         let mut net = NetAlarms {
             cancel_all: start > 0,
+            limit: changes
+                .iter()
+                .filter_map(|change| match change {
+                    AlarmChange::Limit { max } => Some(*max),
+                    _ => None,
+                })
+                .min(),
             ..NetAlarms::default()
         };
         let decided_in = |changes: &[AlarmChange], name: &str| {
@@ -130,6 +140,15 @@ mod tests {
         assert!(net.cancel_all);
         assert_eq!(net.sets, [("c", at(3), None)]);
         assert!(!NetAlarms::of(&[set("c", 3)]).cancel_all);
+    }
+
+    #[test]
+    fn the_tightest_limit_holds_whatever_comes_before_it() {
+        let limit = |max| AlarmChange::Limit { max };
+        let changes = [limit(5), set("a", 1), AlarmChange::CancelAll, limit(3)];
+        let net = NetAlarms::of(&changes);
+        assert_eq!(net.limit, Some(3));
+        assert_eq!(NetAlarms::of(&[set("a", 1)]).limit, None);
     }
 
     #[test]

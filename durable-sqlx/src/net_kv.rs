@@ -1,8 +1,9 @@
 //! A write's key-value changes reduced to their net effect.
 //!
 //! A call's changes apply in order. Reduced to what they finally do, they clear the object's
-//! keys at most once (first) and touch each key at most once after, so a store applies them
-//! with one statement per key and updates the object's counters once.
+//! keys at most once (first) and touch each key at most once after, so a store applies the
+//! changes of a whole batch with one statement per kind of change (clears, removals, new
+//! values), each keeping the objects' counters.
 
 use std::collections::BTreeMap;
 
@@ -46,11 +47,6 @@ impl<'a> NetKv<'a> {
             }
         }
         net
-    }
-
-    /// Whether there is anything to apply or check.
-    pub(crate) fn is_empty(&self) -> bool {
-        !self.clear && self.changes.is_empty() && self.limit.is_none()
     }
 }
 

@@ -225,6 +225,41 @@ pub fn received(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<Eve
     }
 }
 
+/// Declares, for each listed `async fn(&Backend)`, one test per backend: in modules `memory`,
+/// `sqlite` and `postgres` (skipped without `DATABASE_URL`). For a case that opens the same
+/// database again ([`Backend::open_again`]).
+#[macro_export]
+macro_rules! backend_cases {
+    ($($case:ident),+ $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&$crate::memory().await).await;
+                }
+            )+
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&$crate::sqlite().await).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    if let Some(backend) = $crate::postgres().await {
+                        super::$case(&backend).await;
+                    }
+                }
+            )+
+        }
+    };
+}
+
 /// Declares, for each listed `async fn(Arc<dyn Storage>)`, one test per backend: in modules
 /// `memory`, `sqlite` and `postgres`.
 #[macro_export]
@@ -263,3 +298,4 @@ macro_rules! backend_tests {
 
 #[cfg(doctest)]
 mod book;
+pub mod tally;

@@ -481,38 +481,7 @@ async fn hibernation_drops_the_cache(backend: &Backend) {
     );
 }
 
-macro_rules! on_every_backend {
-    ($($case:ident),+ $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&durable_tests::memory().await).await;
-                }
-            )+
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$case(&durable_tests::sqlite().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    if let Some(backend) = durable_tests::postgres().await {
-                        super::$case(&backend).await;
-                    }
-                }
-            )+
-        }
-    };
-}
-
-on_every_backend!(
+durable_tests::backend_cases!(
     declared_limits_hold_at_their_boundaries,
     two_runtimes_conflict_and_reload,
     hibernation_drops_the_cache,

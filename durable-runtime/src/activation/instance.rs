@@ -40,6 +40,8 @@ pub(crate) struct Settings {
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) queue_capacity: usize,
     pub(crate) kv: crate::kv::KvLimits,
+    /// The type's alarm limit, if set; else the runtime's.
+    pub(crate) max_alarms: Option<u64>,
 }
 
 impl Settings {
@@ -64,6 +66,7 @@ impl Settings {
                     cache_bytes: options.kv_cache_bytes.unwrap_or(defaults.cache_bytes),
                 }
             },
+            max_alarms: options.max_alarms,
         }
     }
 }
@@ -358,11 +361,13 @@ impl<O: DurableObject> Instance<O> {
             });
             self.inbox.root().kv().submitted();
         }
+        let mut alarms = std::mem::take(&mut self.gate.next.alarms);
+        crate::alarms::limit::check_sets(&mut alarms, self.max_alarms());
         let write = ObjectWrite {
             key: self.ctx.key().clone(),
             expected_version: *version,
             state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
-            alarms: std::mem::take(&mut self.gate.next.alarms),
+            alarms,
             kv,
             idempotency: self.gate.next.idempotency.take(),
         };
@@ -966,6 +971,8 @@ impl<O: DurableObject> Instance<O> {
                 });
                 self.inbox.root().kv().submitted();
             }
+            let mut alarms = alarms;
+            crate::alarms::limit::check_sets(&mut alarms, self.max_alarms());
             let write = ObjectWrite {
                 key,
                 expected_version: version,
@@ -1090,6 +1097,11 @@ impl<O: DurableObject> Instance<O> {
         crate::activation::scheduler::release_claims(self.runtime(), unreleased);
     }
 
+    /// The most alarms an object of this type may have.
+    fn max_alarms(&self) -> u64 {
+        crate::alarms::limit::max_alarms(self.entry.settings.max_alarms, self.runtime())
+    }
+
     /// Commits one write, returning it on success.
     async fn commit(&mut self, write: ObjectWrite) -> Result<ObjectWrite, Error> {
         let outcome = self.runtime().committer().commit(write).await;
@@ -1103,7 +1115,9 @@ impl<O: DurableObject> Instance<O> {
                 Ok(write)
             }
             Err(CommitError::Conflict { key, found, .. }) => Err(Error::Conflict { key, found }),
-            Err(CommitError::KvLimit { key, limit, .. }) => Err(Error::KvLimit { key, limit }),
+            Err(error @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
+                Err(crate::error::commit_error(self.key(), &error, false))
+            }
             Err(CommitError::Storage(source)) => Err(Error::Storage {
                 key: self.key().clone(),
                 source,

@@ -4,7 +4,8 @@
 //! An object that is registered in this runtime (live, or dormant with its encoded state and
 //! version) is the one writer of its row here: the change goes through it, ordered with its
 //! calls. Otherwise the change is an alarms-only write (no state, version checked) of its own:
-//! the version is read, then the write expects it. The orders against an instance are then:
+//! the version is read, then the write expects it (with the alarm limit checked by the store
+//! in the same commit). The orders against an instance are then:
 //!
 //! - an instance of this or another runtime that loaded before the write expects the older
 //!   version: its next write conflicts and it reloads (the call gets a retryable conflict), so
@@ -16,6 +17,7 @@
 //! A claim this runtime holds on the alarm is revoked as an instance's change revokes it.
 
 use crate::activation::scheduler::release_claims;
+use crate::alarms::limit;
 use crate::error::Error;
 use crate::object::DurableObject;
 use crate::object::handle::Runtime;
@@ -32,32 +34,12 @@ pub(crate) enum Route {
     ThroughObject,
 }
 
-/// Refuses a set that would give the object more than `limit` alarms (a name it already has
-/// is replaced, not added).
-pub(crate) fn check_limit(
-    key: &ObjectKey,
-    alarms: &[AlarmRecord],
-    change: &AlarmChange,
-    limit: usize,
-) -> Result<(), Error> {
-    if let AlarmChange::Set { name, .. } = change
-        && alarms.len() >= limit
-        && !alarms.iter().any(|alarm| alarm.name == *name)
-    {
-        return Err(Error::TooManyAlarms {
-            key: key.clone(),
-            limit,
-        });
-    }
-    Ok(())
-}
-
 /// Whether `change` changes anything among `alarms`: a cancel of nothing does not.
 fn changes_anything(alarms: &[AlarmRecord], change: &AlarmChange) -> bool {
     match change {
         AlarmChange::Cancel { name } => alarms.iter().any(|alarm| alarm.name == *name),
         AlarmChange::CancelAll => !alarms.is_empty(),
-        AlarmChange::Set { .. } | AlarmChange::Finish { .. } => true,
+        AlarmChange::Set { .. } | AlarmChange::Finish { .. } | AlarmChange::Limit { .. } => true,
     }
 }
 
@@ -87,17 +69,17 @@ pub(crate) async fn write_directly<O: DurableObject>(
             // A set creates the object, with its default state: only the object writes that.
             Loaded::Absent | Loaded::Deleted { .. } => return Ok(Route::ThroughObject),
         };
-        let alarms = storage.list_alarms(&key).await.map_err(failed)?;
-        check_limit(
-            &key,
-            &alarms,
-            change,
-            runtime.alarm_settings().max_alarms_per_object,
-        )?;
-        if !changes_anything(&alarms, change) {
-            return Ok(Route::Written);
+        // A cancel of nothing writes nothing; a set always writes, checked by the store
+        // against the limit.
+        if !matches!(change, AlarmChange::Set { .. }) {
+            let alarms = storage.list_alarms(&key).await.map_err(failed)?;
+            if !changes_anything(&alarms, change) {
+                return Ok(Route::Written);
+            }
         }
-        let changes = vec![change.clone()];
+        let mut changes = vec![change.clone()];
+        let of_type = runtime.with_type_entry::<O, _>(|entry| entry.settings.max_alarms);
+        limit::check_sets(&mut changes, limit::max_alarms(of_type, runtime));
         let claims = runtime.scheduler().claims();
         let revoking = claims.revoke(&key, &changes);
         let write = ObjectWrite {
@@ -120,52 +102,10 @@ pub(crate) async fn write_directly<O: DurableObject>(
             }
             Err(CommitError::Conflict { .. }) => continue,
             Err(CommitError::Storage(source)) => return Err(failed(source)),
-            // Not expected of a write without key-value changes; mapped like any commit error.
-            Err(error @ CommitError::KvLimit { .. }) => {
+            Err(error @ (CommitError::AlarmLimit { .. } | CommitError::KvLimit { .. })) => {
                 return Err(crate::error::commit_error(&key, &error, false));
             }
         }
     }
     Err(Error::Conflict { key, found: None })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::UNIX_EPOCH;
-
-    use super::check_limit;
-    use crate::error::Error;
-    use crate::storage::{AlarmChange, AlarmRecord, ObjectKey};
-
-    fn alarm(name: &str) -> AlarmRecord {
-        AlarmRecord {
-            key: ObjectKey::new("T", "a"),
-            name: name.into(),
-            due_at: UNIX_EPOCH,
-            attempts: 0,
-            claimed_at: None,
-            last_error: None,
-            dead: false,
-            payload: None,
-        }
-    }
-
-    #[test]
-    fn the_limit_counts_new_names_only() {
-        let key = ObjectKey::new("T", "a");
-        let set = |name: &str| AlarmChange::Set {
-            name: name.into(),
-            due_at: UNIX_EPOCH,
-            payload: None,
-        };
-        let two = [alarm("x"), alarm("y")];
-        assert!(check_limit(&key, &two[..1], &set("y"), 2).is_ok());
-        assert!(check_limit(&key, &two, &set("y"), 2).is_ok());
-        assert!(matches!(
-            check_limit(&key, &two, &set("z"), 2),
-            Err(Error::TooManyAlarms { limit: 2, .. })
-        ));
-        let cancel = AlarmChange::Cancel { name: "z".into() };
-        assert!(check_limit(&key, &two, &cancel, 2).is_ok());
-    }
 }

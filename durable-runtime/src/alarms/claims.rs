@@ -358,7 +358,7 @@ fn affected(change: &AlarmChange) -> Option<Affected> {
             Some(Affected::Named(name.clone()))
         }
         AlarmChange::CancelAll => Some(Affected::All),
-        AlarmChange::Finish { .. } => None,
+        AlarmChange::Finish { .. } | AlarmChange::Limit { .. } => None,
     }
 }
 

@@ -3,6 +3,7 @@
 pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
+pub(crate) mod limit;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
@@ -278,11 +279,13 @@ pub struct AlarmSettings {
     /// of `claim_ttl` (zero keeps claiming only due alarms). An alarm cancelled or rescheduled
     /// through this runtime in that window does not fire under the old claim.
     pub claim_ahead: Duration,
-    /// How many alarms one object may have when one is set from outside it (through
+    /// How many alarms one object may have, however they are set (by its handlers, through
     /// [`Runtime::schedule_alarm`](crate::Runtime::schedule_alarm) and its by-name and HTTP
-    /// forms): setting a new name beyond it fails with
+    /// forms): a call that would leave the object with more fails with
     /// [`Error::TooManyAlarms`](crate::Error::TooManyAlarms) and writes nothing; setting a name
-    /// the object already has again replaces it. Default 100.
+    /// the object already has again replaces it. The store checks it in the commit. A type's
+    /// [`ObjectOptions::max_alarms`](crate::ObjectOptions::max_alarms) overrides it. Default
+    /// 100.
     pub max_alarms_per_object: usize,
 }
 
@@ -365,7 +368,7 @@ impl AlarmSettings {
         self
     }
 
-    /// Sets how many alarms one object may have when one is set from outside it (see
+    /// Sets how many alarms one object may have (see
     /// [`max_alarms_per_object`](Self::max_alarms_per_object)).
     ///
     /// # Examples

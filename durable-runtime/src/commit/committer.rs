@@ -119,6 +119,22 @@ async fn commit_batch(
                 };
                 let _ = replies.remove(index).send(Err(exceeded));
             }
+            Err(CommitError::AlarmLimit {
+                index,
+                key,
+                max,
+                found,
+            }) if writes.len() > 1 && index < writes.len() => {
+                // The same for an alarm limit.
+                writes.remove(index);
+                let exceeded = CommitError::AlarmLimit {
+                    index: 0,
+                    key,
+                    max,
+                    found,
+                };
+                let _ = replies.remove(index).send(Err(exceeded));
+            }
             Err(error) if writes.len() == 1 => {
                 if let Some(reply) = replies.pop() {
                     let _ = reply.send(Err(error));
@@ -132,7 +148,9 @@ async fn commit_batch(
                 // never a conflict that says nothing was written.
                 let ambiguous = match &error {
                     CommitError::Storage(cause) => Some(cause),
-                    CommitError::Conflict { .. } | CommitError::KvLimit { .. } => None,
+                    CommitError::Conflict { .. }
+                    | CommitError::KvLimit { .. }
+                    | CommitError::AlarmLimit { .. } => None,
                 };
                 for (write, reply) in writes.into_iter().zip(replies) {
                     let alone = timed_commit(storage, std::slice::from_ref(&write)).await;
@@ -158,6 +176,7 @@ async fn timed_commit(storage: &dyn Storage, writes: &[ObjectWrite]) -> Result<(
         Ok(()) => "ok",
         Err(CommitError::Conflict { .. }) => "conflict",
         Err(CommitError::KvLimit { .. }) => "kv_limit",
+        Err(CommitError::AlarmLimit { .. }) => "alarm_limit",
         Err(_) => "error",
     };
     crate::observe::metrics::committed(outcome, started.elapsed());

@@ -41,6 +41,7 @@ use futures_util::FutureExt;
 
 use crate::storage::Storage;
 
+mod alarm_limit;
 mod alarms;
 mod claims;
 mod concurrency;
@@ -53,6 +54,7 @@ mod payloads;
 mod states;
 mod support;
 
+pub use alarm_limit::{alarm_limit_checked_at_commit, alarm_limit_lowered};
 pub use alarms::{
     alarm_cancel_all, alarm_cancel_one, alarm_changes_apply_in_order,
     alarm_changes_of_a_batch_apply_per_object, alarm_set_replaces_and_clears_claim,
@@ -248,6 +250,8 @@ macro_rules! __conformance_cases {
             kv_list_order_and_pages
             kv_delete_object_deletes_keys
             kv_odd_keys_and_values_round_trip
+            alarm_limit_checked_at_commit
+            alarm_limit_lowered
         }
     };
 }

@@ -158,7 +158,7 @@ pub(super) fn assert_conflict(
         Err(CommitError::Storage(err)) => {
             panic!("expected a version conflict on {key}, got a storage error: {err}")
         }
-        Err(err @ CommitError::KvLimit { .. }) => {
+        Err(err @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
             panic!("expected a version conflict on {key}, got {err}")
         }
         Ok(()) => panic!("expected a version conflict on {key}, but the commit succeeded"),

@@ -160,6 +160,17 @@ fn duplicate(error: &CommitError) -> CommitError {
             key: key.clone(),
             limit: *limit,
         },
+        CommitError::AlarmLimit {
+            index,
+            key,
+            max,
+            found,
+        } => CommitError::AlarmLimit {
+            index: *index,
+            key: key.clone(),
+            max: *max,
+            found: *found,
+        },
         CommitError::Storage(source) => CommitError::Storage(source.duplicate()),
     }
 }

@@ -358,6 +358,10 @@ pub struct ObjectOptions {
     /// The byte budget of a live object's key-value read cache
     /// ([`DEFAULT_CACHE_BYTES`](crate::DEFAULT_CACHE_BYTES) if unset).
     pub kv_cache_bytes: Option<u64>,
+    /// The most alarms one object may have
+    /// ([`AlarmSettings::max_alarms_per_object`](crate::AlarmSettings::max_alarms_per_object)
+    /// if unset).
+    pub max_alarms: Option<u64>,
 }
 
 impl ObjectOptions {
@@ -382,7 +386,25 @@ impl ObjectOptions {
             kv_max_value_bytes: None,
             kv_max_bytes: None,
             kv_cache_bytes: None,
+            max_alarms: None,
         }
+    }
+
+    /// Sets `max_alarms`: the most alarms per object, however they are set (by the object's
+    /// handlers or from outside it). A commit that would leave the object with more fails with
+    /// [`Error::TooManyAlarms`](crate::Error::TooManyAlarms) and writes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::ObjectOptions;
+    ///
+    /// let options = ObjectOptions::new().with_max_alarms(10);
+    /// assert_eq!(options.max_alarms, Some(10));
+    /// ```
+    pub const fn with_max_alarms(mut self, max: u64) -> Self {
+        self.max_alarms = Some(max);
+        self
     }
 
     /// Sets `kv_max_keys`: the most keys per object.
@@ -557,6 +579,10 @@ impl ObjectOptions {
             kv_cache_bytes: match self.kv_cache_bytes {
                 Some(v) => Some(v),
                 None => fallback.kv_cache_bytes,
+            },
+            max_alarms: match self.max_alarms {
+                Some(v) => Some(v),
+                None => fallback.max_alarms,
             },
         }
     }

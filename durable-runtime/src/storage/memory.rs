@@ -1,6 +1,6 @@
 //! An in-memory [`Storage`] for tests, documentation and examples.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -141,7 +141,65 @@ impl Tables {
                     self.alarms.remove(&(key.clone(), name.clone()));
                 }
             }
+            AlarmChange::Limit { .. } => {}
         }
+    }
+
+    /// The first alarm limit of `write` its changes would exceed, as `(max, found)`: the
+    /// object's alarm names, changed in order.
+    fn alarm_limit_exceeded(&self, write: &ObjectWrite) -> Option<(u64, u64)> {
+        if !write
+            .alarms
+            .iter()
+            .any(|change| matches!(change, AlarmChange::Limit { .. }))
+        {
+            return None;
+        }
+        let key = &write.key;
+        let of_object = (key.clone(), String::new())..;
+        let mut names: BTreeSet<&str> = self
+            .alarms
+            .range(of_object)
+            .take_while(|((k, _), _)| k == key)
+            .map(|((_, name), _)| name.as_str())
+            .collect();
+        // Names set or cancelled by this write so far: no stored claim holds for them.
+        let mut decided: BTreeSet<&str> = BTreeSet::new();
+        let mut cleared = false;
+        for change in &write.alarms {
+            match change {
+                AlarmChange::Set { name, .. } => {
+                    names.insert(name);
+                    decided.insert(name);
+                }
+                AlarmChange::Cancel { name } => {
+                    names.remove(name.as_str());
+                    decided.insert(name);
+                }
+                AlarmChange::CancelAll => {
+                    names.clear();
+                    cleared = true;
+                }
+                AlarmChange::Finish { name, claimed_at } => {
+                    let claimed = !cleared
+                        && !decided.contains(name.as_str())
+                        && self
+                            .alarms
+                            .get(&(key.clone(), name.clone()))
+                            .is_some_and(|alarm| alarm.claimed_at == Some(*claimed_at));
+                    if claimed {
+                        names.remove(name.as_str());
+                    }
+                }
+                AlarmChange::Limit { max } => {
+                    let found = names.len() as u64;
+                    if found > *max {
+                        return Some((*max, found));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// When the alarm becomes claimable: its due time, or the end of its claim's lease if later.
@@ -275,6 +333,17 @@ impl Storage for MemoryStorage {
                     index,
                     key: write.key.clone(),
                     limit,
+                });
+            }
+        }
+        // Then every alarm limit.
+        for (index, write) in batch.iter().enumerate() {
+            if let Some((max, found)) = tables.alarm_limit_exceeded(write) {
+                return Err(CommitError::AlarmLimit {
+                    index,
+                    key: write.key.clone(),
+                    max,
+                    found,
                 });
             }
         }

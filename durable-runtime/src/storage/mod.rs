@@ -320,6 +320,14 @@ pub enum AlarmChange {
         /// The claim it was fired under.
         claimed_at: SystemTime,
     },
+    /// Not a change but a check of the changes before it: once they are applied, the object
+    /// has at most `max` alarms (dead ones included), or the write is rejected with
+    /// [`CommitError::AlarmLimit`] and nothing of it is applied. Setting a name the object
+    /// already has replaces that alarm and does not count twice.
+    Limit {
+        /// The most alarms the object may have.
+        max: u64,
+    },
 }
 
 /// A stored alarm.
@@ -628,6 +636,20 @@ pub enum CommitError {
         key: ObjectKey,
         /// The limit exceeded.
         limit: KvLimitExceeded,
+    },
+    /// A write's alarm changes would have left its object with more alarms than its limit
+    /// ([`AlarmChange::Limit`]): nothing of the batch was applied, and only that write is at
+    /// fault.
+    #[error("{key} would have {found} alarms, more than the limit of {max}")]
+    AlarmLimit {
+        /// The write's position in the batch.
+        index: usize,
+        /// The object written.
+        key: ObjectKey,
+        /// The limit.
+        max: u64,
+        /// How many alarms the object would have had (a store may stop counting at `max + 1`).
+        found: u64,
     },
     /// The store failed; the batch may or may not have been applied (an unknown outcome is
     /// treated as a failure and the objects involved are reloaded).

@@ -215,7 +215,7 @@ impl Sql {
                      kv_keys = 0, kv_bytes = 0
                  WHERE object_type = $1 AND object_id = $2 AND state IS NOT NULL"
             )),
-            kv: KvSql::new(objects, kv),
+            kv: KvSql::new(objects, kv, alarms),
             list_first: statement(format!(
                 "SELECT object_id FROM {objects} WHERE object_type = $1 AND state IS NOT NULL
                  ORDER BY object_id LIMIT $2"
@@ -332,16 +332,21 @@ pub(super) struct KvSql {
     pub(super) list: SqlStr,
     pub(super) usage: SqlStr,
     pub(super) clear: SqlStr,
-    /// `$3`: the key; returns its size.
-    pub(super) remove: SqlStr,
-    /// `$3`–`$5`: key, value, size.
-    pub(super) insert: SqlStr,
-    /// `$3`: whether the keys were cleared; `$4`, `$5`: the change of key count and bytes.
-    pub(super) count: SqlStr,
+    /// `$1`, `$2`: types and ids of objects whose keys are all removed.
+    pub(super) clear_many: SqlStr,
+    /// `$1`–`$3`: types, ids and keys removed or replaced, taken off their objects' counters.
+    pub(super) remove_many: SqlStr,
+    /// `$1`–`$5`: types, ids, keys, values and sizes of new values, added to their objects'
+    /// counters.
+    pub(super) insert_many: SqlStr,
+    /// `$1`–`$3`: types, ids and alarm limits (NULL: none) of limited objects; one row per
+    /// element, in order: the object's key count and bytes, and its alarm count (counted up to
+    /// one past its limit, 0 without one).
+    pub(super) usage_many: SqlStr,
 }
 
 impl KvSql {
-    fn new(objects: &str, kv: &str) -> Self {
+    fn new(objects: &str, kv: &str, alarms: &str) -> Self {
         const BY_KEY: &str = "object_type = $1 AND object_id = $2
              AND key_head = substring($3::bytea FROM 1 FOR 1024) AND key_hash = sha256($3::bytea)";
         Self {
@@ -362,17 +367,43 @@ impl KvSql {
             clear: statement(format!(
                 "DELETE FROM {kv} WHERE object_type = $1 AND object_id = $2"
             )),
-            remove: statement(format!("DELETE FROM {kv} WHERE {BY_KEY} RETURNING bytes")),
-            insert: statement(format!(
-                "INSERT INTO {kv} (object_type, object_id, key, value, bytes)
-                 VALUES ($1, $2, $3, $4, $5)"
+            clear_many: statement(format!(
+                "WITH c AS (SELECT * FROM unnest($1::text[], $2::text[]) AS c(t, i)),
+                 gone AS (DELETE FROM {kv} USING c
+                          WHERE {kv}.object_type = c.t AND {kv}.object_id = c.i)
+                 UPDATE {objects} AS o SET kv_keys = 0, kv_bytes = 0
+                 FROM c WHERE o.object_type = c.t AND o.object_id = c.i"
             )),
-            count: statement(format!(
-                "UPDATE {objects}
-                 SET kv_keys = CASE WHEN $3 THEN 0 ELSE kv_keys END + $4,
-                     kv_bytes = CASE WHEN $3 THEN 0 ELSE kv_bytes END + $5
-                 WHERE object_type = $1 AND object_id = $2
-                 RETURNING kv_keys, kv_bytes"
+            remove_many: statement(format!(
+                "WITH w AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[]) AS w(t, i, k)),
+                 gone AS (DELETE FROM {kv} AS kv USING w
+                          WHERE kv.object_type = w.t AND kv.object_id = w.i
+                              AND kv.key_head = substring(w.k FROM 1 FOR 1024)
+                              AND kv.key_hash = sha256(w.k)
+                          RETURNING kv.object_type AS t, kv.object_id AS i, kv.bytes AS b),
+                 d AS (SELECT t, i, count(*) AS n, sum(b) AS b FROM gone GROUP BY t, i)
+                 UPDATE {objects} AS o SET kv_keys = o.kv_keys - d.n, kv_bytes = o.kv_bytes - d.b
+                 FROM d WHERE o.object_type = d.t AND o.object_id = d.i"
+            )),
+            insert_many: statement(format!(
+                "WITH w AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[],
+                                                 $5::bigint[]) AS w(t, i, k, v, b)),
+                 added AS (INSERT INTO {kv} (object_type, object_id, key, value, bytes)
+                           SELECT t, i, k, v, b FROM w),
+                 p AS (SELECT t, i, count(*) AS n, sum(b) AS b FROM w GROUP BY t, i)
+                 UPDATE {objects} AS o SET kv_keys = o.kv_keys + p.n, kv_bytes = o.kv_bytes + p.b
+                 FROM p WHERE o.object_type = p.t AND o.object_id = p.i"
+            )),
+            usage_many: statement(format!(
+                "SELECT o.kv_keys, o.kv_bytes,
+                     CASE WHEN w.m IS NULL THEN 0 ELSE
+                         (SELECT count(*) FROM (SELECT 1 FROM {alarms} AS a
+                              WHERE a.object_type = w.t AND a.object_id = w.i
+                              LIMIT w.m + 1) AS s)
+                     END
+                 FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS w(t, i, m, n)
+                 LEFT JOIN {objects} AS o ON o.object_type = w.t AND o.object_id = w.i
+                 ORDER BY w.n"
             )),
         }
     }

@@ -151,6 +151,8 @@ async fn apply_alarm_changes(
                 .bind(&key.object_id)
                 .bind(name)
                 .bind(*time),
+            // Checked once the whole batch is applied.
+            AlarmChange::Limit { .. } => continue,
         };
         query.execute(&mut *conn).await.map_err(db_err)?;
     }
@@ -383,7 +385,10 @@ pub(super) async fn commit_on(
             found,
         });
     }
-    if with_kv && let Err(exceeded) = super::kv::apply(&mut tx, &sql.kv, prepared).await? {
+    if with_kv {
+        super::kv::apply(&mut tx, &sql.kv, prepared).await?;
+    }
+    if let Some(exceeded) = super::kv::first_over_limit(&mut tx, &sql.kv, prepared).await? {
         tx.rollback().await.map_err(db_err)?;
         return Err(exceeded);
     }

@@ -25,7 +25,6 @@ use crate::schema::{
 
 mod batch;
 mod builder;
-mod kv;
 mod migrate;
 mod sql;
 mod writer;

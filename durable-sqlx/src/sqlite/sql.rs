@@ -52,11 +52,6 @@ pub(super) struct Sql {
     pub(super) kv_list: SqlStr,
     pub(super) kv_usage: SqlStr,
     pub(super) kv_clear: SqlStr,
-    /// Removes one key, returning its size.
-    pub(super) kv_remove: SqlStr,
-    pub(super) kv_insert: SqlStr,
-    /// `?3`: whether the keys were cleared; `?4`, `?5`: the change of key count and bytes.
-    pub(super) kv_count: SqlStr,
 }
 
 /// One of the [`DeadAlarms`] statements.
@@ -88,7 +83,7 @@ impl Sql {
         let kv = &names.kv;
         let idempotency = &names.idempotency;
         Self {
-            commit_batch: batch::Statements::new(objects, alarms, guard, idempotency),
+            commit_batch: batch::Statements::new(objects, alarms, guard, idempotency, kv),
             load_reply: statement(format!(
                 "SELECT fingerprint, reply, expires_at FROM {idempotency}
                  WHERE object_type = ?1 AND object_id = ?2 AND idempotency_key = ?3"
@@ -219,21 +214,6 @@ impl Sql {
             )),
             kv_clear: statement(format!(
                 "DELETE FROM {kv} WHERE object_type = ?1 AND object_id = ?2"
-            )),
-            kv_remove: statement(format!(
-                "DELETE FROM {kv} WHERE object_type = ?1 AND object_id = ?2 AND key = ?3
-                 RETURNING bytes"
-            )),
-            kv_insert: statement(format!(
-                "INSERT INTO {kv} (object_type, object_id, key, value, bytes)
-                 VALUES (?1, ?2, ?3, ?4, ?5)"
-            )),
-            kv_count: statement(format!(
-                "UPDATE {objects}
-                 SET kv_keys = CASE WHEN ?3 THEN 0 ELSE kv_keys END + ?4,
-                     kv_bytes = CASE WHEN ?3 THEN 0 ELSE kv_bytes END + ?5
-                 WHERE object_type = ?1 AND object_id = ?2
-                 RETURNING kv_keys, kv_bytes"
             )),
         }
     }

@@ -88,12 +88,6 @@ impl WriterGuard<'_> {
     pub(super) fn transaction_ended(&mut self) {
         self.in_transaction = false;
     }
-
-    /// Closes the connection, whose state is unknown after a failure; the next write opens a
-    /// new one (closing rolls back whatever it still held).
-    pub(super) fn discard(mut self) {
-        drop(self.connection.take());
-    }
 }
 
 impl Drop for WriterGuard<'_> {
