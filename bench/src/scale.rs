@@ -191,6 +191,7 @@ async fn measure(
     let warmed = started.elapsed().as_secs_f64();
     let mut latency = MedianLatency::default();
     let mut bytes_per_call = Vec::new();
+    let mut syscall_bytes_per_call = Vec::new();
     for _ in 0..settings.runs {
         // Each run starts with an empty WAL: what it writes is its own.
         if let Some(pool) = &pool {
@@ -202,7 +203,9 @@ async fn measure(
         let before = written_bytes();
         let (rate, calls, histogram) = drive(&rt, &ids, settings.secs).await?;
         if let (Some(before), Some(after)) = (before, written_bytes()) {
-            bytes_per_call.push(after.saturating_sub(before) as f64 / calls.max(1) as f64);
+            let calls = calls.max(1) as f64;
+            bytes_per_call.push(after.0.saturating_sub(before.0) as f64 / calls);
+            syscall_bytes_per_call.push(after.1.saturating_sub(before.1) as f64 / calls);
         }
         latency.offer(&mut figure, rate, histogram);
     }
@@ -325,16 +328,21 @@ async fn drive(
 }
 
 /// Bytes this process has caused to be written to storage so far (`write_bytes` of
-/// `/proc/self/io`, less `cancelled_write_bytes`: pages dirtied then truncated away); `None`
-/// where the kernel does not tell.
-fn written_bytes() -> Option<u64> {
+/// `/proc/self/io`, less `cancelled_write_bytes`: pages dirtied then truncated away), and bytes
+/// it has passed to `write`-like system calls (`wchar`: exact, whether or not they reach the
+/// disk; the kernel counts `write_bytes` by cache page, or larger folio, as each becomes
+/// dirty, so a write into a page already dirty is not counted again); `None` where the kernel
+/// does not tell.
+fn written_bytes() -> Option<(u64, u64)> {
     let io = std::fs::read_to_string("/proc/self/io").ok()?;
     let field = |name: &str| {
         io.lines()
             .find_map(|line| line.strip_prefix(name))
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
-    Some(field("write_bytes:")?.saturating_sub(field("cancelled_write_bytes:").unwrap_or(0)))
+    let dirtied =
+        field("write_bytes:")?.saturating_sub(field("cancelled_write_bytes:").unwrap_or(0));
+    Some((dirtied, field("wchar:")?))
 }
 
 /// Draws calls/s (left axis) and p99 in ms (right axis) against N (log scale) to `path`.
