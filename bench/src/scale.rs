@@ -219,6 +219,11 @@ async fn measure(
         figure
             .extra
             .push(("bytes written ÷ state", bytes / encoded));
+        let bytes = median(&mut syscall_bytes_per_call);
+        figure.extra.push(("bytes to write calls per call", bytes));
+        figure
+            .extra
+            .push(("bytes to write calls ÷ state", bytes / encoded));
     }
     figure.extra.push(("populate s", populated));
     figure.extra.push(("activate s", warmed));
