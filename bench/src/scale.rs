@@ -8,9 +8,9 @@
 //! same on `--state-objects` objects (default 10,000) whose state carries that many bytes.
 //! Each figure gives calls/s, latency, the bytes the process wrote to disk per call (the
 //! `write_bytes` of `/proc/self/io`: the WAL, the checkpoints' copies into the database file
-//! and anything else written, counted by the kernel in 4 KiB pages as they are dirtied; SQLite
-//! only, since a Postgres server writes in its own processes) and its ratio to the first
-//! figure of its series. `--plot PATH` draws calls/s and p99 against N as an SVG.
+//! and anything else written, counted by the kernel in cache pages as they are dirtied; and
+//! its `wchar`, the bytes handed to `write` calls; SQLite only, since a Postgres server writes
+//! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws calls/s and p99 against N as an SVG.
 
 use std::path::PathBuf;
 use std::sync::Arc;
