@@ -254,9 +254,10 @@ impl SqliteStoreBuilder {
     /// [`SqliteStore::builder_with_pool`] is used as it is.
     ///
     /// A commit writes every page it changed to the WAL, whole, and a checkpoint copies it to
-    /// the database file. 4 KiB is the page of the disk and of the operating system's cache:
-    /// smaller pages still cost a whole disk page each when a checkpoint writes them at random
-    /// places of the file, and larger ones write more per small state.
+    /// the database file: a call writes at least its row's pages, twice. 4 KiB is the page of
+    /// the disk, of the operating system's cache and SQLite's default; 1 KiB pages write about
+    /// half the bytes per call for small states (and for states just over 4 KiB, which need
+    /// a 4 KiB page and an overflow page), if the volume written to disk matters more.
     ///
     /// # Examples
     ///
