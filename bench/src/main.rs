@@ -20,7 +20,11 @@
 //! `--smoke` runs every scenario briefly on small sizes, to keep the program from rotting.
 //! `--page-size` sets the page size of the SQLite databases, the store's and the baselines'
 //! alike (default: the store's default); `--wal-autocheckpoint` the WAL size, in pages, at which
-//! their commits checkpoint (default: the store's default). `--workers` sets the tokio worker threads (default: one
+//! their commits checkpoint (default: the store's default); `--cache-size`, `--mmap-size` (bytes)
+//! and `--inline-checkpoints` the store's page cache, memory map and checkpoints in the commit
+//! path (with `--page-size 1024 --cache-size 2048000 --mmap-size 0 --inline-checkpoints`, the
+//! store's settings of earlier versions). `scale` (outside `all`; see `scale.rs`) takes
+//! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`. `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
 mod baseline;
@@ -32,6 +36,7 @@ mod objects;
 mod outside;
 mod peer;
 mod report;
+mod scale;
 mod scenarios;
 
 use std::time::Duration;
@@ -91,6 +96,14 @@ pub(crate) struct Settings {
     pub(crate) page_size: u32,
     /// The WAL size, in pages, at which SQLite commits checkpoint.
     pub(crate) wal_autocheckpoint: u32,
+    /// The page cache of each SQLite connection, in bytes (default: the store's).
+    pub(crate) cache_size: Option<u64>,
+    /// The memory map of each SQLite connection, in bytes (default: the store's).
+    pub(crate) mmap_size: Option<u64>,
+    /// SQLite checkpoints in the commit path instead of in the background.
+    pub(crate) inline_checkpoints: bool,
+    /// The options of `scale`.
+    pub(crate) scale: scale::Options,
     /// Tokio worker threads.
     pub(crate) workers: usize,
     /// Small sizes and short runs.
@@ -134,6 +147,10 @@ fn parse_args() -> Result<Settings, String> {
         runs: 3,
         page_size: durable_sqlx::SqliteStoreBuilder::DEFAULT_PAGE_SIZE,
         wal_autocheckpoint: durable_sqlx::SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT,
+        cache_size: None,
+        mmap_size: None,
+        inline_checkpoints: false,
+        scale: scale::Options::default(),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         smoke: false,
     };
@@ -159,7 +176,12 @@ fn parse_args() -> Result<Settings, String> {
                     return Err("--workers: at least 1".to_owned());
                 }
             }
+            "--cache-size" => settings.cache_size = Some(value(&mut args, "--cache-size")?),
+            "--mmap-size" => settings.mmap_size = Some(value(&mut args, "--mmap-size")?),
+            "--inline-checkpoints" => settings.inline_checkpoints = true,
             "--smoke" => settings.smoke = true,
+            "scale" => settings.scenarios.push("scale".to_owned()),
+            flag if settings.scale.parse(flag, &mut args)? => {}
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
             // The FSM engine's figures (memory or postgres only), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),

@@ -26,6 +26,15 @@ pub(crate) struct Opened {
 }
 
 impl Opened {
+    /// A store, and the directory holding its files.
+    pub(crate) fn new(store: Arc<dyn Storage>, dir: Option<tempfile::TempDir>) -> Self {
+        Self {
+            store,
+            _dir: dir,
+            schema: None,
+        }
+    }
+
     /// Removes what the run created in a shared database.
     pub(crate) async fn close(self) {
         if let Some((pool, schema)) = self.schema {
@@ -80,7 +89,7 @@ pub(crate) async fn open(settings: &Settings) -> Result<Opened, String> {
 }
 
 /// A SQLite store at `path` with the run's settings.
-async fn sqlite_store(
+pub(crate) async fn sqlite_store(
     settings: &Settings,
     path: &std::path::Path,
 ) -> Result<durable_sqlx::SqliteStore, String> {
@@ -89,13 +98,18 @@ async fn sqlite_store(
     } else {
         durable_sqlx::Synchronous::Normal
     };
-    durable_sqlx::SqliteStore::builder(path)
+    let mut builder = durable_sqlx::SqliteStore::builder(path)
         .synchronous(synchronous)
         .page_size(settings.page_size)
         .wal_autocheckpoint(settings.wal_autocheckpoint)
-        .open()
-        .await
-        .map_err(|e| e.to_string())
+        .background_checkpoints(!settings.inline_checkpoints);
+    if let Some(bytes) = settings.cache_size {
+        builder = builder.cache_size(bytes);
+    }
+    if let Some(bytes) = settings.mmap_size {
+        builder = builder.mmap_size(bytes);
+    }
+    builder.open().await.map_err(|e| e.to_string())
 }
 
 fn database_url() -> Result<String, String> {
@@ -172,6 +186,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "fsm" => crate::fsm::run(settings).await,
         "fsm-claim" => crate::fsm_claim::run(settings).await,
         "gateway" => crate::gateway::gateway(settings).await,
+        "scale" => crate::scale::run(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
     }
 }

@@ -479,23 +479,23 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         pragma(default.pool(), "page_size").await,
         SqliteStoreBuilder::DEFAULT_PAGE_SIZE.to_string()
     );
-    assert_eq!(SqliteStoreBuilder::DEFAULT_PAGE_SIZE, 1024);
+    assert_eq!(SqliteStoreBuilder::DEFAULT_PAGE_SIZE, 4096);
 
-    let path = dir.path().join("large.db");
+    let path = dir.path().join("small.db");
     let key = ObjectKey::new("Counter", "a");
     {
-        let large = SqliteStore::builder(&path)
-            .page_size(4096)
+        let small = SqliteStore::builder(&path)
+            .page_size(1024)
             .open()
             .await
             .unwrap();
-        assert_eq!(pragma(large.pool(), "page_size").await, "4096");
-        large.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
-        large.pool().close().await;
+        assert_eq!(pragma(small.pool(), "page_size").await, "1024");
+        small.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+        small.close().await;
     }
     // Reopened with the default: the file keeps its pages, and its data.
     let reopened = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(pragma(reopened.pool(), "page_size").await, "4096");
+    assert_eq!(pragma(reopened.pool(), "page_size").await, "1024");
     let stored = reopened
         .load(&key)
         .await
@@ -503,6 +503,78 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         .object()
         .expect("still stored");
     assert_eq!(stored.state, b"{\"n\":1}");
+
+    // Converting while another connection has the file open fails and changes nothing.
+    let err = SqliteStore::builder(&path)
+        .convert_page_size(true)
+        .open()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Open { .. }), "{err:?}");
+    assert_eq!(pragma(reopened.pool(), "page_size").await, "1024");
+    reopened.close().await;
+
+    // Converted when asked, with everything it held, back in WAL mode.
+    let converted = SqliteStore::builder(&path)
+        .convert_page_size(true)
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(pragma(converted.pool(), "page_size").await, "4096");
+    assert_eq!(pragma(converted.pool(), "journal_mode").await, "wal");
+    let stored = converted.load(&key).await.unwrap().object().expect("kept");
+    assert_eq!(stored.state, b"{\"n\":1}");
+    assert_eq!(stored.version, 1);
+    converted.close().await;
+    // Opening again with the same settings has nothing to convert.
+    let again = SqliteStore::builder(&path)
+        .convert_page_size(true)
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(pragma(again.pool(), "page_size").await, "4096");
+}
+
+#[tokio::test]
+async fn page_cache_and_memory_map_are_set_on_every_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = SqliteStore::open(dir.path().join("default.db"))
+        .await
+        .unwrap();
+    let kib = SqliteStoreBuilder::DEFAULT_CACHE_SIZE / 1024;
+    assert_eq!(
+        pragma(default.pool(), "cache_size").await,
+        format!("-{kib}")
+    );
+    let mmap: i64 = sqlx::query_scalar("PRAGMA mmap_size")
+        .fetch_one(default.pool())
+        .await
+        .unwrap();
+    assert_eq!(mmap as u64, SqliteStoreBuilder::DEFAULT_MMAP_SIZE);
+    assert_eq!(SqliteStoreBuilder::DEFAULT_CACHE_SIZE, 64 << 20);
+
+    let custom = SqliteStore::builder(dir.path().join("custom.db"))
+        .cache_size(8 << 20)
+        .mmap_size(0)
+        .max_connections(3)
+        .open()
+        .await
+        .unwrap();
+    // Three connections held at once: each has the settings.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut conn = custom.pool().acquire().await.unwrap();
+        let cache: i64 = sqlx::query_scalar("PRAGMA cache_size")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let mmap: i64 = sqlx::query_scalar("PRAGMA mmap_size")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!((cache, mmap), (-8192, 0));
+        held.push(conn);
+    }
 }
 
 /// The WAL size, in pages, at which a connection of `pool` checkpoints.
@@ -525,13 +597,15 @@ async fn wal_frames(pool: &SqlitePool) -> i64 {
 }
 
 #[tokio::test]
-async fn the_wal_is_checkpointed_at_the_configured_size() {
+async fn without_the_background_checkpointer_commits_checkpoint_at_the_configured_size() {
     let dir = tempfile::tempdir().unwrap();
-    let default = SqliteStore::open(dir.path().join("default.db"))
+    let inline = SqliteStore::builder(dir.path().join("default.db"))
+        .background_checkpoints(false)
+        .open()
         .await
         .unwrap();
     assert_eq!(
-        autocheckpoint(default.pool()).await,
+        autocheckpoint(inline.pool()).await,
         i64::from(SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT)
     );
     assert_eq!(SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT, 4096);
@@ -541,6 +615,7 @@ async fn the_wal_is_checkpointed_at_the_configured_size() {
     let mut frames = Vec::new();
     for (name, pages) in [("short.db", 16), ("unbounded.db", 0)] {
         let store = SqliteStore::builder(dir.path().join(name))
+            .background_checkpoints(false)
             .wal_autocheckpoint(pages)
             .open()
             .await
@@ -560,6 +635,113 @@ async fn the_wal_is_checkpointed_at_the_configured_size() {
     };
     assert!(short < 64, "checkpointed every 16 pages: {short} frames");
     assert!(unbounded >= 200, "never checkpointed: {unbounded} frames");
+}
+
+/// The length of the WAL file of the database at `path` (0 if there is none).
+fn wal_len(path: &Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |meta| meta.len())
+}
+
+/// Waits, within a deadline that fails the test, until `done` holds.
+async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_checkpointer_keeps_the_wal_bounded_under_sustained_writes() {
+    const LIMIT: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = SqliteStore::builder(&path)
+        .wal_autocheckpoint(64)
+        .wal_size_limit(LIMIT)
+        .open()
+        .await
+        .unwrap();
+    // No commit checkpoints: only the checkpointer can.
+    assert_eq!(autocheckpoint(store.pool()).await, 0);
+
+    // 1,500 commits of an 8 KiB state each, over 300 objects: ~18 MiB of pages through the WAL.
+    let state = format!("{{\"pad\":\"{}\"}}", "x".repeat(8 << 10));
+    let mut versions = vec![0u64; 300];
+    let mut largest = 0;
+    for i in 0..1_500 {
+        let slot = i % versions.len();
+        let key = ObjectKey::new("Counter", format!("c{slot}"));
+        let mut write = insert(&key, &state);
+        write.expected_version = versions[slot];
+        store.commit(&[write]).await.unwrap();
+        versions[slot] += 1;
+        largest = largest.max(wal_len(&path));
+    }
+    assert!(
+        largest < 8 << 20,
+        "the WAL was checkpointed while commits went on: at most {largest} bytes"
+    );
+    // Once the checkpointer has caught up, the next commit starts the WAL over, truncated to
+    // the limit.
+    let key = ObjectKey::new("Counter", "last");
+    let mut version = 0;
+    eventually("the WAL back within its limit", async || {
+        let mut write = insert(&key, "{}");
+        write.expected_version = version;
+        store.commit(&[write]).await.unwrap();
+        version += 1;
+        wal_len(&path) <= LIMIT
+    })
+    .await;
+
+    // Everything survives reopening.
+    store.close().await;
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    for (slot, &version) in versions.iter().enumerate() {
+        let key = ObjectKey::new("Counter", format!("c{slot}"));
+        let stored = reopened.load(&key).await.unwrap().object().expect("stored");
+        assert_eq!(stored.version, version);
+        assert_eq!(stored.state, state.as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn the_checkpointer_stops_when_the_store_is_closed_or_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    // Closed: once `close` returns, nothing of the store has the database open, so the last
+    // connection removed the WAL; the store refuses work.
+    let closed = dir.path().join("closed.db");
+    let store = SqliteStore::open(&closed).await.unwrap();
+    let clone = store.clone();
+    store.commit(&[insert(&key, "{}")]).await.unwrap();
+    assert!(wal_len(&closed) > 0);
+    store.close().await;
+    assert!(!Path::new(&format!("{}-wal", closed.display())).exists());
+    let mut write = insert(&key, "{}");
+    write.expected_version = 1;
+    assert!(clone.commit(&[write]).await.is_err());
+    assert!(clone.load(&key).await.is_err());
+
+    // Dropped: the last clone gone, the checkpointer closes its connection too.
+    let dropped = dir.path().join("dropped.db");
+    let store = SqliteStore::open(&dropped).await.unwrap();
+    store.commit(&[insert(&key, "{}")]).await.unwrap();
+    let clone = store.clone();
+    drop(store);
+    // A clone keeps the store, and its checkpointer, running.
+    let mut write = insert(&key, "{\"n\":2}");
+    write.expected_version = 1;
+    clone.commit(&[write]).await.unwrap();
+    drop(clone);
+    let wal = PathBuf::from(format!("{}-wal", dropped.display()));
+    eventually("every connection closed", async || !wal.exists()).await;
+    let reopened = SqliteStore::open(&dropped).await.unwrap();
+    let stored = reopened.load(&key).await.unwrap().object().expect("stored");
+    assert_eq!(stored.state, b"{\"n\":2}");
 }
 
 #[tokio::test]

@@ -9,7 +9,9 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{ConnectOptions, Connection};
 
+use super::checkpoint::Limits;
 use super::{SqliteStore, db_err};
 use crate::error::{Error, is_sqlite_lock};
 use crate::schema::{MAX_PREFIX_LEN, Names, validate_name};
@@ -75,7 +77,12 @@ pub struct SqliteStoreBuilder {
     table_prefix: String,
     synchronous: Synchronous,
     page_size: u32,
+    convert_page_size: bool,
+    cache_size: u64,
+    mmap_size: u64,
     wal_autocheckpoint: u32,
+    background_checkpoints: bool,
+    wal_size_limit: u64,
     busy_timeout: Duration,
     max_connections: u32,
     migrate: bool,
@@ -103,13 +110,13 @@ impl SqliteStoreBuilder {
     ///     .fetch_one(store.pool())
     ///     .await?;
     /// assert_eq!(page_size, i64::from(SqliteStoreBuilder::DEFAULT_PAGE_SIZE));
-    /// assert_eq!(page_size, 1024);
+    /// assert_eq!(page_size, 4096);
     /// # Ok(()) }
     /// ```
-    pub const DEFAULT_PAGE_SIZE: u32 = 1024;
+    pub const DEFAULT_PAGE_SIZE: u32 = 4096;
 
-    /// The WAL size, in pages, at which a commit checkpoints: see
-    /// [`wal_autocheckpoint`](Self::wal_autocheckpoint).
+    /// The page cache of each connection, in bytes (64 MiB): see
+    /// [`cache_size`](Self::cache_size).
     ///
     /// # Examples
     ///
@@ -118,6 +125,49 @@ impl SqliteStoreBuilder {
     /// use durable_sqlx::{SqliteStore, SqliteStoreBuilder};
     ///
     /// let store = SqliteStore::open("sqlite::memory:").await?;
+    /// // SQLite counts a negative cache size in KiB.
+    /// let (kib,): (i64,) = durable_sqlx::sqlx::query_as("PRAGMA cache_size")
+    ///     .fetch_one(store.pool())
+    ///     .await?;
+    /// assert_eq!(-kib * 1024, SqliteStoreBuilder::DEFAULT_CACHE_SIZE as i64);
+    /// # Ok(()) }
+    /// ```
+    pub const DEFAULT_CACHE_SIZE: u64 = 64 << 20;
+
+    /// How much of the database file each connection maps into memory, in bytes (256 MiB):
+    /// see [`mmap_size`](Self::mmap_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(durable_sqlx::SqliteStoreBuilder::DEFAULT_MMAP_SIZE, 256 << 20);
+    /// ```
+    pub const DEFAULT_MMAP_SIZE: u64 = 256 << 20;
+
+    /// The WAL size, in bytes, past which the background checkpointer waits for readers to
+    /// start the WAL over (64 MiB): see [`wal_size_limit`](Self::wal_size_limit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(durable_sqlx::SqliteStoreBuilder::DEFAULT_WAL_SIZE_LIMIT, 64 << 20);
+    /// ```
+    pub const DEFAULT_WAL_SIZE_LIMIT: u64 = 64 << 20;
+
+    /// The WAL size, in pages, at which the WAL is checkpointed: see
+    /// [`wal_autocheckpoint`](Self::wal_autocheckpoint).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use durable_sqlx::{SqliteStore, SqliteStoreBuilder};
+    ///
+    /// // Without the background checkpointer, commits checkpoint at this size.
+    /// let store = SqliteStore::builder("sqlite::memory:")
+    ///     .background_checkpoints(false)
+    ///     .open()
+    ///     .await?;
     /// let (pages,): (i64,) = durable_sqlx::sqlx::query_as("PRAGMA wal_autocheckpoint")
     ///     .fetch_one(store.pool())
     ///     .await?;
@@ -147,7 +197,12 @@ impl SqliteStoreBuilder {
             table_prefix: String::new(),
             synchronous: Synchronous::Full,
             page_size: Self::DEFAULT_PAGE_SIZE,
+            convert_page_size: false,
+            cache_size: Self::DEFAULT_CACHE_SIZE,
+            mmap_size: Self::DEFAULT_MMAP_SIZE,
             wal_autocheckpoint: Self::DEFAULT_WAL_AUTOCHECKPOINT,
+            background_checkpoints: true,
+            wal_size_limit: Self::DEFAULT_WAL_SIZE_LIMIT,
             busy_timeout: Duration::from_secs(5),
             max_connections: 8,
             migrate: true,
@@ -192,20 +247,22 @@ impl SqliteStoreBuilder {
     }
 
     /// The page size, in bytes, of a database the store creates (default
-    /// [`DEFAULT_PAGE_SIZE`](Self::DEFAULT_PAGE_SIZE), 1 KiB): a power of two from 512 to
+    /// [`DEFAULT_PAGE_SIZE`](Self::DEFAULT_PAGE_SIZE), 4 KiB): a power of two from 512 to
     /// 65536; anything else fails [`open`](Self::open) with [`Error::InvalidPageSize`]. An
-    /// existing database keeps the page size it was created with, and a pool given to
+    /// existing database keeps the page size it was created with unless
+    /// [`convert_page_size`](Self::convert_page_size) is on, and a pool given to
     /// [`SqliteStore::builder_with_pool`] is used as it is.
     ///
-    /// A commit writes every page it changed to the WAL, whole, and calls on different objects
-    /// change different pages: with small states, the page size is what a write costs. 1 KiB
-    /// holds a state of up to about 1,000 bytes in its row's page; a store of larger states
-    /// (several KiB each) spreads each over fewer pages with 4096 (SQLite's own default).
+    /// A commit writes every page it changed to the WAL, whole, and a checkpoint copies it to
+    /// the database file: a call writes at least its row's pages, twice. 4 KiB is the page of
+    /// the disk, of the operating system's cache and SQLite's default; 1 KiB pages write about
+    /// half the bytes per call for small states (and for states just over 4 KiB, which need
+    /// a 4 KiB page and an overflow page), if the volume written to disk matters more.
     ///
     /// # Examples
     ///
     /// ```
-    /// let builder = durable_sqlx::SqliteStore::builder("app.db").page_size(4096);
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").page_size(8192);
     /// # drop(builder);
     /// ```
     pub fn page_size(mut self, bytes: u32) -> Self {
@@ -213,21 +270,104 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// How many pages the WAL holds before a commit copies them into the database file (a
-    /// checkpoint; SQLite's `wal_autocheckpoint`): default
-    /// [`DEFAULT_WAL_AUTOCHECKPOINT`](Self::DEFAULT_WAL_AUTOCHECKPOINT), 4096 pages: 4 MiB
-    /// with the default 1 KiB pages, the WAL size SQLite's own default of 1000 pages gives
-    /// with its 4 KiB pages. Not applied to a pool given to [`SqliteStore::builder_with_pool`].
+    /// Whether opening an existing database whose page size differs from
+    /// [`page_size`](Self::page_size) rewrites it with that page size (default `false`: the
+    /// file keeps its own, and works as before).
     ///
-    /// A checkpoint copies each page once however many times the WAL holds it, so when calls
-    /// write objects all over the table, a longer WAL copies fewer pages per call: with 10,000
-    /// objects written at random by 64 callers, 4096 pages instead of 1000 gave 40–50 % more
-    /// calls per second, and 10,000 pages more again with a third of the tail latency. The
-    /// price: a WAL file of that size, which a commit grows (a slower flush than one that
-    /// overwrites it) until it first fills after the database is opened; recently written pages
-    /// read from the WAL; and up to that much WAL to read when the database is opened after a
-    /// crash. `0` turns automatic checkpoints off: the WAL then grows until something else
-    /// checkpoints it.
+    /// SQLite changes the page size of a database only by copying it whole (`VACUUM`, outside
+    /// WAL mode): opening takes as long as copying the file and needs as much free disk space
+    /// again, and no other connection, in this process or another, may have the database open
+    /// (opening then fails with [`Error::Open`] and the file is left as it was).
+    /// The copy is atomic: a crash during it leaves the database with its old page size. Turn
+    /// it on for one opening, when moving a database created with 1 KiB pages (the default of
+    /// earlier versions) to the default of 4 KiB.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use durable_sqlx::SqliteStore;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("durable-doc-convert-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let old = SqliteStore::builder(dir.join("app.db")).page_size(1024).open().await?;
+    /// old.close().await;
+    ///
+    /// let store = SqliteStore::builder(dir.join("app.db"))
+    ///     .convert_page_size(true)
+    ///     .open()
+    ///     .await?;
+    /// let (page_size,): (i64,) = durable_sqlx::sqlx::query_as("PRAGMA page_size")
+    ///     .fetch_one(store.pool())
+    ///     .await?;
+    /// assert_eq!(page_size, 4096);
+    /// # store.close().await; std::fs::remove_dir_all(dir)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn convert_page_size(mut self, convert: bool) -> Self {
+        self.convert_page_size = convert;
+        self
+    }
+
+    /// The page cache of each connection, in bytes (default
+    /// [`DEFAULT_CACHE_SIZE`](Self::DEFAULT_CACHE_SIZE), 64 MiB; SQLite's `cache_size`, set in
+    /// KiB). Memory is taken as pages are read, up to this much per connection. Not applied to
+    /// a pool given to [`SqliteStore::builder_with_pool`].
+    ///
+    /// Every commit descends the table's index to each object it writes: when the pages it
+    /// needs are not cached, each costs a read from the operating system, on the one writing
+    /// connection. With the [memory map](Self::mmap_size) on, reads of pages that are not
+    /// being changed come from the map instead, and this cache mostly holds the writer's
+    /// changed pages; without it, size it to the database file (about 100 bytes per small
+    /// object: 100 MB for 1,000,000 objects).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").cache_size(256 << 20);
+    /// # drop(builder);
+    /// ```
+    pub fn cache_size(mut self, bytes: u64) -> Self {
+        self.cache_size = bytes;
+        self
+    }
+
+    /// How much of the database file each connection maps into memory, in bytes (default
+    /// [`DEFAULT_MMAP_SIZE`](Self::DEFAULT_MMAP_SIZE), 256 MiB; SQLite's `mmap_size`); `0`
+    /// reads with system calls only. Not applied to a pool given to
+    /// [`SqliteStore::builder_with_pool`].
+    ///
+    /// Mapped pages are read in place from the operating system's cache, shared by all
+    /// connections (and counted in the process's resident memory as file pages the system can
+    /// take back), without a system call or a copy per page. SQLite caps the map at 2 GiB.
+    /// Writes still go through the WAL as without it. The one caveat SQLite documents: an I/O
+    /// error while reading a mapped page (a failing disk) stops the process with a signal
+    /// instead of failing the query.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").mmap_size(1 << 30);
+    /// # drop(builder);
+    /// ```
+    pub fn mmap_size(mut self, bytes: u64) -> Self {
+        self.mmap_size = bytes;
+        self
+    }
+
+    /// How many pages the WAL holds before they are copied into the database file (a
+    /// checkpoint): default [`DEFAULT_WAL_AUTOCHECKPOINT`](Self::DEFAULT_WAL_AUTOCHECKPOINT),
+    /// 4096 pages (16 MiB with the default 4 KiB pages). Not applied to a pool given to
+    /// [`SqliteStore::builder_with_pool`].
+    ///
+    /// With [background checkpoints](Self::background_checkpoints) (the default), this is the
+    /// size at which the checkpointer copies the WAL while commits go on; without them, it is
+    /// SQLite's `wal_autocheckpoint`: the commit that passes it copies the WAL before it
+    /// returns. A checkpoint copies each page once however many times the WAL holds it, so a
+    /// longer WAL copies fewer pages per call when calls come back to the same objects. The
+    /// price: a WAL file of that size, recently written pages read from the WAL, and up to
+    /// that much WAL to read when the database is opened after a crash. `0` turns checkpoints
+    /// off: the WAL then grows until something else checkpoints it.
     ///
     /// # Examples
     ///
@@ -237,6 +377,49 @@ impl SqliteStoreBuilder {
     /// ```
     pub fn wal_autocheckpoint(mut self, pages: u32) -> Self {
         self.wal_autocheckpoint = pages;
+        self
+    }
+
+    /// Whether checkpoints run in the background, on a connection of their own (default
+    /// `true`), instead of in the commit that fills the WAL. Not applied to an in-memory
+    /// database (it has no WAL) nor to a pool given to [`SqliteStore::builder_with_pool`].
+    ///
+    /// With the default, the store's connections have SQLite's automatic checkpoints off, and
+    /// a task started by [`open`](Self::open) copies the WAL into the database file with a
+    /// passive checkpoint once it holds [`wal_autocheckpoint`](Self::wal_autocheckpoint)
+    /// pages, while commits go on: no commit waits for a checkpoint, which with many objects
+    /// copies thousands of pages. If readers keep the WAL from being started over until it
+    /// passes [`wal_size_limit`](Self::wal_size_limit), the task waits for them (within the
+    /// [busy timeout](Self::busy_timeout)), holding back new commits meanwhile, so that the
+    /// WAL stays bounded. The task stops with the store: when its last clone is dropped, or
+    /// at [`SqliteStore::close`]. Durability is the same either way: a checkpoint flushes the
+    /// WAL before it writes the database file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").background_checkpoints(false);
+    /// # drop(builder);
+    /// ```
+    pub fn background_checkpoints(mut self, background: bool) -> Self {
+        self.background_checkpoints = background;
+        self
+    }
+
+    /// The WAL size, in bytes, past which the background checkpointer waits for readers so
+    /// that the WAL starts over (default
+    /// [`DEFAULT_WAL_SIZE_LIMIT`](Self::DEFAULT_WAL_SIZE_LIMIT), 64 MiB); also the size the
+    /// WAL file is truncated to when it starts over (SQLite's `journal_size_limit`). Not
+    /// applied to a pool given to [`SqliteStore::builder_with_pool`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::SqliteStore::builder("app.db").wal_size_limit(256 << 20);
+    /// # drop(builder);
+    /// ```
+    pub fn wal_size_limit(mut self, bytes: u64) -> Self {
+        self.wal_size_limit = bytes;
         self
     }
 
@@ -293,8 +476,10 @@ impl SqliteStoreBuilder {
     /// Opens the store: connects (creating the database file if missing) and applies the
     /// pending migrations unless [`migrate_on_open`](Self::migrate_on_open) is off.
     ///
-    /// The connections use WAL mode, the configured `synchronous` level and busy timeout
-    /// (except for a pool given to [`SqliteStore::builder_with_pool`], used as it is).
+    /// The connections use WAL mode, the configured `synchronous` level, busy timeout, page
+    /// cache and memory map, and the store starts its
+    /// [background checkpointer](Self::background_checkpoints) (except for a pool given to
+    /// [`SqliteStore::builder_with_pool`], used as it is).
     ///
     /// # Examples
     ///
@@ -308,23 +493,39 @@ impl SqliteStoreBuilder {
         if !Self::is_valid_page_size(self.page_size) {
             return Err(Error::InvalidPageSize(self.page_size));
         }
-        let pool = match &self.source {
-            Source::Pool(pool) => pool.clone(),
+        let (pool, checkpoints) = match &self.source {
+            Source::Pool(pool) => (pool.clone(), None),
             Source::Location(location) => self.connect(location).await?,
         };
-        SqliteStore::finish(pool, names, self.migrate).await
+        SqliteStore::finish(pool, names, self.migrate, checkpoints).await
     }
 
-    async fn connect(&self, location: &Path) -> Result<SqlitePool, Error> {
+    /// The pool, and the checkpointer's limits if it is to run.
+    async fn connect(&self, location: &Path) -> Result<(SqlitePool, Option<Limits>), Error> {
         let (options, in_memory) = connect_options(location)?;
+        let background = self.background_checkpoints && !in_memory;
+        // With background checkpoints, no connection checkpoints when it commits.
+        let autocheckpoint = if background {
+            0
+        } else {
+            self.wal_autocheckpoint
+        };
+        // SQLite reads a negative cache size as KiB.
+        let cache_kib = (self.cache_size / 1024).min(i64::MAX as u64);
         let mut options = options
             .create_if_missing(true)
             .synchronous(self.synchronous.into())
             .page_size(self.page_size)
-            .pragma("wal_autocheckpoint", self.wal_autocheckpoint.to_string())
+            .pragma("cache_size", format!("-{cache_kib}"))
+            .pragma("mmap_size", self.mmap_size.to_string())
+            .pragma("wal_autocheckpoint", autocheckpoint.to_string())
+            .pragma("journal_size_limit", self.wal_size_limit.to_string())
             .busy_timeout(self.busy_timeout);
         if !in_memory {
             options = options.journal_mode(SqliteJournalMode::Wal);
+            if self.convert_page_size {
+                self.convert(&options).await?;
+            }
         }
         let pool_options = if in_memory {
             // The database lives as long as one connection to it: keep exactly one, forever.
@@ -346,7 +547,13 @@ impl SqliteStoreBuilder {
         let started = std::time::Instant::now();
         loop {
             match pool_options.clone().connect_with(options.clone()).await {
-                Ok(pool) => return Ok(pool),
+                Ok(pool) => {
+                    let limits = background.then_some(Limits {
+                        threshold: self.wal_autocheckpoint,
+                        limit: self.wal_size_limit,
+                    });
+                    return Ok((pool, limits));
+                }
                 Err(err) if is_sqlite_lock(&err) && started.elapsed() < self.busy_timeout => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -358,6 +565,50 @@ impl SqliteStoreBuilder {
                 }
             }
         }
+    }
+
+    /// Rewrites an existing database whose page size is not the configured one (see
+    /// [`convert_page_size`](Self::convert_page_size)), on one connection of its own before
+    /// any other is opened.
+    async fn convert(&self, options: &SqliteConnectOptions) -> Result<(), Error> {
+        let open_err = |err: sqlx::Error| Error::Open {
+            location: describe_file(options.get_filename()),
+            source: db_err(err),
+        };
+        let mut conn = options.connect().await.map_err(open_err)?;
+        let result = async {
+            let current: i64 = sqlx::query_scalar("PRAGMA page_size")
+                .fetch_one(&mut conn)
+                .await?;
+            if current == i64::from(self.page_size) {
+                return Ok(());
+            }
+            // SQLite changes the page size only outside WAL mode; VACUUM copies the database
+            // into pages of the new size, atomically under the rollback journal.
+            let journal: String = sqlx::query_scalar("PRAGMA journal_mode = DELETE")
+                .fetch_one(&mut conn)
+                .await?;
+            if !journal.eq_ignore_ascii_case("delete") {
+                // Another connection has the database open: WAL mode cannot be left.
+                return Err(sqlx::Error::Protocol(format!(
+                    "cannot change the page size while another connection has the database \
+                     open (journal mode stays {journal})"
+                )));
+            }
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "PRAGMA page_size = {}; VACUUM;",
+                self.page_size
+            )))
+            .execute(&mut conn)
+            .await?;
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&mut conn)
+                .await?;
+            Ok(())
+        }
+        .await;
+        let _ = conn.close().await;
+        result.map_err(open_err)
     }
 
     fn names(&self) -> Result<Names, Error> {

@@ -25,12 +25,14 @@ use crate::schema::{
 
 mod batch;
 mod builder;
+mod checkpoint;
 mod migrate;
 mod sql;
 mod writer;
 
 use builder::Source;
 pub use builder::{SqliteStoreBuilder, Synchronous};
+use checkpoint::{Checkpointer, Limits};
 use sql::{Sql, alarm_from_row};
 use writer::Writer;
 
@@ -75,6 +77,8 @@ pub struct SqliteStore {
     sql: Arc<Sql>,
     /// Every write of this store goes through this one connection.
     writer: Arc<Writer>,
+    /// The background checkpointer, stopped when the last clone of the store is dropped.
+    checkpointer: Option<Arc<Checkpointer>>,
 }
 
 impl SqliteStore {
@@ -157,17 +161,51 @@ impl SqliteStore {
         SqliteStoreBuilder::new(Source::Pool(pool))
     }
 
-    async fn finish(pool: SqlitePool, names: Names, migrate: bool) -> Result<Self, Error> {
-        let store = Self {
+    async fn finish(
+        pool: SqlitePool,
+        names: Names,
+        migrate: bool,
+        checkpoints: Option<Limits>,
+    ) -> Result<Self, Error> {
+        let mut store = Self {
             pool: pool.clone(),
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
             writer: Arc::new(Writer::new(&pool)),
+            checkpointer: None,
         };
         if migrate {
             store.migrate().await?;
         }
+        store.checkpointer =
+            checkpoints.map(|limits| Arc::new(Checkpointer::start(pool.connect_options(), limits)));
         Ok(store)
+    }
+
+    /// Closes the store: stops its background checkpointer and waits until it is done, closes
+    /// the writing connection and the pool. Calls on any clone of the store fail afterwards.
+    /// Dropping the last clone also stops the checkpointer and closes the connections, without
+    /// waiting; closing makes sure that nothing of the store has the database open any more
+    /// (SQLite then checkpoints the WAL a last time and removes it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), durable_sqlx::Error> {
+    /// let dir = std::env::temp_dir().join(format!("durable-doc-close-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let store = durable_sqlx::SqliteStore::open(dir.join("app.db")).await?;
+    /// store.close().await;
+    /// assert!(!dir.join("app.db-wal").exists());
+    /// # std::fs::remove_dir_all(dir).unwrap();
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) {
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.stop().await;
+        }
+        self.writer.close().await;
+        self.pool.close().await;
     }
 
     /// The connection pool, for your own queries (on your own tables) in the same database.

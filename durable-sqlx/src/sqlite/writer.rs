@@ -9,6 +9,7 @@
 //! using the pool.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use durable_runtime::storage::StorageError;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
@@ -22,6 +23,8 @@ use super::db_err;
 pub(super) struct Writer {
     options: Arc<SqliteConnectOptions>,
     connection: Mutex<Option<SqliteConnection>>,
+    /// Set by [`close`](Writer::close): no connection is opened again.
+    closed: AtomicBool,
 }
 
 impl Writer {
@@ -30,12 +33,16 @@ impl Writer {
         Self {
             options: pool.connect_options(),
             connection: Mutex::new(None),
+            closed: AtomicBool::new(false),
         }
     }
 
     /// Waits for the writer's turn and returns its connection.
     pub(super) async fn lock(&self) -> Result<WriterGuard<'_>, StorageError> {
         let mut guard = self.connection.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StorageError::unavailable("the SQLite store is closed"));
+        }
         if guard.is_none() {
             *guard = Some(self.options.connect().await.map_err(db_err)?);
         }
@@ -43,6 +50,18 @@ impl Writer {
             connection: guard,
             in_transaction: false,
         })
+    }
+
+    /// Closes the connection, after the write holding it (if any) is done; later writes fail.
+    pub(super) async fn close(&self) {
+        let connection = {
+            let mut guard = self.connection.lock().await;
+            self.closed.store(true, Ordering::Release);
+            guard.take()
+        };
+        if let Some(connection) = connection {
+            let _ = connection.close().await;
+        }
     }
 }
 
