@@ -680,28 +680,14 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
     Ok(figures)
 }
 
-/// The `memory` figures of `count` objects.
+/// The `memory` figures of `count` objects. Resident memory is measured first, from where
+/// it stood before any of them started (freed memory of an earlier, smaller count may be
+/// reused: it makes a later figure lower, not higher), through their calls, hibernation and
+/// shutdown; then the heap each live object holds.
 async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let ids: Arc<Vec<String>> = Arc::new((0..count).map(|i| format!("obj-{i:07}")).collect());
     let per_object = |bytes: f64| bytes / count as f64;
-    // Live: nothing hibernates while the objects are created and measured.
-    let (live_bytes, live_rss) = {
-        let rt = Runtime::builder(NullStorage)
-            .default_options(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)))
-            .build();
-        let rss_before = resident_bytes();
-        let region = Region::new(GLOBAL);
-        touch_all(&rt, &ids).await?;
-        let live = region.change();
-        let rss = resident_bytes() - rss_before;
-        rt.shutdown().await;
-        (
-            per_object(live.bytes_allocated as f64 - live.bytes_deallocated as f64),
-            per_object(rss),
-        )
-    };
-    // Hibernated: the same objects, idle past `hibernate_after`. RSS is measured from where it
-    // stood before they started: what hibernation (then shutdown) gives back shows.
+    // Hibernated: every object called once, then idle past `hibernate_after`.
     let hibernate_after = Duration::from_millis(500);
     let rt = Runtime::builder(NullStorage)
         .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
@@ -709,6 +695,7 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let rss_before = resident_bytes();
     let region = Region::new(GLOBAL);
     touch_all(&rt, &ids).await?;
+    let live_rss = per_object(resident_bytes() - rss_before);
     tokio::time::sleep(hibernate_after * 3).await;
     let hibernated = region.change();
     let hibernated_bytes =
@@ -717,6 +704,17 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     rt.shutdown().await;
     drop(rt);
     let shut_down_rss = per_object(resident_bytes() - rss_before);
+    // Live: nothing hibernates while the objects are created and measured.
+    let live_bytes = {
+        let rt = Runtime::builder(NullStorage)
+            .default_options(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)))
+            .build();
+        let region = Region::new(GLOBAL);
+        touch_all(&rt, &ids).await?;
+        let live = region.change();
+        rt.shutdown().await;
+        per_object(live.bytes_allocated as f64 - live.bytes_deallocated as f64)
+    };
     let mut live_figure = Figure::new(format!("memory-live-{count}"), "none", "bytes/object");
     live_figure.runs.push(live_bytes);
     live_figure.extra.push(("objects", count as f64));
