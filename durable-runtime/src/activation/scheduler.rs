@@ -294,12 +294,7 @@ async fn claim_and_arm(
 ) -> Result<Claimed, ()> {
     let now = truncate_to_micros(runtime.now());
     let due_by = now + lead;
-    // The lease runs `claim_ttl` past the latest due time claimed, not past now: an alarm
-    // claimed ahead and fired on time is never renewed (a renewal is a storage write per
-    // claim, on the same writer as the alarms' own commits), and the alarm of a process that
-    // died is still taken over `claim_ttl` after its due time at most (`lead` is at most a
-    // quarter of `claim_ttl` more than before).
-    let lease_until = lease_end(due_by, settings.claim_ttl);
+    let lease_until = lease_end(now, settings.claim_ttl);
     let query = runtime.scheduler().claims().begin_query();
     let claimed = match runtime
         .storage()

@@ -263,12 +263,10 @@ pub struct AlarmSettings {
     /// How often storage is polled even when no alarm is known to be due: the recovery path
     /// for alarms written by another process (and for wall-clock jumps).
     pub poll_interval: Duration,
-    /// The length of a claim's lease, counted from the end of the window the alarm was claimed
-    /// for (see [`claim_ahead`](Self::claim_ahead)): an alarm claimed ahead and fired on time
-    /// needs no renewal. The scheduler renews the leases of the alarms it holds or fires every
-    /// quarter of it, so a claim lapses only when its process died or stalled for more than
-    /// half of it; the alarm of a process that died is then fired by another scheduler (or the
-    /// restarted process) as soon as its lease ends.
+    /// The length of a claim's lease. The scheduler renews the leases of the alarms it holds
+    /// or fires every quarter of it, so a claim lapses only when its process died or stalled
+    /// for more than half of it; the alarm of a process that died is then fired by another
+    /// scheduler (or the restarted process) as soon as its lease ends.
     pub claim_ttl: Duration,
     /// How failing alarms are retried.
     pub retry: RetryPolicy,
