@@ -13,7 +13,9 @@
 //! not live, written directly next to through each object), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
 //! and without group commit, and its pick latency) and `fsm-claim` (on Postgres, the claim
-//! latency of instances with a concurrency key with 10 and with 10,000 executing rows). On SQLite, `spread` also runs its
+//! latency of instances with a concurrency key with 10 and with 10,000 executing rows), and
+//! `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
+//! 1,000,000 stored for later: fired/s, lateness, CPU per firing). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -27,6 +29,7 @@
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`. `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
+mod alarms_scale;
 mod baseline;
 mod commits;
 mod fsm;
@@ -185,6 +188,8 @@ fn parse_args() -> Result<Settings, String> {
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
             // The FSM engine's figures (memory or postgres only), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),
+            // Alarms due within a second next to many stored for later, outside `all`.
+            "alarms-scale" => settings.scenarios.push("alarms-scale".to_owned()),
             // The claim latency of concurrency keys as the executing set grows (postgres).
             "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),

@@ -182,6 +182,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "cold" => cold(settings).await,
         "memory" => memory(settings).await,
         "alarms" => alarms(settings).await,
+        "alarms-scale" => crate::alarms_scale::alarms_scale(settings).await,
         "outside-alarms" => crate::outside::outside_alarms(settings).await,
         "fsm" => crate::fsm::run(settings).await,
         "fsm-claim" => crate::fsm_claim::run(settings).await,
@@ -679,10 +680,45 @@ impl Storage for NullStorage {
     }
 }
 
-/// Heap bytes per live and per hibernated object.
+/// Heap bytes per live and per hibernated object, and the resident memory (RSS) they hold,
+/// at each object count.
 async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
-    let count = if settings.smoke { 10_000 } else { 1_000_000 };
+    let counts: &[usize] = if settings.smoke {
+        &[10_000]
+    } else {
+        &[100_000, 1_000_000]
+    };
+    let mut figures = Vec::new();
+    for &count in counts {
+        figures.extend(memory_at(count).await?);
+    }
+    Ok(figures)
+}
+
+/// The `memory` figures of `count` objects. Resident memory is measured first, from where
+/// it stood before any of them started (freed memory of an earlier, smaller count may be
+/// reused: it makes a later figure lower, not higher), through their calls, hibernation and
+/// shutdown; then the heap each live object holds.
+async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let ids: Arc<Vec<String>> = Arc::new((0..count).map(|i| format!("obj-{i:07}")).collect());
+    let per_object = |bytes: f64| bytes / count as f64;
+    // Hibernated: every object called once, then idle past `hibernate_after` (with many
+    // objects, the first hibernate while the last are called, as they would in service).
+    let hibernate_after = Duration::from_millis(500);
+    let rt = Runtime::builder(NullStorage)
+        .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
+        .build();
+    let rss_before = resident_bytes();
+    let region = Region::new(GLOBAL);
+    touch_all(&rt, &ids).await?;
+    tokio::time::sleep(hibernate_after * 3).await;
+    let hibernated = region.change();
+    let hibernated_bytes =
+        per_object(hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64);
+    let hibernated_rss = per_object(resident_bytes() - rss_before);
+    rt.shutdown().await;
+    drop(rt);
+    let shut_down_rss = per_object(resident_bytes() - rss_before);
     // Live: nothing hibernates while the objects are created and measured.
     let live_bytes = {
         let rt = Runtime::builder(NullStorage)
@@ -692,28 +728,32 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
         touch_all(&rt, &ids).await?;
         let live = region.change();
         rt.shutdown().await;
-        (live.bytes_allocated as f64 - live.bytes_deallocated as f64) / count as f64
+        per_object(live.bytes_allocated as f64 - live.bytes_deallocated as f64)
     };
-    // Hibernated: the same objects, idle past `hibernate_after`.
-    let hibernate_after = Duration::from_millis(500);
-    let rt = Runtime::builder(NullStorage)
-        .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
-        .build();
-    let region = Region::new(GLOBAL);
-    touch_all(&rt, &ids).await?;
-    tokio::time::sleep(hibernate_after * 3).await;
-    let hibernated = region.change();
-    let hibernated_bytes =
-        (hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64) / count as f64;
-    rt.shutdown().await;
-    let mut live_figure = Figure::new("memory-live", "none", "bytes/object");
+    let mut live_figure = Figure::new(format!("memory-live-{count}"), "none", "bytes/object");
     live_figure.runs.push(live_bytes);
     live_figure.extra.push(("objects", count as f64));
     live_figure.peak_rss_mib = peak_rss_mib();
-    let mut hibernated_figure = Figure::new("memory-hib", "none", "bytes/object");
+    let mut hibernated_figure = Figure::new(format!("memory-hib-{count}"), "none", "bytes/object");
     hibernated_figure.runs.push(hibernated_bytes);
+    hibernated_figure
+        .extra
+        .push(("rss bytes/hibernated object", hibernated_rss));
+    hibernated_figure
+        .extra
+        .push(("rss bytes/object after shutdown", shut_down_rss));
     hibernated_figure.peak_rss_mib = peak_rss_mib();
     Ok(vec![live_figure, hibernated_figure])
+}
+
+/// The process's resident memory in bytes, from `/proc/self/statm` (Linux; zero elsewhere).
+fn resident_bytes() -> f64 {
+    // The second field counts resident pages, of 4 KiB on the Linux targets this runs on.
+    const PAGE: f64 = 4096.0;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |pages| pages * PAGE)
 }
 
 /// Calls every object once (64 callers), starting each.

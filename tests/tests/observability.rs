@@ -287,6 +287,70 @@ async fn active_objects_are_counted_exactly() {
     assert_eq!(counts(), (0.0, 0.0), "left with the runtime");
 }
 
+/// The gauges tell live objects apart: the hibernated ones (with or without a task) are
+/// counted exactly, as the registry lists them, through hibernation, wakes by a read and by a
+/// write, deletion, a failed commit, shutdown when idle and the runtime's shutdown; and every
+/// live object not loading is either active or hibernated.
+#[tokio::test(start_paused = true)]
+async fn hibernated_objects_are_counted_apart_from_active_ones() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let rt = Runtime::new(store.clone());
+    // A snapshot drains what it reports: each holds the gauges' moves since the one before.
+    let totals = std::cell::Cell::new((0.0, 0.0, 0.0));
+    let counts = || {
+        let snapshot = snapshotter.snapshot().into_vec();
+        let (active, hibernated, live) = totals.get();
+        let of = |name| gauge(&snapshot, name, &[("type", "Idler")]);
+        let active = active + of(names::ACTIVE_OBJECTS);
+        let hibernated = hibernated + of(names::HIBERNATED_OBJECTS);
+        let live = live + of(names::LIVE_OBJECTS);
+        totals.set((active, hibernated, live));
+        let listed = |status| rt.list_live::<Idler>(status, None, 100).ids.len() as f64;
+        assert_eq!(
+            active,
+            listed(LiveStatus::Active),
+            "active: gauge and registry"
+        );
+        assert_eq!(
+            hibernated,
+            listed(LiveStatus::Hibernated),
+            "hibernated: gauge and registry"
+        );
+        assert_eq!(live, rt.live_objects::<Idler>() as f64);
+        (active, hibernated, live)
+    };
+    for id in ["a", "b", "c"] {
+        Idler::tick(&rt, id).await.unwrap();
+    }
+    assert_eq!(counts(), (3.0, 0.0, 3.0), "loaded");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(counts(), (0.0, 3.0, 3.0), "hibernated");
+    Idler::peek(&rt, "a").await.unwrap();
+    assert_eq!(counts(), (1.0, 2.0, 3.0), "woken by a read");
+    Idler::tick(&rt, "b").await.unwrap();
+    assert_eq!(counts(), (2.0, 1.0, 3.0), "woken by a write");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(counts(), (0.0, 3.0, 3.0), "hibernated again");
+    assert!(rt.delete::<Idler>("a").await.unwrap());
+    assert_eq!(counts(), (0.0, 2.0, 3.0), "deleted while hibernated");
+    Idler::tick(&rt, "c").await.unwrap();
+    store.fail_commits(1);
+    assert!(Idler::tick(&rt, "c").await.is_err());
+    assert_eq!(counts(), (0.0, 1.0, 3.0), "a failed commit drops the state");
+    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
+    assert_eq!(counts(), (0.0, 0.0, 0.0), "shut down when idle");
+    for id in ["d", "e"] {
+        Idler::tick(&rt, id).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(counts(), (0.0, 2.0, 2.0));
+    rt.shutdown().await;
+    assert_eq!(counts(), (0.0, 0.0, 0.0), "left with the runtime");
+}
+
 /// A recorder's snapshot: each metric's key, unit, description and value.
 type Snapshot = [(CompositeKey, Option<Unit>, Option<SharedString>, DebugValue)];
 

@@ -126,7 +126,12 @@ impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
         // Calls still queued (the task panicked or was aborted) fail at once.
         self.inbox.abandon();
-        self.set_residency(Residency::Unloaded);
+        if self.dormant {
+            // Still hibernated: the registry's dormant entry counts it from here.
+            self.inbox.set_residency(Residency::Unloaded);
+        } else {
+            self.set_residency(Residency::Unloaded);
+        }
         if !self.dormant {
             self.runtime().release_live_slot();
             metrics::live_objects(O::TYPE_NAME, -1.0);
@@ -439,15 +444,11 @@ impl<O: DurableObject> Instance<O> {
         dormant
     }
 
-    /// Records what the object holds in memory, keeping the count of active objects exact:
-    /// it moves only when the object enters or leaves the active state.
+    /// Records what the object holds in memory, keeping the counts of active and hibernated
+    /// objects exact: each moves only when the object enters or leaves its state.
     fn set_residency(&self, residency: Residency) {
         let before = self.inbox.set_residency(residency);
-        match (before == Residency::Active, residency == Residency::Active) {
-            (false, true) => metrics::active_objects(O::TYPE_NAME, 1.0),
-            (true, false) => metrics::active_objects(O::TYPE_NAME, -1.0),
-            _ => {}
-        }
+        metrics::residency_changed(O::TYPE_NAME, before, residency);
     }
 
     fn emit(&self, event: impl FnOnce(ObjectKey) -> Event) {

@@ -808,6 +808,7 @@ impl<O: DurableObject> TypeEntry<O> {
             metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
         }
         metrics::live_objects(O::TYPE_NAME, -1.0);
+        metrics::residency_changed(O::TYPE_NAME, Residency::Hibernated, Residency::Unloaded);
         runtime.release_live_slot();
         runtime.emit(|| Event::ShutDown {
             key: ObjectKey::new(O::TYPE_NAME, id),

@@ -30,6 +30,7 @@
 //! assert_eq!(metrics::CALL_DURATION, "durable_call_duration_seconds");
 //! assert_eq!(metrics::LIVE_OBJECTS, "durable_live_objects");
 //! assert_eq!(metrics::ACTIVE_OBJECTS, "durable_active_objects");
+//! assert_eq!(metrics::HIBERNATED_OBJECTS, "durable_hibernated_objects");
 //! assert_eq!(metrics::ACTIVATIONS, "durable_activations_total");
 //! assert_eq!(metrics::HIBERNATIONS, "durable_hibernations_total");
 //! assert_eq!(metrics::WAKES, "durable_wakes_total");
@@ -48,6 +49,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
 
+use crate::activation::registry::Residency;
+
 /// Calls handled, by `type`, `handler` and `outcome`, counted when the reply goes out: `ok`,
 /// `handler_error`, `panicked`, `timeout`, `encode_failed`, `persistence_failed` (the commit
 /// the reply waited for failed or conflicted) or `activation_failed`.
@@ -55,11 +58,16 @@ pub const CALLS: &str = "durable_calls_total";
 /// Call duration in seconds, from the object taking the call to its reply (queueing excluded,
 /// the commit the reply waited for included), by `type` and `handler`.
 pub const CALL_DURATION: &str = "durable_call_duration_seconds";
-/// Objects live in memory (active or hibernated), by `type`.
+/// Objects live in memory, by `type`: active, hibernated, or starting (their state not loaded
+/// yet). [`ACTIVE_OBJECTS`] and [`HIBERNATED_OBJECTS`] tell them apart.
 pub const LIVE_OBJECTS: &str = "durable_live_objects";
 /// Objects live in memory with their state decoded, not hibernated (those whose
 /// [`status`](crate::Runtime::status) is [`Active`](crate::ObjectStatus::Active)), by `type`.
 pub const ACTIVE_OBJECTS: &str = "durable_active_objects";
+/// Objects live in memory with only their encoded state kept, after `hibernate_after` (those
+/// whose [`status`](crate::Runtime::status) is
+/// [`Hibernated`](crate::ObjectStatus::Hibernated)), by `type`.
+pub const HIBERNATED_OBJECTS: &str = "durable_hibernated_objects";
 /// Activations (state loaded or created), by `type`.
 pub const ACTIVATIONS: &str = "durable_activations_total";
 /// Hibernations, by `type`.
@@ -168,8 +176,23 @@ pub(crate) fn live_objects(object_type: &'static str, delta: f64) {
     metrics::gauge!(LIVE_OBJECTS, "type" => object_type).increment(delta);
 }
 
-pub(crate) fn active_objects(object_type: &'static str, delta: f64) {
-    metrics::gauge!(ACTIVE_OBJECTS, "type" => object_type).increment(delta);
+/// An object moved from `before` to `after`: the gauges of active and hibernated objects
+/// follow.
+pub(crate) fn residency_changed(object_type: &'static str, before: Residency, after: Residency) {
+    if before == after {
+        return;
+    }
+    let gauge = |residency| match residency {
+        Residency::Active => Some(ACTIVE_OBJECTS),
+        Residency::Hibernated => Some(HIBERNATED_OBJECTS),
+        Residency::Unloaded => None,
+    };
+    if let Some(name) = gauge(before) {
+        metrics::gauge!(name, "type" => object_type).decrement(1.0);
+    }
+    if let Some(name) = gauge(after) {
+        metrics::gauge!(name, "type" => object_type).increment(1.0);
+    }
 }
 
 pub(crate) fn count(name: &'static str, object_type: &'static str) {

@@ -248,25 +248,45 @@ impl Sql {
             // Unclaimed alarms by due time (the due index), then the few claimed ones (the
             // claimed index): a claimed alarm is claimable once due and its lease ended
             // (`greatest` skips a missing lease: a claim written before leases has lapsed).
+            // The earliest unclaimed alarm (the first entry of the unclaimed index), and the
+            // earliest time a claimed one becomes claimable, due and its lease ended (the first
+            // entry of the claimable index).
             next_due: statement(format!(
                 "SELECT least(
                      (SELECT min(due_at) FROM {alarms} WHERE NOT dead AND claimed_at IS NULL),
-                     (SELECT min(greatest(due_at, claim_expires_at)) FROM {alarms}
-                      WHERE claimed_at IS NOT NULL AND NOT dead)
+                     (SELECT greatest(due_at, claim_expires_at) FROM {alarms}
+                      WHERE claimed_at IS NOT NULL AND NOT dead
+                      ORDER BY greatest(due_at, claim_expires_at)
+                      LIMIT 1)
                  )"
             )),
-            // Rows another scheduler is claiming right now are skipped, and a row claimed and
-            // committed meanwhile is re-checked against the WHERE clause before it is locked,
-            // so two schedulers never claim one alarm.
+            // The first due unclaimed alarms, read in order from the unclaimed index (which
+            // holds none of the alarms claimed ahead and not yet fired), and the claims that
+            // became claimable (a range of the claimable index, which holds the claims of live
+            // runtimes well after it): no claim reads alarms it will not take. Rows another
+            // scheduler is claiming right now are skipped, and a row claimed and committed
+            // meanwhile is re-checked against the WHERE clause before it is locked, so two
+            // schedulers never claim one alarm; of the rows locked, the first `$4` are claimed.
             claim: statement(format!(
-                "WITH due AS (
-                     SELECT object_type, object_id, name FROM {alarms}
-                     WHERE NOT dead AND due_at <= $2
-                         AND (claimed_at IS NULL OR claim_expires_at IS NULL
-                             OR claim_expires_at <= $1)
+                "WITH unclaimed AS (
+                     SELECT object_type, object_id, name, due_at FROM {alarms}
+                     WHERE NOT dead AND claimed_at IS NULL AND due_at <= $2
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT $4
                      FOR UPDATE SKIP LOCKED
+                 ), lapsed AS (
+                     SELECT object_type, object_id, name, due_at FROM {alarms}
+                     WHERE claimed_at IS NOT NULL AND greatest(due_at, claim_expires_at) <= $2
+                         AND claim_expires_at <= $1 AND NOT dead
+                     ORDER BY due_at, object_type, object_id, name
+                     LIMIT $4
+                     FOR UPDATE SKIP LOCKED
+                 ), due AS (
+                     SELECT object_type, object_id, name FROM (
+                         SELECT * FROM unclaimed UNION ALL SELECT * FROM lapsed
+                     ) AS both_kinds
+                     ORDER BY due_at, object_type, object_id, name
+                     LIMIT $4
                  )
                  UPDATE {alarms} a SET claimed_at = $1, claim_expires_at = $3
                  FROM due

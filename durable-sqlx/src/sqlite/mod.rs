@@ -601,3 +601,81 @@ fn key_pairs(keys: &[ObjectKey]) -> Result<String, StorageError> {
     serde_json::to_string(&pairs)
         .map_err(|err| crate::error::rejected(format!("keys could not be encoded: {err}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Row;
+
+    /// The details of SQLite's plan for `sql` run with `binds` integer parameters.
+    async fn plan(store: &SqliteStore, sql: &SqlStr, binds: usize) -> Vec<String> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            sql.as_str()
+        )));
+        for _ in 0..binds {
+            query = query.bind(0_i64);
+        }
+        query
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<String, _>("detail"))
+            .collect()
+    }
+
+    /// The scheduler's queries read alarms through their partial indexes, by range or in
+    /// index order: no claim or look at the next due time scans the table, or every claimed
+    /// alarm, so their cost does not grow with the alarms stored for later or claimed ahead.
+    #[tokio::test]
+    async fn claim_queries_search_their_indexes() {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let store = SqliteStore::builder_with_pool(pool).open().await.unwrap();
+        let claim = plan(&store, &store.sql.claim, 4).await;
+        let reads: Vec<&String> = claim
+            .iter()
+            .filter(|detail| detail.contains("durable_alarms "))
+            .collect();
+        assert!(
+            reads.iter().any(|d| d.starts_with(
+                "SEARCH durable_alarms USING INDEX durable_alarms_unclaimed (due_at<?)"
+            )),
+            "{claim:#?}"
+        );
+        assert!(
+            reads.iter().any(|d| d.starts_with(
+                "SEARCH durable_alarms USING INDEX durable_alarms_claimable (<expr><?)"
+            )),
+            "{claim:#?}"
+        );
+        assert!(
+            reads.iter().all(|d| d.starts_with("SEARCH")),
+            "no scan: {claim:#?}"
+        );
+        // The unclaimed alarms come in claiming order: no sort of every due alarm.
+        assert!(
+            !claim.iter().any(|d| d.contains("RIGHT PART OF ORDER BY")),
+            "{claim:#?}"
+        );
+        let next = plan(&store, &store.sql.next_due, 0).await;
+        assert!(
+            next.iter().any(
+                |d| d.starts_with("SEARCH durable_alarms USING INDEX durable_alarms_unclaimed")
+            ),
+            "{next:#?}"
+        );
+        // The earliest claimable claim is the first entry of its index (read in order, one
+        // row), not the least of every claim.
+        assert!(
+            next.iter()
+                .any(|d| d.starts_with("SCAN durable_alarms USING INDEX durable_alarms_claimable")),
+            "{next:#?}"
+        );
+        assert!(!next.iter().any(|d| d.contains("TEMP B-TREE")), "{next:#?}");
+    }
+}

@@ -155,24 +155,44 @@ impl Sql {
             dead: DeadAlarms::build(|of_type, after| {
                 dead_alarms(alarms, of_type, after)
             }),
-            // Unclaimed alarms by due time (the due index), then the few claimed ones (the
-            // claimed index): a claimed alarm is claimable once due and its lease ended. A
-            // claim without a lease (written before leases existed) has lapsed.
+            // The earliest unclaimed alarm (the first entry of the unclaimed index), and the
+            // earliest time a claimed one becomes claimable, due and its lease ended (the first
+            // entry of the claimable index).
             next_due: statement(format!(
                 "SELECT min(t) FROM (
                      SELECT min(due_at) AS t FROM {alarms} WHERE dead = 0 AND claimed_at IS NULL
                      UNION ALL
-                     SELECT min(max(due_at, coalesce(claim_expires_at, 0))) FROM {alarms}
-                     WHERE claimed_at IS NOT NULL AND dead = 0
+                     SELECT * FROM (
+                         SELECT max(due_at, claim_expires_at) FROM {alarms}
+                         WHERE claimed_at IS NOT NULL AND dead = 0
+                         ORDER BY max(due_at, claim_expires_at)
+                         LIMIT 1
+                     )
                  )"
             )),
+            // The first due unclaimed alarms, read in order from the unclaimed index (which
+            // holds none of the alarms claimed ahead and not yet fired), merged with the
+            // claims that became claimable (a range of the claimable index, which holds the
+            // claims of live runtimes well after it): no claim reads alarms it will not take.
             claim: statement(format!(
                 "UPDATE {alarms} SET claimed_at = ?1, claim_expires_at = ?3
                  WHERE rowid IN (
-                     SELECT rowid FROM {alarms}
-                     WHERE dead = 0 AND due_at <= ?2
-                         AND (claimed_at IS NULL OR claim_expires_at IS NULL
-                             OR claim_expires_at <= ?1)
+                     SELECT rowid FROM (
+                         SELECT * FROM (
+                             SELECT rowid, due_at, object_type, object_id, name FROM {alarms}
+                             WHERE dead = 0 AND claimed_at IS NULL AND due_at <= ?2
+                             ORDER BY due_at, object_type, object_id, name
+                             LIMIT ?4
+                         )
+                         UNION ALL
+                         SELECT * FROM (
+                             SELECT rowid, due_at, object_type, object_id, name FROM {alarms}
+                             WHERE claimed_at IS NOT NULL AND max(due_at, claim_expires_at) <= ?2
+                                 AND claim_expires_at <= ?1 AND dead = 0
+                             ORDER BY due_at, object_type, object_id, name
+                             LIMIT ?4
+                         )
+                     )
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT ?4
                  )
