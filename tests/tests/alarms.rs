@@ -307,18 +307,23 @@ async fn the_same_name_twice_keeps_one_alarm_with_the_new_time(store: Arc<dyn St
 
 async fn cancelling_one_leaves_the_others_and_it_never_fires(store: Arc<dyn Storage>) {
     let rt = runtime(store);
-    Reminder::schedule(&rt, "r", "first".into(), 50)
+    // Both an hour away while one is cancelled and the other listed, so that neither can fire
+    // first however slow the machine; then the one left is moved to fire soon.
+    Reminder::schedule(&rt, "r", "first".into(), 3_600_000)
         .await
         .unwrap();
-    Reminder::schedule(&rt, "r", "second".into(), 50)
+    Reminder::schedule(&rt, "r", "second".into(), 3_600_000)
         .await
         .unwrap();
     Reminder::cancel_first(&rt, "r").await.unwrap();
     let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();
     assert_eq!(alarms.len(), 1);
     assert_eq!(alarms[0].name, "second");
+    Reminder::schedule(&rt, "r", "second".into(), 50)
+        .await
+        .unwrap();
     eventually(|| async { !fired(&rt, "r").await.is_empty() }).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(|| async { rt.list_alarms::<Reminder>("r").await.unwrap().is_empty() }).await;
     assert_eq!(fired(&rt, "r").await, ["second"]);
 }
 
@@ -634,26 +639,25 @@ async fn alarms_wake_hibernated_and_shut_down_objects(store: Arc<dyn Storage>) {
             .register_with::<Reminder>(options)
             .build()
     };
-    // Hibernated: the alarm wakes it.
+    // Hibernated: the alarm wakes it. Due far enough ahead that the object hibernates first
+    // on a loaded machine; the status is awaited, not slept for.
     let rt = idle(ObjectOptions::new().with_hibernate_after(Duration::from_millis(20)));
-    Reminder::schedule(&rt, "sleepy", "first".into(), 200)
+    Reminder::schedule(&rt, "sleepy", "first".into(), 1_500)
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        rt.status::<Reminder>("sleepy").await.unwrap(),
-        durable_runtime::ObjectStatus::Hibernated
-    );
+    eventually(|| async {
+        rt.status::<Reminder>("sleepy").await.unwrap() == durable_runtime::ObjectStatus::Hibernated
+    })
+    .await;
     eventually(|| async { fired(&rt, "sleepy").await == ["first"] }).await;
     rt.shutdown().await;
 
     // Shut down: the alarm starts it again.
     let rt = idle(ObjectOptions::new().with_shutdown_after(Duration::from_millis(20)));
-    Reminder::schedule(&rt, "gone", "second".into(), 200)
+    Reminder::schedule(&rt, "gone", "second".into(), 1_500)
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(rt.live_objects::<Reminder>(), 0);
+    eventually(|| async { rt.live_objects::<Reminder>() == 0 }).await;
     eventually(|| async {
         rt.read_state::<Reminder>("gone")
             .await
