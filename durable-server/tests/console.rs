@@ -20,6 +20,7 @@ const FILES: [(&str, &str); 10] = [
     ("api.js", "text/javascript; charset=utf-8"),
     ("dom.js", "text/javascript; charset=utf-8"),
     ("pages.js", "text/javascript; charset=utf-8"),
+    ("fsm.js", "text/javascript; charset=utf-8"),
     ("overview.js", "text/javascript; charset=utf-8"),
     ("prometheus.js", "text/javascript; charset=utf-8"),
     ("chart.js", "text/javascript; charset=utf-8"),
