@@ -13,7 +13,7 @@ use reqwest::header::{
 };
 
 /// Every file of the console and its media type.
-const FILES: [(&str, &str); 10] = [
+const FILES: [(&str, &str); 11] = [
     ("", "text/html; charset=utf-8"),
     ("console.css", "text/css; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
