@@ -5,7 +5,8 @@
 import { ApiFailure, forgetToken, get, setToken, token } from './api.js';
 import { errorNotice, fill, h } from './dom.js';
 import { overview } from './overview.js';
-import { deadAlarms, fsm, object, objects, types } from './pages.js';
+import { fsmInstance, fsmInstances } from './fsm.js';
+import { deadAlarms, object, objects, types } from './pages.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -79,7 +80,8 @@ async function show() {
         await deadAlarms(main, params);
         break;
       case 'fsm':
-        fsm(main);
+        if (parts[1]) await fsmInstance(main, parts[1]);
+        else await fsmInstances(main, params);
         break;
       case 'types':
       case '':

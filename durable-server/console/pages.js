@@ -301,13 +301,3 @@ export async function deadAlarms(main, params) {
     page.next_cursor ? h('p', {}, h('a', { href: `#/dead?${new URLSearchParams({ ...(typeName ? { type: typeName } : {}), cursor: page.next_cursor })}` }, 'Next page')) : null,
   );
 }
-
-/** State machine instances: not served by the gateway yet. */
-export function fsm(main) {
-  fill(main,
-    h('h1', {}, 'State machines'),
-    h('div', { class: 'notice', role: 'status' },
-      h('p', {}, 'This gateway has no routes for state machine instances yet, so the console cannot list them. '
-        + 'Use the engine\'s own API in your application (see "Running the engine" in the guide) until the gateway serves them.')),
-  );
-}

@@ -1,6 +1,8 @@
 //! A gateway with a few objects to look at in the operators' console: accounts (one with an
-//! alarm, some only stored), a mailer whose alarm died, and optional background traffic for
-//! the overview's charts. State in an SQLite file in a temporary directory.
+//! alarm, some only stored), a mailer whose alarm died, shipments (a small state machine: one
+//! delivered, one awaiting its delivery signal, one failed), and optional background traffic
+//! for the overview's charts. Objects in an SQLite file in a temporary directory, state
+//! machine instances in memory.
 //!
 //! ```text
 //! cargo run -p durable-server --example console_demo -- --token dev-token --traffic
@@ -14,6 +16,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use durable_runtime::fsm::{
+    Engine, Instance, MemoryFsmStore, Outcome, Settled, StepContext, durable_fsm,
+};
 use durable_runtime::{AlarmSettings, RetryPolicy, Runtime, durable_object};
 use durable_server::ServerConfig;
 use durable_server::auth::hash_token;
@@ -109,6 +114,29 @@ impl Ticker {
     }
 }
 
+/// A parcel on its way: dispatched, then delivered when the carrier signals it.
+#[durable_fsm(name = "shipment", result = String)]
+pub struct Shipment {
+    parcel: String,
+    address: String,
+}
+
+#[durable_fsm]
+impl Shipment {
+    #[step(initial)]
+    fn dispatch(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+        if self.address.is_empty() {
+            return Outcome::stop("the parcel has no address");
+        }
+        Outcome::await_signal(["delivered"], Self::DELIVER)
+    }
+
+    #[step]
+    fn deliver(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+        Outcome::done(format!("{} delivered to {}", self.parcel, self.address))
+    }
+}
+
 /// How long seeding may take before the demo gives up.
 const SEED_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -164,6 +192,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .expose::<Ticker>()
         .build();
     seed(&runtime).await?;
+    let engine = Engine::builder(MemoryFsmStore::new())
+        .register::<Shipment>()
+        .queue("default", 4)
+        .poll_interval(Duration::from_millis(20), Duration::from_millis(200))
+        .build()?;
+    seed_shipments(&engine).await?;
 
     let config = ServerConfig::from_toml_str(&format!(
         r#"
@@ -173,10 +207,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
           [[principals.grants]]
           types = ["*"]
           handlers = ["*"]
-          ops = ["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write"]
+          ops = ["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write", "fsm_read", "fsm_write"]
         "#,
         hash_token(&options.token)
-    ))?;
+    ))?
+    .with_fsm(engine);
     let listener = tokio::net::TcpListener::bind(options.bind).await?;
     println!("console: http://{}/console/", listener.local_addr()?);
     if options.traffic {
@@ -219,6 +254,41 @@ async fn seed(runtime: &Runtime) -> Result<(), Box<dyn std::error::Error>> {
             return Err("the mailer's alarm did not die in time".into());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Three shipments: one delivered, one awaiting its delivery, one failed.
+async fn seed_shipments(engine: &Engine) -> Result<(), Box<dyn std::error::Error>> {
+    let shipment = |parcel: &str, address: &str| Shipment {
+        parcel: parcel.to_owned(),
+        address: address.to_owned(),
+    };
+    let delivered = engine
+        .insert(Instance::new(shipment("parcel-1", "1 Main Street")).correlation_key("parcel-1"))
+        .await?;
+    let waiting = engine
+        .insert(Instance::new(shipment("parcel-2", "2 High Street")).correlation_key("parcel-2"))
+        .await?;
+    let failed = engine.insert(shipment("parcel-3", "")).await?;
+    for id in [delivered, waiting] {
+        if !matches!(
+            engine.await_settled(id, SEED_DEADLINE).await?,
+            Settled::Awaiting(_)
+        ) {
+            return Err(format!("shipment {id} did not park on its delivery").into());
+        }
+    }
+    engine
+        .signal("parcel-1", "delivered", "signed by the porter", None)
+        .await?;
+    for id in [delivered, failed] {
+        if !matches!(
+            engine.await_ended(id, SEED_DEADLINE).await?,
+            Settled::Done { .. } | Settled::Failed { .. }
+        ) {
+            return Err(format!("shipment {id} did not end in time").into());
+        }
     }
     Ok(())
 }

@@ -33,6 +33,8 @@ use crate::config::ConfigError;
 /// | `delete` | `DELETE /objects/{type}/{id}` |
 /// | `alarms` | `POST /objects/{type}/{id}/alarms`, `DELETE /objects/{type}/{id}/alarms/{name}` |
 /// | `admin` | `GET /alarms/dead`, `POST /alarms/dead/requeue`, `/metrics` and `/openapi.json` unless public |
+/// | `fsm_read` | `GET /fsm/{id}`, `GET /fsm` (for `types` naming FSMs; a listing of every FSM needs `"*"`) |
+/// | `fsm_write` | `POST /fsm/{name}`, `POST /fsm/signal` (checked against the signalled instance's FSM) |
 ///
 /// # Examples
 ///
@@ -63,6 +65,10 @@ pub enum Op {
     KvRead,
     /// Change an object's key-value storage.
     KvWrite,
+    /// Read and list FSM instances (the grant's `types` name FSMs).
+    FsmRead,
+    /// Insert FSM instances and signal them (the grant's `types` name FSMs).
+    FsmWrite,
 }
 
 impl Op {
@@ -83,6 +89,8 @@ impl Op {
             Self::Admin => "admin",
             Self::KvRead => "kv_read",
             Self::KvWrite => "kv_write",
+            Self::FsmRead => "fsm_read",
+            Self::FsmWrite => "fsm_write",
         }
     }
 }

@@ -69,6 +69,10 @@ pub struct ServerConfig {
     /// (the page asks the API with its user's token), so they are served without a token.
     /// Default `true`.
     pub console: bool,
+    /// The FSM engine the `/v1/fsm` routes (and `durable fsm`) work with; without one those
+    /// routes answer `501 fsm_not_enabled`. Set in code ([`ServerConfig::with_fsm`]), never
+    /// from the file. Default none.
+    pub fsm: Option<durable_runtime::fsm::Engine>,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +84,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             auth: AuthConfig::default(),
             console: true,
+            fsm: None,
         }
     }
 }
@@ -182,6 +187,28 @@ fn humantime_option<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>
 }
 
 impl ServerConfig {
+    /// The same settings, with the FSM engine the `/v1/fsm` routes work with: they insert
+    /// instances of the FSMs registered with it, signal, read and list instances of its
+    /// store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::fsm::{Engine, MemoryFsmStore};
+    /// use durable_server::ServerConfig;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let engine = Engine::builder(MemoryFsmStore::new()).build().unwrap();
+    /// let config = ServerConfig::default().with_fsm(engine);
+    /// assert!(config.fsm.is_some());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_fsm(mut self, engine: durable_runtime::fsm::Engine) -> Self {
+        self.fsm = Some(engine);
+        self
+    }
+
     /// Parses a configuration from TOML text (see [`ServerConfig`] for the layout); keys left
     /// out keep their defaults, unknown keys are refused.
     ///
@@ -220,6 +247,7 @@ impl ServerConfig {
                 principals: file.principals,
             },
             console: file.console.unwrap_or(defaults.console),
+            fsm: None,
         };
         config.auth.validate()?;
         Ok(config)

@@ -59,6 +59,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("../console/pages.js"),
     },
     Asset {
+        name: "fsm.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../console/fsm.js"),
+    },
+    Asset {
         name: "overview.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("../console/overview.js"),

@@ -41,6 +41,9 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `body_too_large`, `kv_value_too_large` | 413 | no |
 /// | `kv_key_limit`, `kv_object_quota` | 422 | no |
 /// | `kv_key_not_found` | 404 | no |
+/// | `fsm_not_enabled` | 501 | no |
+/// | `unknown_fsm`, `instance_not_found` | 404 | no |
+/// | `duplicate_instance` | 409 | no |
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
 /// | `forbidden` | 403 | no |
 /// | `method_not_allowed` | 405 | no |
@@ -123,6 +126,15 @@ pub enum ErrorCode {
     KvObjectQuota,
     /// No value under that key.
     KvKeyNotFound,
+    /// The server was given no FSM engine: the `/fsm` routes are off.
+    FsmNotEnabled,
+    /// No FSM of that name is registered with the server's engine.
+    UnknownFsm,
+    /// No FSM instance with that id, or no live instance with that id or correlation key
+    /// (for a signal).
+    InstanceNotFound,
+    /// Another instance occupies the correlation key; nothing was inserted.
+    DuplicateInstance,
 }
 
 impl ErrorCode {
@@ -166,6 +178,10 @@ impl ErrorCode {
             Self::KvKeyLimit => "kv_key_limit",
             Self::KvObjectQuota => "kv_object_quota",
             Self::KvKeyNotFound => "kv_key_not_found",
+            Self::FsmNotEnabled => "fsm_not_enabled",
+            Self::UnknownFsm => "unknown_fsm",
+            Self::InstanceNotFound => "instance_not_found",
+            Self::DuplicateInstance => "duplicate_instance",
         }
     }
 
@@ -189,14 +205,20 @@ impl ErrorCode {
             | Self::UnknownAlarm
             | Self::ObjectNotFound
             | Self::KvKeyNotFound
+            | Self::UnknownFsm
+            | Self::InstanceNotFound
             | Self::NotFound => StatusCode::NOT_FOUND,
+            Self::FsmNotEnabled => StatusCode::NOT_IMPLEMENTED,
             Self::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyObjects
             | Self::ShuttingDown
             | Self::Unavailable
             | Self::OutcomeUnknown => StatusCode::SERVICE_UNAVAILABLE,
             Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            Self::Conflict | Self::CallCycle | Self::IdempotencyKeyReused => StatusCode::CONFLICT,
+            Self::Conflict
+            | Self::CallCycle
+            | Self::IdempotencyKeyReused
+            | Self::DuplicateInstance => StatusCode::CONFLICT,
             Self::HandlerPanicked
             | Self::StateDecodeFailed
             | Self::StateEncodeFailed
@@ -528,6 +550,33 @@ impl From<CallByNameError> for ApiError {
             other => {
                 tracing::error!(error = %other, "call failed");
                 Self::internal("the call failed")
+            }
+        }
+    }
+}
+
+impl From<durable_runtime::fsm::Error> for ApiError {
+    fn from(error: durable_runtime::fsm::Error) -> Self {
+        use durable_runtime::fsm::Error as FsmError;
+        match error {
+            FsmError::UnknownFsm { .. } => Self::new(ErrorCode::UnknownFsm, error.to_string()),
+            FsmError::InvalidArgs { .. } => {
+                Self::new(ErrorCode::InvalidArguments, error.to_string())
+            }
+            FsmError::Duplicate { .. } => {
+                Self::new(ErrorCode::DuplicateInstance, error.to_string())
+            }
+            FsmError::NoTarget { .. } => Self::new(ErrorCode::InstanceNotFound, error.to_string()),
+            FsmError::Unencodable { .. } => {
+                Self::new(ErrorCode::InvalidArguments, error.to_string())
+            }
+            FsmError::Storage(source) if source.kind() == StorageErrorKind::Unavailable => {
+                tracing::warn!(error = %source, "FSM storage unavailable");
+                Self::new(ErrorCode::Unavailable, "storage is unavailable")
+            }
+            other => {
+                tracing::error!(error = %other, "an FSM engine operation failed");
+                Self::internal("the FSM engine's storage failed")
             }
         }
     }

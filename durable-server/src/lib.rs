@@ -48,6 +48,8 @@
 //! | `DELETE /v1/objects/{type}/{id}/alarms/{name}` | `{"cancelled": bool}` |
 //! | `GET /v1/alarms/dead`, `POST /v1/alarms/dead/requeue` | dead alarms |
 //! | `GET /v1/types` (or `/v1/objects/definitions`) | the exposed types |
+//! | `POST /v1/fsm/{name}`, `POST /v1/fsm/signal` | FSM instances inserted and signalled (with [`ServerConfig::with_fsm`]) |
+//! | `GET /v1/fsm/{id}`, `GET /v1/fsm?name=&status=&after=&limit=` | an FSM instance, a page of them |
 //! | `GET /openapi.json`, `/metrics`, `/healthz`, `/readyz` | the server |
 //! | `GET /console/` | the operators' console (a page over the routes above) |
 #![deny(missing_docs)]

@@ -13,13 +13,14 @@ use reqwest::header::{
 };
 
 /// Every file of the console and its media type.
-const FILES: [(&str, &str); 10] = [
+const FILES: [(&str, &str); 11] = [
     ("", "text/html; charset=utf-8"),
     ("console.css", "text/css; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
     ("api.js", "text/javascript; charset=utf-8"),
     ("dom.js", "text/javascript; charset=utf-8"),
     ("pages.js", "text/javascript; charset=utf-8"),
+    ("fsm.js", "text/javascript; charset=utf-8"),
     ("overview.js", "text/javascript; charset=utf-8"),
     ("prometheus.js", "text/javascript; charset=utf-8"),
     ("chart.js", "text/javascript; charset=utf-8"),

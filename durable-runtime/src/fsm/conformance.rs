@@ -28,12 +28,14 @@
 //! ```
 
 mod concurrency;
+mod listing;
 
 pub use concurrency::{
     concurrency_key_one_at_a_time, concurrency_limit_two, concurrent_pickers_respect_limits,
     key_order_follows_priority_then_eligibility, released_slot_runs_the_next_in_line,
     saturated_keys_are_passed_over,
 };
+pub use listing::{list_filters_by_name_and_status, list_pages_by_keyset};
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -145,6 +147,8 @@ macro_rules! __fsm_conformance_cases {
             released_slot_runs_the_next_in_line
             key_order_follows_priority_then_eligibility
             concurrent_pickers_respect_limits
+            list_filters_by_name_and_status
+            list_pages_by_keyset
         }
     };
 }

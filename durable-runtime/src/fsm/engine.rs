@@ -19,8 +19,8 @@ use super::run::{self, Registry, TypedRunner};
 use super::settle::{self, Settled};
 use super::status::InstanceId;
 use super::store::{
-    Committed, Delivered, FsmStore, InstanceRecord, NewSignal, OutcomeCommit, SignalRecord, Target,
-    Transition,
+    Committed, Delivered, FsmStore, InstanceRecord, ListFilter, NewSignal, OutcomeCommit,
+    SignalRecord, Target, Transition,
 };
 use super::workers;
 use crate::clock::Clock;
@@ -569,6 +569,96 @@ impl Engine {
     /// [`Error::Storage`].
     pub async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, Error> {
         Ok(self.shared.store.inbox(id).await?)
+    }
+
+    /// The instances `filter` selects, in id order, at most
+    /// [`MAX_LIST_LIMIT`](super::store::MAX_LIST_LIMIT) of them: pass the last id as
+    /// [`ListFilter::after`] for the next page.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`].
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, Error> {
+        Ok(self.shared.store.list(filter).await?)
+    }
+
+    /// The names of the FSMs registered with this engine, sorted, without repeats.
+    pub fn registered(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .shared
+            .registry
+            .all()
+            .iter()
+            .map(|runner| runner.name().to_owned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// A new instance of the registered FSM `fsm` (its newest registered version) from its
+    /// state given as JSON, for callers that only have JSON (the HTTP gateway): the JSON is
+    /// decoded into the FSM's state type, so fields left out take their defaults and a value
+    /// of the wrong type is refused. Insert it with [`insert`](Self::insert).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownFsm`] when no FSM of that name is registered, [`Error::InvalidArgs`]
+    /// when the JSON does not decode into its state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::fsm::{durable_fsm, Engine, Error, MemoryFsmStore, Outcome, StepContext};
+    ///
+    /// #[durable_fsm(name = "greet")]
+    /// pub struct Greet {
+    ///     name: String,
+    /// }
+    ///
+    /// #[durable_fsm]
+    /// impl Greet {
+    ///     #[step(initial)]
+    ///     fn start(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+    ///         Outcome::done(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = Engine::builder(MemoryFsmStore::new()).register::<Greet>().build()?;
+    /// let instance = engine.instance_from_json("greet", serde_json::json!({"name": "Ada"}))?;
+    /// let id = engine.insert(instance.with_correlation_key(Some("greet:ada".into()))).await?;
+    /// assert_eq!(engine.get(id).await?.unwrap().state, r#"{"name":"Ada"}"#);
+    /// assert!(matches!(
+    ///     engine.instance_from_json("greet", serde_json::json!({"name": 7})),
+    ///     Err(Error::InvalidArgs { .. })
+    /// ));
+    /// assert!(matches!(
+    ///     engine.instance_from_json("nobody", serde_json::json!({})),
+    ///     Err(Error::UnknownFsm { .. })
+    /// ));
+    /// # engine.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn instance_from_json(
+        &self,
+        fsm: &str,
+        state: serde_json::Value,
+    ) -> Result<AnyInstance, Error> {
+        let runner = self
+            .shared
+            .registry
+            .newest(fsm)
+            .ok_or_else(|| Error::UnknownFsm {
+                fsm: fsm.to_owned(),
+                registered: self.registered(),
+            })?;
+        runner
+            .instance_from_json(state)
+            .map_err(|message| Error::InvalidArgs {
+                fsm: fsm.to_owned(),
+                message,
+            })
     }
 
     /// Waits, at most `timeout`, for the instance `id` to settle: ended (`Done`, `Failed`) or

@@ -146,6 +146,22 @@ pub enum Error {
         /// Why it failed.
         message: String,
     },
+    /// `instance_from_json`: no FSM of this name is registered with the engine.
+    #[error("no FSM named {fsm:?} is registered (registered: {})", registered.join(", "))]
+    UnknownFsm {
+        /// The name asked for.
+        fsm: String,
+        /// The names registered, sorted.
+        registered: Vec<String>,
+    },
+    /// `instance_from_json`: the JSON is not a state of the FSM.
+    #[error("the arguments are not a state of the FSM {fsm:?}: {message}")]
+    InvalidArgs {
+        /// The FSM.
+        fsm: String,
+        /// Why, as the JSON decoder says.
+        message: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),

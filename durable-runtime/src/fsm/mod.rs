@@ -107,7 +107,7 @@ pub use error::{BuildError, Error, StepError, StepErrorKind};
 pub use outcome::{AnyInstance, Instance, Outcome, OutcomeKind};
 pub use settle::{Settled, Snapshot};
 pub use status::{InstanceId, SignalId, Status, UnknownStatus};
-pub use store::{Delivered, InstanceRecord, MemoryFsmStore, Target};
+pub use store::{Delivered, InstanceRecord, ListFilter, MemoryFsmStore, Target};
 
 /// Declares a durable FSM: on a struct, its state and options; on an impl block, its steps.
 ///

@@ -525,6 +525,13 @@ impl AnyInstance {
         self.correlation_key.as_deref()
     }
 
+    /// Gives it the business key `key` (see [`Instance::correlation_key`]), or takes its key
+    /// away with `None`.
+    pub fn with_correlation_key(mut self, key: Option<String>) -> Self {
+        self.correlation_key = key;
+        self
+    }
+
     /// The concurrency key.
     pub fn concurrency_key(&self) -> Option<&str> {
         self.concurrency_key.as_deref()

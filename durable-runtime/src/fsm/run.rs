@@ -37,6 +37,9 @@ pub(crate) trait Runner: Send + Sync + 'static {
     /// step).
     fn step_label(&self, step: &str) -> &'static str;
     fn execute<'a>(&'a self, claimed: &'a Claimed, clock: &'a Clock) -> BoxFuture<'a, Executed>;
+    /// A new instance from its state given as JSON (fields left out take their defaults),
+    /// or why the JSON is not a state of this FSM.
+    fn instance_from_json(&self, state: serde_json::Value) -> Result<AnyInstance, String>;
 }
 
 pub(crate) struct TypedRunner<F>(std::marker::PhantomData<fn() -> F>);
@@ -71,6 +74,12 @@ impl<F: Fsm> Runner for TypedRunner<F> {
     fn execute<'a>(&'a self, claimed: &'a Claimed, clock: &'a Clock) -> BoxFuture<'a, Executed> {
         Box::pin(execute::<F>(claimed, clock))
     }
+
+    fn instance_from_json(&self, state: serde_json::Value) -> Result<AnyInstance, String> {
+        serde_json::from_value::<F>(state)
+            .map(AnyInstance::from)
+            .map_err(|error| error.to_string())
+    }
 }
 
 /// The registered FSM types, by name and version.
@@ -93,6 +102,14 @@ impl Registry {
         self.runners
             .iter()
             .find(|runner| runner.name() == fsm && runner.version() == version)
+    }
+
+    /// The newest registered version of `fsm`.
+    pub(crate) fn newest(&self, fsm: &str) -> Option<&Arc<dyn Runner>> {
+        self.runners
+            .iter()
+            .filter(|runner| runner.name() == fsm)
+            .max_by_key(|runner| runner.version())
     }
 
     pub(crate) fn all(&self) -> &[Arc<dyn Runner>] {

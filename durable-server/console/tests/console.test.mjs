@@ -292,10 +292,44 @@ describe('the console', () => {
     assert.deepEqual(found.map((v) => (v === null ? null : Number(v.toFixed(6)))), [0.001, 0.01, 0.091, null]);
   });
 
-  test('the state machines page says the gateway does not serve them', async () => {
-    await go('#/fsm');
-    await waitForText('main', 'no routes for state machine instances');
+  test('state machine instances are listed by status and one is opened', async () => {
+    await page.click('nav >> text=State machines');
+    await page.locator('#fsm-instances').waitFor();
+    const rows = await page.locator('#fsm-instances tbody tr').evaluateAll(
+      (trs) => trs.map((tr) => [...tr.cells].slice(0, 4).map((cell) => cell.textContent.trim()).join(' ')),
+    );
+    assert.deepEqual(rows, [
+      '1 shipment done deliver',
+      '2 shipment awaiting_signal deliver',
+      '3 shipment failed dispatch',
+    ]);
+    await assertNoHorizontalScroll();
     await shot('fsm');
+    await page.selectOption('#fsm-status-filter', 'failed');
+    await page.click('form[aria-label=Filter] button');
+    await waitForText('#fsm-instances caption', 'failed instances');
+    assert.deepEqual(await page.locator('#fsm-instances tbody tr td:first-child').allTextContents(), ['3']);
+    await page.click('#fsm-instances >> text=3');
+    await waitForText('#instance-error', 'the parcel has no address');
+    assert.equal(await textOf('#instance dd >> nth=0'), 'failed');
+
+    await go('#/fsm?limit=10&status=done');
+    await page.click('#fsm-instances >> text=1');
+    await page.locator('#result-json').waitFor();
+    assert.equal(await textOf('#result-json'), '"parcel-1 delivered to 1 Main Street"');
+    assert.match(await textOf('#state-json'), /"parcel": "parcel-1"/);
+    await assertNoHorizontalScroll();
+    await shot('fsm-instance');
+
+    // Opened by id; an unknown id is shown with its code.
+    await go('#/fsm?limit=10&name=shipment');
+    await page.locator('#fsm-instances').waitFor();
+    await page.fill('#open-instance', '2');
+    await page.click('form[aria-label="Open an instance"] button');
+    await waitForText('#instance', 'awaiting_signal');
+    assert.match(await textOf('#instance'), /Awaits\s*delivered/);
+    await go('#/fsm/999');
+    await waitForText('main', 'instance_not_found');
   });
 
   test('logging out forgets the token', async () => {

@@ -121,6 +121,9 @@ pub(crate) enum Operation {
     /// Read, write, delete and list an object's key-value storage.
     #[command(subcommand)]
     Kv(KvCommand),
+    /// Insert, signal, read and list FSM instances (through a gateway).
+    #[command(subcommand)]
+    Fsm(FsmCommand),
     /// List the object types with their handlers, alarms and options.
     Types,
     /// Print the gateway's OpenAPI document.
@@ -137,6 +140,62 @@ pub(crate) enum MigrationsCommand {
     Status,
     /// Roll back the last migration applied (needs --offline: no runtime may use the database).
     Rollback,
+}
+
+/// `fsm ...`: sent to a gateway that runs an FSM engine.
+#[derive(Debug, Subcommand)]
+pub(crate) enum FsmCommand {
+    /// List instances by id, optionally of one FSM and in one status.
+    List {
+        /// Only instances of this FSM.
+        #[arg(long, value_name = "FSM")]
+        name: Option<String>,
+        /// Only instances in this status: runnable, executing, awaiting_signal,
+        /// awaiting_children, done, failed.
+        #[arg(long)]
+        status: Option<String>,
+        /// Where the previous page ended (its next_after).
+        #[arg(long, value_name = "ID")]
+        after: Option<i64>,
+        /// At most this many instances (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Show an instance: status, step, state, result or error, inbox.
+    Get {
+        /// The instance id.
+        id: i64,
+    },
+    /// Send a signal to an instance, by id or by correlation key.
+    Signal {
+        /// The signal's name.
+        name: String,
+        /// The payload as JSON; `-` reads it from standard input. `null` if absent.
+        #[arg(value_name = "JSON")]
+        payload: Option<String>,
+        /// The instance, by id.
+        #[arg(long, required_unless_present = "key", conflicts_with = "key")]
+        id: Option<i64>,
+        /// The instance occupying this correlation key.
+        #[arg(long, value_name = "CORRELATION_KEY")]
+        key: Option<String>,
+        /// Deduplicates: the same key sent again adds nothing while the first is in the inbox.
+        #[arg(long, value_name = "KEY")]
+        dedup_key: Option<String>,
+    },
+    /// Insert an instance of a registered FSM.
+    Insert {
+        /// The FSM.
+        #[arg(value_name = "FSM")]
+        name: String,
+        /// Its first state as a JSON object; `-` reads it from standard input. `{}` (every
+        /// field at its default) if absent.
+        #[arg(value_name = "JSON")]
+        args: Option<String>,
+        /// Its correlation key.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

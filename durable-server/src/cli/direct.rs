@@ -76,6 +76,7 @@ impl Direct {
             Operation::Objects(command) => self.objects(command).await,
             Operation::Alarms(command) => self.alarms(command).await,
             Operation::Kv(command) => self.kv(command).await,
+            Operation::Fsm(_) => Err(fsm_needs_a_gateway()),
             // Run before a store is opened for the other commands (see `cli::execute`).
             Operation::Migrations(_) => Err(super::gateway::migrations_need_a_database()),
         }
@@ -585,4 +586,12 @@ fn unavailable(error: durable_runtime::storage::StorageError) -> Failure {
     );
     failure.error.retryable = retryable;
     failure
+}
+
+/// FSM instances are read and changed through a gateway's engine, never in the database.
+pub(crate) fn fsm_needs_a_gateway() -> Failure {
+    Failure::local(
+        "usage",
+        "fsm commands go through a gateway that runs an FSM engine: pass --gateway",
+    )
 }

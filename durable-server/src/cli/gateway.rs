@@ -3,11 +3,12 @@
 use serde_json::Value;
 
 use crate::client::{
-    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, Reloaded, Requeued, StateReplaced,
-    Stopped, TypeList,
+    AlarmList, AlarmWhen, CallReply, Cancelled, Client, Deleted, FsmListing, Reloaded, Requeued,
+    StateReplaced, Stopped, TypeList,
 };
+use crate::model::fsm::{Inserted, SendSignal};
 
-use super::args::{AlarmsCommand, KvCommand, ObjectsCommand, Operation};
+use super::args::{AlarmsCommand, FsmCommand, KvCommand, ObjectsCommand, Operation};
 use super::failure::Failure;
 use super::render::Reply;
 
@@ -20,7 +21,72 @@ pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, 
         Operation::Objects(command) => objects(client, command).await?,
         Operation::Alarms(command) => alarms(client, command).await?,
         Operation::Kv(command) => kv(client, command).await?,
+        Operation::Fsm(command) => fsm(client, command).await?,
         Operation::Migrations(_) => return Err(migrations_need_a_database()),
+    })
+}
+
+/// JSON given on the command line, or `fallback` when absent.
+fn json_argument(text: Option<&str>, what: &str, fallback: Value) -> Result<Value, Failure> {
+    match text {
+        Some(text) => serde_json::from_str(text).map_err(|error| {
+            Failure::new(
+                Some(400),
+                "invalid_arguments",
+                format!("the {what} is not JSON: {error}"),
+            )
+        }),
+        None => Ok(fallback),
+    }
+}
+
+async fn fsm(client: &Client, command: FsmCommand) -> Result<Reply, Failure> {
+    let fsm = client.fsm();
+    Ok(match command {
+        FsmCommand::List {
+            name,
+            status,
+            after,
+            limit,
+        } => Reply::FsmInstances(
+            fsm.list(&FsmListing {
+                name,
+                status,
+                after,
+                limit: Some(limit),
+            })
+            .await?,
+        ),
+        FsmCommand::Get { id } => Reply::FsmInstance(Box::new(fsm.get(id).await?)),
+        FsmCommand::Signal {
+            name,
+            payload,
+            id,
+            key,
+            dedup_key,
+        } => {
+            let payload = json_argument(payload.as_deref(), "payload", Value::Null)?;
+            Reply::FsmSignalled(
+                fsm.signal(&SendSignal {
+                    id,
+                    correlation_key: key,
+                    name,
+                    payload,
+                    dedup_key,
+                })
+                .await?,
+            )
+        }
+        FsmCommand::Insert { name, args, key } => {
+            let args = json_argument(
+                args.as_deref(),
+                "state",
+                Value::Object(serde_json::Map::new()),
+            )?;
+            Reply::FsmInserted(Inserted {
+                id: fsm.insert(&name, &args, key.as_deref()).await?,
+            })
+        }
     })
 }
 

@@ -38,6 +38,10 @@
 //! alarms cancel TYPE ID NAME
 //! alarms dead [--type TYPE] [--cursor C] [--limit N]
 //! alarms requeue TYPE ID NAME
+//! fsm list [--name FSM] [--status failed] [--after ID] [--limit N]     (gateway only)
+//! fsm get ID                                                 (gateway only)
+//! fsm signal NAME ['{"cents": 5}' | -] (--id ID | --key KEY) [--dedup-key K]  (gateway only)
+//! fsm insert FSM ['{"order_id": "42"}' | -] [--key KEY]     (gateway only)
 //! types
 //! openapi
 //! migrations status                                          (database only)
@@ -74,7 +78,9 @@ use durable_runtime::storage::Storage;
 
 use crate::client::Client;
 
-use args::{AppCli, AppCommand, GenericCli, Globals, KvCommand, ObjectsCommand, Operation};
+use args::{
+    AppCli, AppCommand, FsmCommand, GenericCli, Globals, KvCommand, ObjectsCommand, Operation,
+};
 use database::{Create, Tables};
 use direct::Direct;
 use failure::Failure;
@@ -307,6 +313,9 @@ impl App {
                 }
                 gateway::run(&client, operation).await.map(Some)
             }
+            (None, Some(_)) if matches!(operation, Operation::Fsm(_)) => {
+                Err(direct::fsm_needs_a_gateway())
+            }
             (None, Some(url)) if matches!(operation, Operation::Migrations(_)) => {
                 let Operation::Migrations(command) = operation else {
                     unreachable!("matched above");
@@ -398,6 +407,28 @@ fn read_arguments(operation: Operation) -> Result<Operation, Failure> {
                 value: text,
             }))
         }
+        Operation::Fsm(FsmCommand::Insert {
+            name,
+            args: Some(dash),
+            key,
+        }) if dash == "-" => Ok(Operation::Fsm(FsmCommand::Insert {
+            name,
+            args: Some(stdin()?),
+            key,
+        })),
+        Operation::Fsm(FsmCommand::Signal {
+            name,
+            payload: Some(dash),
+            id,
+            key,
+            dedup_key,
+        }) if dash == "-" => Ok(Operation::Fsm(FsmCommand::Signal {
+            name,
+            payload: Some(stdin()?),
+            id,
+            key,
+            dedup_key,
+        })),
         other => Ok(other),
     }
 }

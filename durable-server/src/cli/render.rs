@@ -1,6 +1,7 @@
 //! Printing a command's result: the gateway's JSON reply (`--output json`), or aligned columns
 //! for people (`--output table`).
 
+use crate::model::fsm::{FsmInstance, FsmInstanceList, Inserted, SignalSent};
 use std::io::{self, Write};
 
 use comfy_table::{Table, presets};
@@ -73,6 +74,10 @@ pub(crate) enum Reply {
     KvPage(crate::model::KvPage),
     KvWritten(crate::model::KvWritten),
     KvDeleted(crate::model::KvDeleted),
+    FsmInstance(Box<FsmInstance>),
+    FsmInstances(FsmInstanceList),
+    FsmInserted(Inserted),
+    FsmSignalled(SignalSent),
 }
 
 impl Reply {
@@ -104,6 +109,10 @@ impl Reply {
             Self::KvPage(reply) => json(out, reply),
             Self::KvWritten(reply) => json(out, reply),
             Self::KvDeleted(reply) => json(out, reply),
+            Self::FsmInstance(reply) => json(out, reply),
+            Self::FsmInstances(reply) => json(out, reply),
+            Self::FsmInserted(reply) => json(out, reply),
+            Self::FsmSignalled(reply) => json(out, reply),
         }
     }
 
@@ -253,6 +262,71 @@ impl Reply {
                     "no such key: nothing deleted"
                 }
             ),
+            Self::FsmInstance(instance) => {
+                writeln!(out, "id:       {}", instance.id)?;
+                writeln!(out, "fsm:      {} v{}", instance.fsm, instance.fsm_version)?;
+                writeln!(out, "status:   {}", instance.status)?;
+                writeln!(out, "step:     {}", instance.step)?;
+                writeln!(out, "attempt:  {}", instance.attempt)?;
+                if let Some(key) = &instance.correlation_key {
+                    writeln!(out, "key:      {key}")?;
+                }
+                writeln!(out, "updated:  {}", instance.updated_at)?;
+                writeln!(out, "state:    {}", pretty(&instance.state))?;
+                if let Some(result) = &instance.result {
+                    writeln!(out, "result:   {}", pretty(result))?;
+                }
+                if let Some(error) = &instance.error {
+                    writeln!(out, "error:    {error}")?;
+                }
+                let inbox = instance.inbox.as_deref().unwrap_or_default();
+                if !inbox.is_empty() {
+                    writeln!(out, "inbox:")?;
+                    let mut rows = new_table(["SIGNAL", "NAME", "PAYLOAD", "AT"]);
+                    for signal in inbox {
+                        rows.add_row(vec![
+                            signal.id.to_string(),
+                            signal.name.clone(),
+                            signal.payload.to_string(),
+                            signal.inserted_at.clone(),
+                        ]);
+                    }
+                    table(out, rows)?;
+                }
+                Ok(())
+            }
+            Self::FsmInstances(page) => {
+                let mut rows = new_table(["ID", "FSM", "STATUS", "STEP", "KEY", "UPDATED"]);
+                for instance in &page.instances {
+                    rows.add_row(vec![
+                        instance.id.to_string(),
+                        instance.fsm.clone(),
+                        instance.status.clone(),
+                        instance.step.clone(),
+                        instance.correlation_key.clone().unwrap_or_default(),
+                        instance.updated_at.clone(),
+                    ]);
+                }
+                table(out, rows)?;
+                match page.next_after {
+                    Some(after) => writeln!(out, "(more: --after {after})"),
+                    None => Ok(()),
+                }
+            }
+            Self::FsmInserted(reply) => writeln!(out, "inserted instance {}", reply.id),
+            Self::FsmSignalled(reply) => match reply.signal {
+                Some(signal) => writeln!(
+                    out,
+                    "signal {signal} delivered to instance {}{}",
+                    reply.target,
+                    if reply.woke { ", which woke" } else { "" }
+                ),
+                None => writeln!(
+                    out,
+                    "instance {} already holds a signal with this dedup key: nothing added",
+                    reply.target
+                ),
+            },
         }
     }
 }

@@ -20,6 +20,7 @@
 //! [`ClientError::Api`] with the gateway's error body.
 
 mod error;
+mod fsm;
 mod kv;
 mod model;
 
@@ -32,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use error::{ApiErrorBody, ClientError, ErrorReply};
+pub use fsm::{Fsm, FsmListing};
 pub use kv::Kv;
 pub use model::{
     Access, AlarmInfo, AlarmList, AlarmWhen, CallReply, Cancelled, DeadAlarm, DeadAlarmPage,

@@ -26,7 +26,7 @@ use utoipa::openapi::{Ref, Required};
 use crate::auth::PublicEndpoint;
 use crate::config::ServerConfig;
 use crate::model::AccessView;
-use crate::routes::{Catalog, alarms, kv, meta, objects, operate};
+use crate::routes::{Catalog, alarms, fsm, kv, meta, objects, operate};
 
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
@@ -57,6 +57,10 @@ const BEARER: &str = "bearer";
         kv::get,
         kv::put,
         kv::delete,
+        fsm::insert,
+        fsm::signal,
+        fsm::get,
+        fsm::list,
         meta::types,
         meta::openapi,
         meta::metrics,
@@ -69,6 +73,7 @@ const BEARER: &str = "bearer";
         (name = "alarms", description = "An object's alarms, and dead alarms"),
         (name = "storage", description = "An object's key-value storage"),
         (name = "types", description = "The exposed object types"),
+        (name = "fsm", description = "FSM instances: insert, signal, read and list"),
         (name = "server", description = "Health, readiness, metrics and this document"),
     ),
 )]

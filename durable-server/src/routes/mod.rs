@@ -3,6 +3,7 @@
 //! aliases.
 
 pub(crate) mod alarms;
+pub(crate) mod fsm;
 pub(crate) mod kv;
 pub(crate) mod meta;
 pub(crate) mod objects;
@@ -38,6 +39,8 @@ pub(crate) struct AppState(Arc<Shared>);
 pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     pub(crate) catalog: Catalog,
+    /// The FSM engine of the `/fsm` routes, if the server was given one.
+    pub(crate) fsm: Option<durable_runtime::fsm::Engine>,
     authorizer: Arc<dyn Authorizer>,
     pub(crate) public_metrics: bool,
     pub(crate) public_openapi: bool,
@@ -318,6 +321,10 @@ fn api() -> Router<AppState> {
         )
         .route("/alarms/dead", get(alarms::dead))
         .route("/alarms/dead/requeue", post(alarms::requeue))
+        .route("/fsm", get(fsm::list))
+        .route("/fsm/signal", post(fsm::signal))
+        // One segment: an FSM name to insert into, an instance id to read.
+        .route("/fsm/{segment}", get(fsm::get).post(fsm::insert))
         .route("/types", get(meta::types))
         .route("/openapi.json", get(meta::openapi))
         .method_not_allowed_fallback(meta::method_not_allowed)
@@ -336,6 +343,7 @@ pub(crate) fn build(
     let state = AppState(Arc::new(Shared {
         runtime,
         catalog,
+        fsm: config.fsm.clone(),
         authorizer,
         public_metrics: config.auth.is_public(PublicEndpoint::Metrics),
         public_openapi: config.auth.is_public(PublicEndpoint::Openapi),

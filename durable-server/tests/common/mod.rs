@@ -261,7 +261,7 @@ pub fn token(name: &str) -> String {
 /// `other-only` (everything, on the type `Other` only), `counter-get` (calls of
 /// `Counter::get` only).
 pub fn principals_config(extra: &str) -> ServerConfig {
-    let all_ops = r#"["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write"]"#;
+    let all_ops = r#"["call", "read", "list", "delete", "alarms", "admin", "kv_read", "kv_write", "fsm_read", "fsm_write"]"#;
     let text = format!(
         r#"
         {extra}

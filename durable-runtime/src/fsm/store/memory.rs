@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, NewInstance,
-    NewSignal, OutcomeCommit, SignalRecord, Swept, Target, Transition,
+    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
+    NewInstance, NewSignal, OutcomeCommit, SignalRecord, Swept, Target, Transition,
 };
 use crate::fsm::status::{InstanceId, SignalId, Status};
 use crate::storage::StorageError;
@@ -572,6 +572,20 @@ impl FsmStore for MemoryFsmStore {
 
     async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError> {
         Ok(self.lock().inbox(id.get()))
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError> {
+        let after = filter.after.map_or(0, InstanceId::get);
+        Ok(self
+            .lock()
+            .rows
+            .range(after.saturating_add(1)..)
+            .map(|(_, row)| &row.record)
+            .filter(|record| filter.fsm.as_deref().is_none_or(|fsm| record.fsm == fsm))
+            .filter(|record| filter.status.is_none_or(|status| record.status == status))
+            .take(filter.bounded_limit())
+            .cloned()
+            .collect())
     }
 
     async fn reap(&self, now: SystemTime) -> Result<Swept, StorageError> {

@@ -360,6 +360,83 @@ pub struct InstanceRecord {
     pub updated_at: SystemTime,
 }
 
+/// The most instances one [`FsmStore::list`] page holds: a larger `limit` is taken as this.
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// Which instances [`FsmStore::list`] returns: those of one FSM and one status (each
+/// optional), with an id above `after`, at most `limit` (bounded by [`MAX_LIST_LIMIT`]), in
+/// id order. The next page starts after the last id of this one (keyset paging: stable while
+/// rows are inserted or deleted, and never an offset scan).
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::fsm::{InstanceId, Status};
+/// use durable_runtime::fsm::store::{ListFilter, MAX_LIST_LIMIT};
+///
+/// let page = ListFilter::default()
+///     .fsm("order")
+///     .status(Status::Failed)
+///     .after(InstanceId::new(40))
+///     .limit(20);
+/// assert_eq!(page.bounded_limit(), 20);
+/// assert_eq!(ListFilter::default().limit(1_000_000).bounded_limit(), MAX_LIST_LIMIT);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only instances of this FSM.
+    pub fsm: Option<String>,
+    /// Only instances in this status.
+    pub status: Option<Status>,
+    /// Only instances with a greater id.
+    pub after: Option<InstanceId>,
+    /// The most instances returned (see [`ListFilter::bounded_limit`]).
+    pub limit: usize,
+}
+
+impl Default for ListFilter {
+    /// Every instance, the first 100.
+    fn default() -> Self {
+        Self {
+            fsm: None,
+            status: None,
+            after: None,
+            limit: 100,
+        }
+    }
+}
+
+impl ListFilter {
+    /// Only instances of the FSM `fsm`.
+    pub fn fsm(mut self, fsm: impl Into<String>) -> Self {
+        self.fsm = Some(fsm.into());
+        self
+    }
+
+    /// Only instances in `status`.
+    pub fn status(mut self, status: Status) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only instances after `id` (the last id of the previous page).
+    pub fn after(mut self, id: InstanceId) -> Self {
+        self.after = Some(id);
+        self
+    }
+
+    /// At most `limit` instances.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// The limit a store applies: `limit`, at most [`MAX_LIST_LIMIT`].
+    pub fn bounded_limit(&self) -> usize {
+        self.limit.min(MAX_LIST_LIMIT)
+    }
+}
+
 /// What a maintenance sweep ([`FsmStore::reap`]) did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Swept {
@@ -431,6 +508,10 @@ pub trait FsmStore: Send + Sync + 'static {
     /// The inbox of `id`, oldest first.
     async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError>;
 
+    /// The instances `filter` selects, in id order: at most
+    /// [`filter.bounded_limit()`](ListFilter::bounded_limit) of them.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError>;
+
     /// Returns executing rows whose lease ended before `now` to runnable with attempt + 1, and
     /// makes runnable (at their next step, awaited names kept) the awaits whose deadline is at
     /// or before `now`.
@@ -501,6 +582,10 @@ impl<S: FsmStore + ?Sized> FsmStore for std::sync::Arc<S> {
 
     async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError> {
         (**self).inbox(id).await
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError> {
+        (**self).list(filter).await
     }
 
     async fn reap(&self, now: SystemTime) -> Result<Swept, StorageError> {

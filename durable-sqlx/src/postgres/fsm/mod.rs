@@ -13,8 +13,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
-    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, NewInstance,
-    NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
+    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
+    NewInstance, NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -577,6 +577,21 @@ impl FsmStore for PostgresFsmStore {
             .map_err(db_err)?
             .iter()
             .map(signal_record)
+            .collect()
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError> {
+        let limit = i64::try_from(filter.bounded_limit()).unwrap_or(i64::MAX);
+        sqlx::query(self.sql.list.clone())
+            .bind(filter.fsm.as_deref())
+            .bind(filter.status.map(Status::as_str))
+            .bind(filter.after.map_or(0, InstanceId::get))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?
+            .iter()
+            .map(instance_record)
             .collect()
     }
 

@@ -69,6 +69,10 @@ pub(super) struct Sql {
     pub(super) get: SqlStr,
     pub(super) find: SqlStr,
     pub(super) inbox: SqlStr,
+    /// `$1` FSM or null, `$2` status or null, `$3` after id (0 for the first page), `$4`
+    /// limit: one page of instances in id order. Plain `WHERE`/`ORDER BY`/`LIMIT` on the
+    /// primary key, so the page costs the rows it reads.
+    pub(super) list: SqlStr,
     /// `$1` now.
     pub(super) reap_leases: SqlStr,
     /// `$1` now.
@@ -366,6 +370,14 @@ impl Sql {
             inbox: statement(format!(
                 "SELECT target_id, id, name, payload::text AS payload, dedup_key, inserted_at
                  FROM {signals} WHERE target_id = $1 ORDER BY id"
+            )),
+            list: statement(format!(
+                "SELECT {RECORD} FROM {fsm}
+                 WHERE ($1::text IS NULL OR fsm = $1)
+                   AND ($2::text IS NULL OR status::text = $2)
+                   AND id > $3
+                 ORDER BY id
+                 LIMIT $4"
             )),
             // Rows another transaction holds (an outcome being committed) are left for the
             // next sweep rather than waited for.
