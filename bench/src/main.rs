@@ -12,7 +12,7 @@
 //! of cached keys), `outside-alarms` (alarms scheduled from outside on stored objects that are
 //! not live, written directly next to through each object), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
-//! and without group commit, and its pick latency) and `fsm-claim` (on Postgres, the claim
+//! and without group commit, and its pick latency) and `fsm-claim` (on SQLite or Postgres, the claim
 //! latency of instances with a concurrency key with 10 and with 10,000 executing rows). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
@@ -161,9 +161,10 @@ fn parse_args() -> Result<Settings, String> {
             }
             "--smoke" => settings.smoke = true,
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
-            // The FSM engine's figures (memory or postgres only), outside `all`.
+            // The FSM engine's figures (memory, sqlite or postgres), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),
-            // The claim latency of concurrency keys as the executing set grows (postgres).
+            // The claim latency of concurrency keys as the executing set grows (sqlite or
+            // postgres).
             "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),

@@ -80,7 +80,7 @@ pub(crate) async fn open(settings: &Settings) -> Result<Opened, String> {
 }
 
 /// A SQLite store at `path` with the run's settings.
-async fn sqlite_store(
+pub(crate) async fn sqlite_store(
     settings: &Settings,
     path: &std::path::Path,
 ) -> Result<durable_sqlx::SqliteStore, String> {
