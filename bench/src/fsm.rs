@@ -1,6 +1,6 @@
 //! The FSM engine's scenario (`fsm`): trivial steps per second through the engine's workers,
-//! with group commit and with one transaction per outcome, and, on Postgres, the latency of
-//! the pick with a million runnable rows.
+//! with group commit and with one transaction per outcome, and, on SQLite and Postgres, the
+//! latency of the pick with a million runnable rows.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,10 +37,22 @@ impl Countdown {
     }
 }
 
-/// An FSM store opened for one run, with the Postgres schema to drop afterwards.
+/// An FSM store opened for one run, with the database it lives in.
 struct Opened {
     store: Arc<dyn FsmStore>,
-    schema: Option<(sqlx::PgPool, String)>,
+    database: Database,
+}
+
+/// Where an FSM store's rows live, to fill them in and remove them afterwards.
+enum Database {
+    Memory,
+    /// The file's pool, and its directory, removed when dropped.
+    Sqlite {
+        pool: sqlx::SqlitePool,
+        _dir: tempfile::TempDir,
+    },
+    /// The schema to drop.
+    Postgres(sqlx::PgPool, String),
 }
 
 impl Opened {
@@ -48,8 +60,20 @@ impl Opened {
         match settings.backend {
             BackendKind::Memory => Ok(Self {
                 store: Arc::new(MemoryFsmStore::new()),
-                schema: None,
+                database: Database::Memory,
             }),
+            BackendKind::Sqlite | BackendKind::SqliteNormal => {
+                let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+                let store =
+                    crate::scenarios::sqlite_store(settings, &dir.path().join("bench.db")).await?;
+                Ok(Self {
+                    store: Arc::new(store.fsm()),
+                    database: Database::Sqlite {
+                        pool: store.pool().clone(),
+                        _dir: dir,
+                    },
+                })
+            }
             BackendKind::Postgres => {
                 static NEXT: AtomicU64 = AtomicU64::new(0);
                 let url = std::env::var("DATABASE_URL")
@@ -66,19 +90,53 @@ impl Opened {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(Self {
-                    schema: Some((store.pool().clone(), schema)),
+                    database: Database::Postgres(store.pool().clone(), schema),
                     store: Arc::new(store.fsm()),
                 })
             }
-            other => Err(format!(
-                "the fsm scenario runs on memory or postgres, not {}",
-                other.name()
-            )),
+        }
+    }
+
+    /// Inserts `rows` runnable countdowns, eligible over the last `rows` milliseconds, in
+    /// four priorities, with one statement, and refreshes the planner's statistics.
+    async fn fill(&self, rows: u64) -> Result<(), String> {
+        match &self.database {
+            Database::Memory => Err("the pick figure needs SQLite or Postgres".to_owned()),
+            Database::Sqlite { pool, .. } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_err(|e| e.to_string())?
+                    .as_micros();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+                     INSERT INTO durable_fsm (fsm, step, queue, priority, eligible_at,
+                                              inserted_at, updated_at)
+                     SELECT 'bench.countdown', 'tick', 'default', i % 4, {now} - i * 1000,
+                            {now}, {now}
+                     FROM n;
+                     ANALYZE;"
+                )))
+                .execute(pool)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+            }
+            Database::Postgres(pool, schema) => sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {schema}.durable_fsm (fsm, step, queue, priority, eligible_at)
+                 SELECT 'bench.countdown', 'tick', 'default', (i % 4)::int2,
+                        now() - (i || ' milliseconds')::interval
+                 FROM generate_series(1, {rows}) AS i;
+                 ANALYZE {schema}.durable_fsm;"
+            )))
+            .execute(pool)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string()),
         }
     }
 
     async fn close(self) {
-        if let Some((pool, schema)) = self.schema {
+        if let Database::Postgres(pool, schema) = self.database {
             let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE"
             )))
@@ -104,7 +162,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
         figure.peak_rss_mib = peak_rss_mib();
         figures.push(figure);
     }
-    if settings.backend == BackendKind::Postgres {
+    if settings.backend != BackendKind::Memory {
         figures.push(pick(settings).await?);
     }
     Ok(figures)
@@ -160,19 +218,7 @@ async fn pick(settings: &Settings) -> Result<Figure, String> {
     let mut median_latency = MedianLatency::default();
     for _ in 0..settings.runs {
         let opened = Opened::open(settings).await?;
-        let Some((pool, schema)) = &opened.schema else {
-            return Err("the pick figure needs Postgres".to_owned());
-        };
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {schema}.durable_fsm (fsm, step, queue, priority, eligible_at)
-             SELECT 'bench.countdown', 'tick', 'default', (i % 4)::int2,
-                    now() - (i || ' milliseconds')::interval
-             FROM generate_series(1, {rows}) AS i;
-             ANALYZE {schema}.durable_fsm;"
-        )))
-        .execute(pool)
-        .await
-        .map_err(|e| e.to_string())?;
+        opened.fill(rows).await?;
         let mut latencies = histogram();
         let started = Instant::now();
         for _ in 0..picks {

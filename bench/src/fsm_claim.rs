@@ -1,4 +1,4 @@
-//! The claim latency of FSM instances with a concurrency key (`fsm-claim`, Postgres), as the
+//! The claim latency of FSM instances with a concurrency key (`fsm-claim`, SQLite or Postgres), as the
 //! executing set grows: the same pick (one row whose key is free, behind rows of saturated
 //! keys) with 10 and with 10,000 executing rows holding keys. The claim takes its slot through
 //! the unique index over executing rows' key slots, so its latency should not grow with them.
@@ -20,11 +20,8 @@ const EXECUTING: [u64; 2] = [10, 10_000];
 const WAITING_ON_HELD_KEYS: u64 = 10;
 
 pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
-    if settings.backend != BackendKind::Postgres {
-        return Err(format!(
-            "the fsm-claim scenario runs on postgres, not {}",
-            settings.backend.name()
-        ));
+    if settings.backend == BackendKind::Memory {
+        return Err("the fsm-claim scenario runs on sqlite or postgres, not memory".to_owned());
     }
     let claims: u64 = if settings.smoke { 50 } else { 2_000 };
     let mut figures: Vec<Figure> = Vec::new();
@@ -45,7 +42,7 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
         // Sizes alternate run by run, so that a slower stretch of the disk hits both.
         for _ in 0..settings.runs {
             for (executing, (figure, latency)) in EXECUTING.iter().zip(&mut sized) {
-                let (rate, latencies) = measure(*executing, claims, flush).await?;
+                let (rate, latencies) = measure(settings, *executing, claims, flush).await?;
                 latency.offer(figure, rate, latencies);
             }
         }
@@ -68,8 +65,39 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
     Ok(figures)
 }
 
-/// A Postgres FSM store in a schema of its own, its commits flushed or not.
-async fn open(flush: bool) -> Result<(Arc<dyn FsmStore>, sqlx::PgPool, String), String> {
+/// Where a run's rows live.
+enum Database {
+    /// The file's pool, and its directory, removed when dropped.
+    Sqlite {
+        pool: sqlx::SqlitePool,
+        _dir: tempfile::TempDir,
+    },
+    /// The schema to drop.
+    Postgres(sqlx::PgPool, String),
+}
+
+/// An FSM store of the run's backend, on a database of its own, its commits flushed or not
+/// (SQLite's `synchronous` FULL or NORMAL; Postgres' `synchronous_commit`).
+async fn open(settings: &Settings, flush: bool) -> Result<(Arc<dyn FsmStore>, Database), String> {
+    if settings.backend != BackendKind::Postgres {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let store = durable_sqlx::SqliteStore::builder(dir.path().join("bench.db"))
+            .synchronous(if flush {
+                durable_sqlx::Synchronous::Full
+            } else {
+                durable_sqlx::Synchronous::Normal
+            })
+            .open()
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok((
+            Arc::new(store.fsm()),
+            Database::Sqlite {
+                pool: store.pool().clone(),
+                _dir: dir,
+            },
+        ));
+    }
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let url = std::env::var("DATABASE_URL")
         .map_err(|_| "the postgres backend needs DATABASE_URL".to_owned())?;
@@ -92,7 +120,75 @@ async fn open(flush: bool) -> Result<(Arc<dyn FsmStore>, sqlx::PgPool, String), 
         .connect()
         .await
         .map_err(|e| e.to_string())?;
-    Ok((Arc::new(store.fsm()), pool, schema))
+    Ok((Arc::new(store.fsm()), Database::Postgres(pool, schema)))
+}
+
+/// Inserts `executing` rows executing under keys of their own, a few runnable rows of those
+/// keys, then `claims` runnable rows with free keys behind them.
+async fn fill(database: &Database, executing: u64, claims: u64) -> Result<(), String> {
+    match database {
+        Database::Sqlite { pool, .. } => {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_err(|e| e.to_string())?
+                .as_micros();
+            let series = |count: u64| {
+                format!(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {count})"
+                )
+            };
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "{held}
+                 INSERT INTO durable_fsm
+                     (fsm, step, queue, status, concurrency_key, concurrency_slot, locked_by,
+                      lease_expires_at, eligible_at, inserted_at, updated_at)
+                 SELECT 'bench.claim', 'tick', 'claim', 'executing', 'held:' || i, 0, 'bench',
+                        {now} + 3600000000, {now}, {now}, {now}
+                 FROM n;
+                 {waiting}
+                 INSERT INTO durable_fsm
+                     (fsm, step, queue, concurrency_key, eligible_at, inserted_at, updated_at)
+                 SELECT 'bench.claim', 'tick', 'claim', 'held:' || i,
+                        {now} - 3600000000 + i * 1000, {now}, {now}
+                 FROM n;
+                 {free}
+                 INSERT INTO durable_fsm
+                     (fsm, step, queue, concurrency_key, eligible_at, inserted_at, updated_at)
+                 SELECT 'bench.claim', 'tick', 'claim', 'free:' || i,
+                        {now} - 1800000000 + i * 1000, {now}, {now}
+                 FROM n;
+                 ANALYZE;",
+                held = series(executing),
+                waiting = series(WAITING_ON_HELD_KEYS),
+                free = series(claims),
+            )))
+            .execute(pool)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+        }
+        Database::Postgres(pool, schema) => sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {schema}.durable_fsm
+                 (fsm, step, queue, status, concurrency_key, concurrency_slot, locked_by,
+                  lease_expires_at)
+             SELECT 'bench.claim', 'tick', 'claim', 'executing', 'held:' || i, 0, 'bench',
+                    now() + interval '1 hour'
+             FROM generate_series(1, {executing}) AS i;
+             INSERT INTO {schema}.durable_fsm (fsm, step, queue, concurrency_key, eligible_at)
+             SELECT 'bench.claim', 'tick', 'claim', 'held:' || i,
+                    now() - interval '1 hour' + (i || ' milliseconds')::interval
+             FROM generate_series(1, {WAITING_ON_HELD_KEYS}) AS i;
+             INSERT INTO {schema}.durable_fsm (fsm, step, queue, concurrency_key, eligible_at)
+             SELECT 'bench.claim', 'tick', 'claim', 'free:' || i,
+                    now() - interval '30 minutes' + (i || ' milliseconds')::interval
+             FROM generate_series(1, {claims}) AS i;
+             ANALYZE {schema}.durable_fsm;"
+        )))
+        .execute(pool)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string()),
+    }
 }
 
 /// One run: `executing` rows executing under keys of their own, `claims` runnable rows with
@@ -100,31 +196,13 @@ async fn open(flush: bool) -> Result<(Arc<dyn FsmStore>, sqlx::PgPool, String), 
 /// claimed instance (untimed) so the executing set stays the same size. Returns claims per
 /// second and the latency histogram.
 async fn measure(
+    settings: &Settings,
     executing: u64,
     claims: u64,
     flush: bool,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
-    let (store, pool, schema) = open(flush).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {schema}.durable_fsm
-             (fsm, step, queue, status, concurrency_key, concurrency_slot, locked_by,
-              lease_expires_at)
-         SELECT 'bench.claim', 'tick', 'claim', 'executing', 'held:' || i, 0, 'bench',
-                now() + interval '1 hour'
-         FROM generate_series(1, {executing}) AS i;
-         INSERT INTO {schema}.durable_fsm (fsm, step, queue, concurrency_key, eligible_at)
-         SELECT 'bench.claim', 'tick', 'claim', 'held:' || i,
-                now() - interval '1 hour' + (i || ' milliseconds')::interval
-         FROM generate_series(1, {WAITING_ON_HELD_KEYS}) AS i;
-         INSERT INTO {schema}.durable_fsm (fsm, step, queue, concurrency_key, eligible_at)
-         SELECT 'bench.claim', 'tick', 'claim', 'free:' || i,
-                now() - interval '30 minutes' + (i || ' milliseconds')::interval
-         FROM generate_series(1, {claims}) AS i;
-         ANALYZE {schema}.durable_fsm;"
-    )))
-    .execute(&pool)
-    .await
-    .map_err(|e| e.to_string())?;
+    let (store, database) = open(settings, flush).await?;
+    fill(&database, executing, claims).await?;
     let mut latencies = histogram();
     let mut claiming = Duration::ZERO;
     for _ in 0..claims {
@@ -160,10 +238,12 @@ async fn measure(
             return Err(format!("ending a claimed instance: {committed:?}"));
         }
     }
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE"
-    )))
-    .execute(&pool)
-    .await;
+    if let Database::Postgres(pool, schema) = database {
+        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE"
+        )))
+        .execute(&pool)
+        .await;
+    }
     Ok((claims as f64 / claiming.as_secs_f64(), latencies))
 }

@@ -12,7 +12,7 @@
 //! of cached keys), `outside-alarms` (alarms scheduled from outside on stored objects that are
 //! not live, written directly next to through each object), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
-//! and without group commit, and its pick latency) and `fsm-claim` (on Postgres, the claim
+//! and without group commit, and its pick latency) and `fsm-claim` (on SQLite or Postgres, the claim
 //! latency of instances with a concurrency key with 10 and with 10,000 executing rows), and
 //! `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
 //! 1,000,000 stored for later: fired/s, lateness, CPU per firing). On SQLite, `spread` also runs its
@@ -186,11 +186,11 @@ fn parse_args() -> Result<Settings, String> {
             "scale" => settings.scenarios.push("scale".to_owned()),
             flag if settings.scale.parse(flag, &mut args)? => {}
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
-            // The FSM engine's figures (memory or postgres only), outside `all`.
+            // The FSM engine's figures (memory, sqlite or postgres), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),
             // Alarms due within a second next to many stored for later, outside `all`.
             "alarms-scale" => settings.scenarios.push("alarms-scale".to_owned()),
-            // The claim latency of concurrency keys as the executing set grows (postgres).
+            // The claim latency of concurrency keys as the executing set grows (sqlite or postgres).
             "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),

@@ -85,6 +85,9 @@ pub mod fsm_concurrency {}
 #[doc = include_str!("../../book/src/fsm/operations.md")]
 pub mod fsm_operations {}
 
+#[doc = include_str!("../../book/src/fsm/sqlite.md")]
+pub mod fsm_sqlite {}
+
 #[doc = include_str!("../../book/src/fsm/coming-from-gen-durable.md")]
 pub mod fsm_coming_from_gen_durable {}
 

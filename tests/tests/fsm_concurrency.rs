@@ -133,6 +133,8 @@ async fn limit_two_runs_at_most_two(backend: FsmBackend) {
 fn backend_name(backend: &FsmBackend) -> &'static str {
     if backend.guard.is_some() {
         "postgres"
+    } else if backend.sqlite.is_some() {
+        "sqlite"
     } else {
         "memory"
     }

@@ -67,8 +67,9 @@ fn seed() -> u64 {
 }
 
 async fn signals_racing_parks_are_never_lost(backend: FsmBackend) {
-    // The memory store applies every operation under one lock, so its interleavings are few
-    // and its scans linear: a share of the count exercises it.
+    // The memory store applies every operation under one lock and SQLite's under its one
+    // writer, so their interleavings are few (and the memory store's scans linear): a share of
+    // the count exercises them.
     let count = if backend.guard.is_none() {
         instances().min(2_000)
     } else {

@@ -3,7 +3,8 @@
 //! This file holds the store itself: its constructors, its pool, and its [`Storage`]
 //! implementation. The rest is one concern per file: the settings it is opened with
 //! ([`builder`]), its schema migrations ([`migrate`]), the statements it runs ([`sql`]), how a
-//! batch is committed ([`batch`]) and the one connection it writes through ([`writer`]).
+//! batch is committed ([`batch`]) and the one connection it writes through ([`writer`]); the
+//! FSM engine's store in the same database is [`fsm`] (feature `fsm`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ use crate::schema::{
 mod batch;
 mod builder;
 mod checkpoint;
+#[cfg(feature = "fsm")]
+pub(crate) mod fsm;
 mod migrate;
 mod sql;
 mod writer;

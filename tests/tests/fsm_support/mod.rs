@@ -1,5 +1,5 @@
-//! What the FSM engine tests share: an FSM store per backend (memory, and Postgres in a schema
-//! of its own), and a macro declaring each test once per backend.
+//! What the FSM engine tests share: an FSM store per backend (memory, SQLite on a file of its
+//! own, and Postgres in a schema of its own), and a macro declaring each test once per backend.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -7,22 +7,34 @@ use std::sync::Arc;
 
 use durable_runtime::fsm::store::FsmStore;
 use durable_runtime::fsm::{Engine, EngineBuilder, MemoryFsmStore};
-use durable_sqlx::PostgresStore;
+use durable_sqlx::{PostgresStore, SqliteStore};
 use durable_tests::SchemaGuard;
+use tempfile::TempDir;
 
-/// An FSM store under test, with what must live as long as it (a Postgres schema, dropped
-/// with the backend).
+/// An FSM store under test, with what must live as long as it (a Postgres schema or an SQLite
+/// file's directory, removed with the backend).
 pub struct FsmBackend {
     /// The store.
     pub store: Arc<dyn FsmStore>,
     /// The Postgres schema, if any.
     pub guard: Option<SchemaGuard>,
+    /// The SQLite file's directory, if any.
+    pub sqlite: Option<TempDir>,
 }
 
 impl FsmBackend {
     /// Another handle on the same data, as a second process would open it (its own pool on
-    /// Postgres; the same store in memory).
+    /// Postgres, its own pool and writing connection on the SQLite file; the same store in
+    /// memory).
     pub async fn open_again(&self) -> Arc<dyn FsmStore> {
+        if let Some(dir) = &self.sqlite {
+            return Arc::new(
+                SqliteStore::open(sqlite_file(dir))
+                    .await
+                    .expect("open SQLite again")
+                    .fsm(),
+            );
+        }
         match &self.guard {
             None => Arc::clone(&self.store),
             Some(guard) => Arc::new(
@@ -51,6 +63,24 @@ pub async fn memory() -> FsmBackend {
     FsmBackend {
         store: Arc::new(MemoryFsmStore::new()),
         guard: None,
+        sqlite: None,
+    }
+}
+
+fn sqlite_file(dir: &TempDir) -> std::path::PathBuf {
+    dir.path().join("durable.db")
+}
+
+/// A fresh SQLite database file.
+pub async fn sqlite() -> FsmBackend {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = SqliteStore::open(sqlite_file(&dir))
+        .await
+        .expect("open SQLite");
+    FsmBackend {
+        store: Arc::new(store.fsm()),
+        guard: None,
+        sqlite: Some(dir),
     }
 }
 
@@ -75,11 +105,12 @@ pub async fn postgres() -> Option<FsmBackend> {
     Some(FsmBackend {
         store: Arc::new(store.fsm()),
         guard: Some(guard),
+        sqlite: None,
     })
 }
 
 /// Declares, for each listed `async fn(FsmBackend)`, one test per backend, in modules
-/// `memory` and `postgres`.
+/// `memory`, `sqlite` and `postgres`.
 #[macro_export]
 macro_rules! fsm_backend_tests {
     ($($case:ident),+ $(,)?) => {
@@ -88,6 +119,14 @@ macro_rules! fsm_backend_tests {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     super::$case($crate::fsm_support::memory().await).await;
+                }
+            )+
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case($crate::fsm_support::sqlite().await).await;
                 }
             )+
         }

@@ -19,7 +19,7 @@ use durable_runtime::fsm::store::{
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
 use sqlx::postgres::{PgPool, PgRow};
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 
 use super::time::PgTime;
 use super::{PostgresStore, db_err};
@@ -34,7 +34,8 @@ use sql::{Sql, Tables};
 /// plus a per-claim `lease_token` and an `await_deadline`).
 ///
 /// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows;
-/// rows with a concurrency key take their slot in two more statements of its transaction),
+/// rows with a concurrency key take their slot in two more statements, in a transaction opened
+/// only when the pick found such rows),
 /// steps run outside any transaction, and each batch of outcomes is one transaction in which
 /// every outcome is guarded by its claim token. Cloning is cheap.
 ///
@@ -165,7 +166,7 @@ impl PostgresFsmStore {
 type Inputs<T> = HashMap<i64, Vec<T>>;
 
 /// Claims the keyed `candidates` the pick statement returned (their `keys` distinct), each
-/// into a free slot of its key, on the pick's transaction: first the claim locks of their keys
+/// into a free slot of its key, in a transaction opened for them alone: first the claim locks of their keys
 /// (a key another picker is claiming is skipped), then, in a statement that sees every claim
 /// of those keys committed before the locks, the slots.
 async fn claim_keyed(
@@ -429,8 +430,10 @@ impl FsmStore for PostgresFsmStore {
             lease_until: PgTime::new(lease_until)?,
             now: PgTime::new(now)?,
         };
-        // One transaction, so that a pick with keyed rows waits for one commit, not two.
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        // The pick statement commits on its own: a pick without keyed candidates (the common
+        // case) is one round trip, with no transaction around it. Keyed candidates are claimed
+        // in a transaction of their own, which checks again that each is still runnable.
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
         let rows = sqlx::query(self.sql.pick.clone())
             .bind(queue)
             .bind(claim.eligible_by)
@@ -438,7 +441,7 @@ impl FsmStore for PostgresFsmStore {
             .bind(worker)
             .bind(claim.lease_until)
             .bind(claim.now)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut *conn)
             .await
             .map_err(db_err)?;
         let mut picked = Picked::default();
@@ -456,11 +459,13 @@ impl FsmStore for PostgresFsmStore {
             }
         }
         if !deferred.is_empty() {
+            let mut tx = Connection::begin(&mut *conn).await.map_err(db_err)?;
             for row in &claim_keyed(&self.sql, &mut tx, &deferred, &keys, &claim).await? {
                 picked.add(row)?;
             }
+            tx.commit().await.map_err(db_err)?;
         }
-        tx.commit().await.map_err(db_err)?;
+        drop(conn);
         let Picked {
             mut claimed,
             order,

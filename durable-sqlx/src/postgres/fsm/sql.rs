@@ -213,9 +213,9 @@ impl Sql {
                  RETURNING id, parent_id"
             )),
             // Rows of a saturated key are passed over by the filter; rows with a key are
-            // only candidates here: their slot is taken by the next statements of the pick's
-            // transaction (`lock_keys`, then `claim_keyed`), so that it is chosen from what
-            // every claim of the key before it committed.
+            // only candidates here: their slot is taken by the statements of a transaction
+            // opened for them (`lock_keys`, then `claim_keyed`), so that it is chosen from
+            // what every claim of the key before it committed.
             pick: statement(format!(
                 "WITH picked AS (
                      SELECT f.id, f.concurrency_key FROM {fsm} f
