@@ -22,8 +22,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
-    Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, NewInstance, NewSignal,
-    OutcomeCommit, SignalRecord, Swept, Target,
+    Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter, NewInstance,
+    NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -331,6 +331,21 @@ impl FsmStore for SqliteFsmStore {
             .map_err(db_err)?
             .iter()
             .map(signal_record)
+            .collect()
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError> {
+        let limit = i64::try_from(filter.bounded_limit()).unwrap_or(i64::MAX);
+        sqlx::query(self.sql.list.clone())
+            .bind(filter.fsm.as_deref())
+            .bind(filter.status.map(Status::as_str))
+            .bind(filter.after.map_or(0, InstanceId::get))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?
+            .iter()
+            .map(instance_record)
             .collect()
     }
 

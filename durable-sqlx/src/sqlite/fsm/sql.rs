@@ -60,6 +60,9 @@ pub(super) struct Sql {
     pub(super) get: SqlStr,
     pub(super) find: SqlStr,
     pub(super) inbox: SqlStr,
+    /// `?1` FSM or null, `?2` status or null, `?3` after id (0 for the first page), `?4`
+    /// limit: one page of instances in id order, read along the primary key.
+    pub(super) list: SqlStr,
     /// `?1` now.
     pub(super) reap_leases: SqlStr,
     /// `?1` now.
@@ -255,6 +258,14 @@ impl Sql {
             inbox: statement(format!(
                 "SELECT target_id, id, name, payload, dedup_key, inserted_at FROM {signals}
                  WHERE target_id = ?1 ORDER BY id"
+            )),
+            list: statement(format!(
+                "SELECT {RECORD} FROM {fsm}
+                 WHERE (?1 IS NULL OR fsm = ?1)
+                   AND (?2 IS NULL OR status = ?2)
+                   AND id > ?3
+                 ORDER BY id
+                 LIMIT ?4"
             )),
             reap_leases: statement(format!(
                 "UPDATE {fsm}
