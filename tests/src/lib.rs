@@ -298,4 +298,3 @@ macro_rules! backend_tests {
 
 #[cfg(doctest)]
 mod book;
-pub mod tally;

@@ -4,6 +4,10 @@
 //! acknowledged either ran once (and replays) or not at all (and runs now, once); no call ever
 //! ran twice.
 
+#[path = "../shared/tally.rs"]
+mod tally;
+use tally::Tally;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -13,7 +17,6 @@ use std::time::Duration;
 
 use durable_runtime::Runtime;
 use durable_runtime::storage::{ObjectKey, Storage};
-use durable_tests::tally::Tally;
 
 /// What the child printed: the keys it started (with their amounts) and the replies it got.
 #[derive(Default)]

@@ -3,11 +3,14 @@
 //! with idempotency keys of its own (`r{round}c{caller}s{seq}`), and prints `start {key}
 //! {amount}` before each call and `ack {key} {amount} {reply}` once it is acknowledged.
 
+#[path = "../../shared/tally.rs"]
+mod tally;
+use tally::Tally;
+
 use std::io::Write;
 
 use durable_runtime::Runtime;
 use durable_sqlx::SqliteStore;
-use durable_tests::tally::Tally;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

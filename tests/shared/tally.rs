@@ -1,5 +1,7 @@
 //! `Tally`, the object of the idempotency kill loop, shared by its child process
-//! (`idem_child`) and the test that replays the child's calls (`idem_kill_loop`).
+//! (`idem_child`) and the test that replays the child's calls (`idem_kill_loop`). It is kept
+//! out of the `durable_tests` library so that the compile-fail tests, which link that library,
+//! see no durable object in it.
 
 use durable_runtime::{Context, durable_object};
 
