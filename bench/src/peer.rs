@@ -63,13 +63,7 @@ pub(crate) async fn drive(
             Ok::<_, String>((done, histogram))
         });
     }
-    let mut total = 0;
-    let mut histogram = crate::report::histogram();
-    while let Some(result) = tasks.join_next().await {
-        let (done, h) = result.map_err(|e| e.to_string())??;
-        total += done;
-        histogram.add(h).map_err(|e| e.to_string())?;
-    }
+    let (total, histogram) = crate::report::gather(&mut tasks).await?;
     Ok((total as f64 / started.elapsed().as_secs_f64(), histogram))
 }
 

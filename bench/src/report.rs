@@ -189,3 +189,21 @@ pub(crate) fn peak_rss_mib() -> f64 {
 pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
+
+/// Waits for every caller task and adds up their counts and latency histograms; the first
+/// failure (a task's error or panic) is the result.
+pub(crate) async fn gather<N>(
+    tasks: &mut tokio::task::JoinSet<Result<(N, Histogram<u64>), String>>,
+) -> Result<(N, Histogram<u64>), String>
+where
+    N: std::ops::AddAssign + Default + 'static,
+{
+    let mut total = N::default();
+    let mut histogram = histogram();
+    while let Some(result) = tasks.join_next().await {
+        let (done, h) = result.map_err(|e| e.to_string())??;
+        total += done;
+        histogram.add(h).map_err(|e| e.to_string())?;
+    }
+    Ok((total, histogram))
+}
