@@ -70,7 +70,7 @@ pub struct ServerConfig {
     /// Default `true`.
     pub console: bool,
     /// The FSM engine the `/v1/fsm` routes (and `durable fsm`) work with; without one those
-    /// routes answer `501 fsm_not_enabled`. Set in code ([`ServerConfig::with_fsm`]), never
+    /// routes answer `404 fsm_not_enabled`. Set in code ([`ServerConfig::with_fsm`]), never
     /// from the file. Default none.
     pub fsm: Option<durable_runtime::fsm::Engine>,
 }

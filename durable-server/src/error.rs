@@ -41,7 +41,7 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `body_too_large`, `kv_value_too_large` | 413 | no |
 /// | `kv_key_limit`, `kv_object_quota` | 422 | no |
 /// | `kv_key_not_found` | 404 | no |
-/// | `fsm_not_enabled` | 501 | no |
+/// | `fsm_not_enabled` | 404 | no |
 /// | `unknown_fsm`, `instance_not_found` | 404 | no |
 /// | `duplicate_instance` | 409 | no |
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
@@ -208,7 +208,7 @@ impl ErrorCode {
             | Self::UnknownFsm
             | Self::InstanceNotFound
             | Self::NotFound => StatusCode::NOT_FOUND,
-            Self::FsmNotEnabled => StatusCode::NOT_IMPLEMENTED,
+            Self::FsmNotEnabled => StatusCode::NOT_FOUND,
             Self::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyObjects
             | Self::ShuttingDown

@@ -277,7 +277,7 @@ async fn fsm_routes_on_postgres() {
         .unwrap();
 }
 
-/// Without an engine every FSM route answers `501 fsm_not_enabled`.
+/// Without an engine every FSM route answers `404 fsm_not_enabled`.
 #[tokio::test]
 async fn fsm_routes_without_an_engine() {
     let server = TestServer::start(runtime(), open_config()).await;
@@ -293,7 +293,7 @@ async fn fsm_routes_without_an_engine() {
         let (status, body) = server.send(request).await;
         assert_eq!(
             (status, code(&body)),
-            (501, "fsm_not_enabled"),
+            (404, "fsm_not_enabled"),
             "{method} {path}"
         );
     }

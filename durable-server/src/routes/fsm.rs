@@ -1,7 +1,7 @@
 //! FSM instances: insert an instance of a registered FSM from JSON, signal one, read one,
 //! list them. These routes work with the engine the server was given
 //! ([`ServerConfig::with_fsm`](crate::ServerConfig::with_fsm)); without one they answer
-//! `501 fsm_not_enabled`.
+//! `404 fsm_not_enabled`.
 //!
 //! Authorization uses the grant's `types` as FSM names: `fsm_write` for insert and signal
 //! (checked against the FSM of the instance a signal resolves to), `fsm_read` for reads and
@@ -22,7 +22,7 @@ use crate::model::fsm::{
     FsmInstance, FsmInstanceList, InboxSignal, InsertInstance, Inserted, SendSignal, SignalSent,
 };
 
-/// The engine, or `501 fsm_not_enabled`.
+/// The engine, or `404 fsm_not_enabled`.
 fn engine(state: &AppState) -> Result<&Engine, ApiError> {
     state.fsm.as_ref().ok_or_else(|| {
         ApiError::new(
@@ -56,9 +56,8 @@ async fn instance(engine: &Engine, id: InstanceId) -> Result<InstanceRecord, Api
     responses(
         (status = 200, description = "The new instance's id", body = Inserted),
         (status = 400, description = "`invalid_arguments`: `args` is not a state of the FSM", body = ErrorEnvelope),
-        (status = 404, description = "`unknown_fsm`: no FSM of that name is registered", body = ErrorEnvelope),
+        (status = 404, description = "`unknown_fsm`: no FSM of that name is registered; `fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
         (status = 409, description = "`duplicate_instance`: the correlation key is occupied; nothing was inserted", body = ErrorEnvelope),
-        (status = 501, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
         BodyTooLarge,
     ),
 )]
@@ -105,8 +104,7 @@ pub(crate) async fn insert(
     responses(
         (status = 200, description = "Where the signal went", body = SignalSent),
         (status = 400, description = "`invalid_request`: not exactly one of `id` and `correlation_key`", body = ErrorEnvelope),
-        (status = 404, description = "`instance_not_found`: no live instance is addressed", body = ErrorEnvelope),
-        (status = 501, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
+        (status = 404, description = "`instance_not_found`: no live instance is addressed; `fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
         BodyTooLarge,
     ),
 )]
@@ -167,8 +165,7 @@ pub(crate) async fn signal(
     params(("id" = i64, Path, description = "The instance id")),
     responses(
         (status = 200, description = "The instance", body = FsmInstance),
-        (status = 404, description = "`instance_not_found`", body = ErrorEnvelope),
-        (status = 501, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
+        (status = 404, description = "`instance_not_found`; `fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
     ),
 )]
 pub(crate) async fn get(
@@ -216,7 +213,7 @@ pub(crate) struct ListQuery {
     responses(
         (status = 200, description = "A page of instances", body = FsmInstanceList),
         (status = 400, description = "`invalid_request`: an unknown status or a limit out of range", body = ErrorEnvelope),
-        (status = 501, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
+        (status = 404, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
     ),
 )]
 pub(crate) async fn list(
