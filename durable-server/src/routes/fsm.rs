@@ -165,6 +165,7 @@ pub(crate) async fn signal(
     params(("id" = i64, Path, description = "The instance id")),
     responses(
         (status = 200, description = "The instance", body = FsmInstance),
+        (status = 400, description = "`invalid_request`: the id is not a 64-bit integer", body = ErrorEnvelope),
         (status = 404, description = "`instance_not_found`; `fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
     ),
 )]
