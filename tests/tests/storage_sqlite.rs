@@ -483,23 +483,23 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         pragma(default.pool(), "page_size").await,
         SqliteStoreBuilder::DEFAULT_PAGE_SIZE.to_string()
     );
-    assert_eq!(SqliteStoreBuilder::DEFAULT_PAGE_SIZE, 4096);
+    assert_eq!(SqliteStoreBuilder::DEFAULT_PAGE_SIZE, 1024);
 
-    let path = dir.path().join("small.db");
+    let path = dir.path().join("large.db");
     let key = ObjectKey::new("Counter", "a");
     {
-        let small = SqliteStore::builder(&path)
-            .page_size(1024)
+        let large = SqliteStore::builder(&path)
+            .page_size(4096)
             .open()
             .await
             .unwrap();
-        assert_eq!(pragma(small.pool(), "page_size").await, "1024");
-        small.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
-        small.close().await;
+        assert_eq!(pragma(large.pool(), "page_size").await, "4096");
+        large.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
+        large.close().await;
     }
     // Reopened with the default: the file keeps its pages, and its data.
     let reopened = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(pragma(reopened.pool(), "page_size").await, "1024");
+    assert_eq!(pragma(reopened.pool(), "page_size").await, "4096");
     let stored = reopened
         .load(&key)
         .await
@@ -515,7 +515,7 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Open { .. }), "{err:?}");
-    assert_eq!(pragma(reopened.pool(), "page_size").await, "1024");
+    assert_eq!(pragma(reopened.pool(), "page_size").await, "4096");
     reopened.close().await;
 
     // Converted when asked, with everything it held, back in WAL mode.
@@ -524,7 +524,7 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         .open()
         .await
         .unwrap();
-    assert_eq!(pragma(converted.pool(), "page_size").await, "4096");
+    assert_eq!(pragma(converted.pool(), "page_size").await, "1024");
     assert_eq!(pragma(converted.pool(), "journal_mode").await, "wal");
     let stored = converted.load(&key).await.unwrap().object().expect("kept");
     assert_eq!(stored.state, b"{\"n\":1}");
@@ -536,7 +536,7 @@ async fn new_databases_get_the_configured_page_size_and_existing_ones_keep_their
         .open()
         .await
         .unwrap();
-    assert_eq!(pragma(again.pool(), "page_size").await, "4096");
+    assert_eq!(pragma(again.pool(), "page_size").await, "1024");
 }
 
 #[tokio::test]
