@@ -162,17 +162,7 @@ async fn one_run(
         .alarm_settings(AlarmSettings::default())
         .register::<Ringer>()
         .build();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let fired = FIRED.lock().unwrap_or_else(|p| p.into_inner()).len();
-        if fired >= due {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("only {fired} of {due} alarms fired within 120 s"));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::objects::wait_for_fired(due, Duration::from_secs(120)).await?;
     let cpu = cpu_time().saturating_sub(cpu_before);
     let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
     let mut lateness = histogram();

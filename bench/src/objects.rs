@@ -81,6 +81,27 @@ const KV_VALUE: &str = {
 /// When each alarm of the `alarms` scenario fired, by object id.
 pub(crate) static FIRED: Mutex<Vec<(String, SystemTime)>> = Mutex::new(Vec::new());
 
+/// Waits until `count` ringers have fired, or fails after `within`.
+pub(crate) async fn wait_for_fired(
+    count: usize,
+    within: std::time::Duration,
+) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let fired = FIRED.lock().unwrap_or_else(|p| p.into_inner()).len();
+        if fired >= count {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "only {fired} of {count} alarms fired within {} s",
+                within.as_secs()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// An object with one alarm that records when it fired.
 #[durable_object]
 pub(crate) struct Ringer {

@@ -809,17 +809,7 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
             .alarm_settings(AlarmSettings::default())
             .register::<Ringer>()
             .build();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let fired = FIRED.lock().unwrap_or_else(|p| p.into_inner()).len();
-            if fired >= count {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("only {fired} of {count} alarms fired within 60 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::objects::wait_for_fired(count, Duration::from_secs(60)).await?;
         let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
         let mut last = start;
         for (id, at) in &fired {
