@@ -17,6 +17,7 @@ use durable_runtime::fsm::store::{ChildRecord, Claimed, SignalRecord};
 use durable_runtime::storage::StorageError;
 use sqlx::{Row, SqliteConnection};
 
+use super::control::{self, RateCandidate};
 use super::decode::{child_record, claimed, signal_record};
 use super::{SqliteFsmStore, encode};
 use crate::sqlite::db_err;
@@ -36,6 +37,7 @@ struct Candidate {
     id: i64,
     key: Option<String>,
     limit: i64,
+    rate: RateCandidate,
 }
 
 pub(super) async fn pick(
@@ -54,10 +56,17 @@ pub(super) async fn pick(
         .map_err(db_err)?
         .iter()
         .map(|row| {
+            let id = row.try_get("id").map_err(db_err)?;
+            let units: i64 = row.try_get("rate_limit_units").map_err(db_err)?;
             Ok(Candidate {
-                id: row.try_get("id").map_err(db_err)?,
+                id,
                 key: row.try_get("concurrency_key").map_err(db_err)?,
                 limit: row.try_get("concurrency_limit").map_err(db_err)?,
+                rate: RateCandidate {
+                    id,
+                    key: row.try_get("rate_limit_key").map_err(db_err)?,
+                    units: u32::try_from(units).unwrap_or(1),
+                },
             })
         })
         .collect::<Result<Vec<_>, StorageError>>()?;
@@ -65,6 +74,21 @@ pub(super) async fn pick(
         tx.commit().await.map_err(db_err)?;
         return Ok(Vec::new());
     }
+    // Rate limits first: a candidate its bucket cannot serve takes no slot.
+    let rates: Vec<RateCandidate> = candidates
+        .iter()
+        .map(|candidate| RateCandidate {
+            id: candidate.id,
+            key: candidate.rate.key.clone(),
+            units: candidate.rate.units,
+        })
+        .collect();
+    let (allowed, gate) = control::gate(store, &mut tx, &rates, by.now).await?;
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .zip(allowed)
+        .filter_map(|(candidate, allowed)| allowed.then_some(candidate))
+        .collect();
     let claims = slots(store, &mut tx, &candidates).await?;
     let rows = sqlx::query(sql.claim.clone())
         .bind(encode(&claims)?)
@@ -82,6 +106,8 @@ pub(super) async fn pick(
             .map(|(_, claim)| claim.id.get())
             .collect::<Vec<_>>(),
     )?;
+    let claimed_ids: Vec<i64> = picked.iter().map(|(_, claim)| claim.id.get()).collect();
+    control::debit(store, &mut tx, gate, &claimed_ids).await?;
     let (mut inboxes, mut children) = inputs(store, &mut tx, &ids).await?;
     tx.commit().await.map_err(db_err)?;
     for (_, claim) in &mut picked {
