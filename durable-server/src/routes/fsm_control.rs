@@ -75,6 +75,7 @@ pub(crate) async fn cancel(
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "The queue is paused", body = QueueState),
+        (status = 400, description = "`invalid_request`: the queue is not a valid path segment", body = ErrorEnvelope),
         (status = 404, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
     ),
 )]
@@ -99,6 +100,7 @@ pub(crate) async fn pause(
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "The queue runs", body = QueueState),
+        (status = 400, description = "`invalid_request`: the queue is not a valid path segment", body = ErrorEnvelope),
         (status = 404, description = "`fsm_not_enabled`: the server runs no FSM engine", body = ErrorEnvelope),
     ),
 )]

@@ -392,6 +392,7 @@ impl FsmStore for MemoryFsmStore {
             return Ok(Vec::new());
         }
         let clock = control::database_clock()?;
+        let buckets = inner.buckets.clone();
         let mut candidates: Vec<(i16, SystemTime, i64)> = inner
             .rows
             .values()
@@ -438,7 +439,11 @@ impl FsmStore for MemoryFsmStore {
         // A claim that would collide on a correlation guard fails the whole pick, as the
         // unique index fails the statement.
         for (id, _) in &chosen {
-            inner.check_guard(*id, Status::Executing)?;
+            if let Err(error) = inner.check_guard(*id, Status::Executing) {
+                // The failed pick takes no token.
+                inner.buckets = buckets;
+                return Err(error);
+            }
         }
         let mut claimed = Vec::with_capacity(chosen.len());
         for (id, slot) in chosen {
