@@ -180,8 +180,13 @@ impl SqliteStore {
         if migrate {
             store.migrate().await?;
         }
-        store.checkpointer =
-            checkpoints.map(|limits| Arc::new(Checkpointer::start(pool.connect_options(), limits)));
+        store.checkpointer = checkpoints.map(|limits| {
+            Arc::new(Checkpointer::start(
+                pool.connect_options(),
+                limits,
+                Arc::downgrade(&store.writer),
+            ))
+        });
         Ok(store)
     }
 
