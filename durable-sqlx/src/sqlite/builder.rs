@@ -389,10 +389,11 @@ impl SqliteStoreBuilder {
     /// a task started by [`open`](Self::open) copies the WAL into the database file with a
     /// passive checkpoint once it holds [`wal_autocheckpoint`](Self::wal_autocheckpoint)
     /// pages, while commits go on: no commit waits for the bulk of a checkpoint, which with
-    /// many objects copies thousands of pages. The pages committed meanwhile are copied by
+    /// many objects copies thousands of pages. Once the WAL is four times
+    /// `wal_autocheckpoint` long, the pages committed during a checkpoint are copied by
     /// further passive checkpoints, the last of them (at most a quarter of
     /// `wal_autocheckpoint`) holding this store's commits back, so that the next commit
-    /// starts the WAL over from its beginning and the file stays about
+    /// starts the WAL over from its beginning: the file stays about four times
     /// `wal_autocheckpoint` pages long. If readers keep the WAL from being started over until it
     /// passes [`wal_size_limit`](Self::wal_size_limit), the task waits for them (within the
     /// [busy timeout](Self::busy_timeout)), holding back new commits meanwhile, so that the

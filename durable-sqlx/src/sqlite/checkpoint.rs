@@ -9,12 +9,13 @@
 //!
 //! - when it holds `threshold` pages not yet copied, a `PASSIVE` checkpoint copies them while
 //!   the writer goes on committing (it never waits for, nor blocks, a reader or the writer);
-//! - the pages committed meanwhile are copied too, by further passive checkpoints, the last of
-//!   them (a few pages) holding the store's writer's turn: SQLite starts the WAL over, writing
-//!   it again from its beginning, only at a commit that finds every frame copied, and under a
-//!   steady stream of commits a checkpoint running beside them never catches up alone. Without
-//!   this the WAL would grow to `limit` at every cycle (a longer file to extend, and to flush,
-//!   at every commit), then hold the writers back for a restarting checkpoint;
+//! - once the WAL is four thresholds long, the pages committed during that checkpoint are
+//!   copied too, by further passive checkpoints, the last of them (a few pages) holding the
+//!   store's writer's turn: SQLite starts the WAL over, writing it again from its beginning,
+//!   only at a commit that finds every frame copied, and under a steady stream of commits a
+//!   checkpoint running beside them never catches up alone. Without this the WAL would grow to
+//!   `limit` at every cycle (a longer file to extend, and to flush, at every commit), then hold
+//!   the writers back for a restarting checkpoint;
 //! - when the WAL itself has grown past `limit` bytes (readers kept a passive checkpoint from
 //!   finishing, so the writer could not start the WAL over), a `RESTART` checkpoint waits for
 //!   them, within the busy timeout, and makes the next commit start the WAL over, which
@@ -135,8 +136,12 @@ async fn run(
         let done = match mode {
             "RESTART" => checkpoint(conn, "PRAGMA wal_checkpoint(RESTART)").await,
             _ => match checkpoint(conn, PASSIVE).await {
-                Ok(()) => catch_up(conn, &shm, &writer, limits.threshold).await,
-                failed => failed,
+                // Not after every checkpoint: each catching-up checkpoint flushes the database
+                // file again, and pages written to it between two flushes are written once.
+                Ok(()) if wal.max_frame >= limits.threshold.saturating_mul(CATCH_UP_AT) => {
+                    catch_up(conn, &shm, &writer, limits.threshold).await
+                }
+                done => done,
             },
         };
         // A failed checkpoint leaves the WAL as it was: the next look tries again, on a new
@@ -155,9 +160,14 @@ async fn run(
 
 const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 
-/// How many more passive checkpoints, after the first, may chase the pages committed during
-/// the one before, before the checkpointer leaves the rest for its next look.
-const CATCH_UP_ROUNDS: usize = 4;
+/// The WAL's length, in checkpoint thresholds, from which a passive checkpoint is followed by
+/// the catching up that lets the WAL start over.
+const CATCH_UP_AT: u32 = 4;
+
+/// How many passive checkpoints, after the first, may chase the pages committed during the one
+/// before (the last of them holding the writer's turn), before the checkpointer leaves the
+/// rest for its next look.
+const CATCH_UP_ROUNDS: usize = 2;
 
 async fn checkpoint(
     conn: &mut SqliteConnection,
