@@ -20,12 +20,48 @@ use crate::scenarios::open;
 /// Alarms stored on each object that holds alarms for later.
 const STORED_PER_OBJECT: usize = 100;
 
+/// The options of `alarms-scale`: `--due` and `--stored`, comma-separated counts.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    /// Alarms due within one second, one series each.
+    due: Vec<usize>,
+    /// Alarms stored for later, in each series.
+    stored: Vec<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            due: vec![10_000, 100_000],
+            stored: vec![10_000, 1_000_000],
+        }
+    }
+}
+
+impl Options {
+    /// Takes `flag` and its value if it is one of `alarms-scale`'s; `Ok(false)` if it is not.
+    pub(crate) fn parse(
+        &mut self,
+        flag: &str,
+        args: &mut impl Iterator<Item = String>,
+    ) -> Result<bool, String> {
+        let target = match flag {
+            "--due" => &mut self.due,
+            "--stored" => &mut self.stored,
+            _ => return Ok(false),
+        };
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        *target = crate::scale::list(flag, &value)?;
+        Ok(true)
+    }
+}
+
 /// Runs every combination of alarms due within one second and alarms stored for later.
 pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, String> {
     let (dues, storeds): (&[usize], &[usize]) = if settings.smoke {
         (&[500], &[1_000, 10_000])
     } else {
-        (&[10_000, 100_000], &[10_000, 1_000_000])
+        (&settings.alarms_scale.due, &settings.alarms_scale.stored)
     };
     let mut figures = Vec::new();
     for &due in dues {

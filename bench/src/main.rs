@@ -26,7 +26,8 @@
 //! and `--inline-checkpoints` the store's page cache, memory map and checkpoints in the commit
 //! path (with `--page-size 1024 --cache-size 2048000 --mmap-size 0 --inline-checkpoints`, the
 //! store's settings of earlier versions). `scale` (outside `all`; see `scale.rs`) takes
-//! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`. `--workers` sets the tokio worker threads (default: one
+//! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
+//! and `--stored` (comma-separated counts). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 
 mod alarms_scale;
@@ -107,6 +108,8 @@ pub(crate) struct Settings {
     pub(crate) inline_checkpoints: bool,
     /// The options of `scale`.
     pub(crate) scale: scale::Options,
+    /// The options of `alarms-scale`.
+    pub(crate) alarms_scale: alarms_scale::Options,
     /// Tokio worker threads.
     pub(crate) workers: usize,
     /// Small sizes and short runs.
@@ -154,6 +157,7 @@ fn parse_args() -> Result<Settings, String> {
         mmap_size: None,
         inline_checkpoints: false,
         scale: scale::Options::default(),
+        alarms_scale: alarms_scale::Options::default(),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         smoke: false,
     };
@@ -185,6 +189,7 @@ fn parse_args() -> Result<Settings, String> {
             "--smoke" => settings.smoke = true,
             "scale" => settings.scenarios.push("scale".to_owned()),
             flag if settings.scale.parse(flag, &mut args)? => {}
+            flag if settings.alarms_scale.parse(flag, &mut args)? => {}
             "all" => settings.scenarios.extend(ALL.iter().map(|s| s.to_string())),
             // The FSM engine's figures (memory, sqlite or postgres), outside `all`.
             "fsm" => settings.scenarios.push("fsm".to_owned()),

@@ -73,7 +73,7 @@ impl Options {
 }
 
 /// A comma-separated list of counts, at least one, none zero, sorted.
-fn list(flag: &str, text: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn list(flag: &str, text: &str) -> Result<Vec<usize>, String> {
     let mut values = text
         .split(',')
         .map(|v| v.trim().replace('_', "").parse::<usize>())

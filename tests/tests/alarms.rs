@@ -178,6 +178,35 @@ impl Slow {
     }
 }
 
+/// An alarm handler that runs for several claim leases (of the short `claim_ttl` its test sets).
+#[durable_object]
+pub struct Lingering {
+    done: u32,
+}
+
+#[durable_object]
+impl Lingering {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context) {
+        ctx.schedule_alarm(Lingering::LINGER, Duration::from_millis(100));
+    }
+
+    #[alarm]
+    async fn linger(&mut self, ctx: &Context) {
+        *LINGER_STARTS
+            .lock()
+            .unwrap()
+            .entry(ctx.id().to_owned())
+            .or_default() += 1;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        self.done += 1;
+    }
+}
+
+/// How many times `Lingering::linger` started, by object id, in any runtime.
+static LINGER_STARTS: std::sync::Mutex<std::collections::BTreeMap<String, u32>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
 /// How many times `Slow::work` started, in any runtime.
 static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -793,7 +822,57 @@ async fn alarms_are_claimed_earlier_when_storage_is_slow(store: Arc<dyn Storage>
     assert!(late[2] < Duration::from_millis(150), "{late:?}");
 }
 
+/// Many alarms of two runtimes on one database fire for longer than several leases: each
+/// runtime renews all the claims it holds together (one storage call, one statement on SQLite),
+/// so neither takes over an alarm the other is firing, and each fires once. The first runtime's
+/// storage delays its commits, so that its claims are held longer still.
+async fn many_claims_renewed_together_hold_across_two_runtimes(store: Arc<dyn Storage>) {
+    const ALARMS: usize = 40;
+    // Ids of this backend's run only: the three backends' tests share the counter.
+    let prefix = format!("linger-{}-", rand_suffix());
+    let faulty = FaultyStorage::new(Arc::clone(&store));
+    faulty.delay_commits(Duration::from_millis(20));
+    let settings = settings().with_claim_ttl(Duration::from_secs(1));
+    let runtime = |store: Arc<dyn Storage>| {
+        Runtime::builder(store)
+            .alarm_settings(settings)
+            .register::<Lingering>()
+            .build()
+    };
+    let (rt1, rt2) = (runtime(Arc::new(faulty.clone())), runtime(store));
+    for i in 0..ALARMS {
+        let rt = if i % 2 == 0 { &rt1 } else { &rt2 };
+        Lingering::arm(rt, &format!("{prefix}{i}")).await.unwrap();
+    }
+    eventually(|| async {
+        let mut done = 0;
+        for i in 0..ALARMS {
+            let state = rt2.read_state::<Lingering>(&format!("{prefix}{i}")).await;
+            done += usize::from(state.unwrap().is_some_and(|s| s.done >= 1));
+        }
+        done == ALARMS
+    })
+    .await;
+    let starts = LINGER_STARTS.lock().unwrap().clone();
+    for i in 0..ALARMS {
+        let id = format!("{prefix}{i}");
+        assert_eq!(starts.get(&id), Some(&1), "{id} fired once: {starts:?}");
+        assert!(rt1.list_alarms::<Lingering>(&id).await.unwrap().is_empty());
+        let state = rt1.read_state::<Lingering>(&id).await.unwrap().unwrap();
+        assert_eq!(state.done, 1, "{id}");
+    }
+}
+
+/// A suffix that tells this test run's ids from another's.
+fn rand_suffix() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
 backend_tests!(
+    many_claims_renewed_together_hold_across_two_runtimes,
     an_alarm_whose_firing_conflicts_is_not_a_failed_attempt,
     alarms_are_claimed_earlier_when_storage_is_slow,
     an_alarm_cancelled_while_claimed_ahead_never_fires,

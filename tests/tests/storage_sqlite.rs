@@ -714,6 +714,98 @@ async fn the_background_checkpointer_keeps_the_wal_bounded_under_sustained_write
     }
 }
 
+/// Commits `commits` states of `state` over `objects` objects of `store`, from `prefix`, one at a
+/// time; returns the largest WAL file seen after a commit and the objects' versions.
+async fn commit_states(
+    store: &SqliteStore,
+    path: &Path,
+    prefix: &str,
+    objects: usize,
+    commits: usize,
+    state: &str,
+) -> (u64, Vec<u64>) {
+    let mut versions = vec![0u64; objects];
+    let mut largest = 0;
+    for i in 0..commits {
+        let slot = i % objects;
+        let key = ObjectKey::new("Counter", format!("{prefix}{slot}"));
+        let mut write = insert(&key, state);
+        write.expected_version = versions[slot];
+        store.commit(&[write]).await.unwrap();
+        versions[slot] += 1;
+        largest = largest.max(wal_len(path));
+    }
+    (largest, versions)
+}
+
+/// Under commits that never pause, each background checkpoint catches up with the pages
+/// committed while it ran, so that the WAL starts over from its beginning: it stays a few
+/// checkpoint thresholds long, far below its size limit, instead of growing to the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_starts_over_after_each_background_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    // 128 pages of 1 KiB; the default 64 MiB limit is never the reason the WAL starts over.
+    let store = SqliteStore::builder(&path)
+        .wal_autocheckpoint(128)
+        .open()
+        .await
+        .unwrap();
+    // 2,400 commits of an 8 KiB state (nine pages each): about 21 MiB through the WAL.
+    let state = format!("{{\"pad\":\"{}\"}}", "y".repeat(8 << 10));
+    let (largest, versions) = commit_states(&store, &path, "c", 100, 2_400, &state).await;
+    // Started over once four thresholds long (512 KiB), with the commits made meanwhile.
+    assert!(
+        largest < 2 << 20,
+        "the WAL started over while commits went on: at most {largest} bytes"
+    );
+    store.close().await;
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    for (slot, &version) in versions.iter().enumerate() {
+        let key = ObjectKey::new("Counter", format!("c{slot}"));
+        let stored = reopened.load(&key).await.unwrap().object().expect("stored");
+        assert_eq!(
+            (stored.version, stored.state.as_slice()),
+            (version, state.as_bytes())
+        );
+    }
+}
+
+/// Two stores on one database, each with its checkpointer, committing at once: a checkpointer
+/// holds back only its own store's commits while it catches up, the other's go on, and every
+/// commit of both is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_checkpointing_one_database_keep_every_commit() {
+    const LIMIT: u64 = 4 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let open = || {
+        SqliteStore::builder(&path)
+            .wal_autocheckpoint(128)
+            .wal_size_limit(LIMIT)
+            .open()
+    };
+    let (first, second) = (open().await.unwrap(), open().await.unwrap());
+    let state = format!("{{\"pad\":\"{}\"}}", "z".repeat(4 << 10));
+    let (a, b) = tokio::join!(
+        commit_states(&first, &path, "a", 50, 400, &state),
+        commit_states(&second, &path, "b", 50, 400, &state),
+    );
+    // Bounded by the restarting checkpoint at the limit even when the two never leave the WAL
+    // fully copied.
+    assert!(a.0.max(b.0) < 4 * LIMIT, "WAL of {} bytes", a.0.max(b.0));
+    first.close().await;
+    second.close().await;
+    let reopened = SqliteStore::open(&path).await.unwrap();
+    for (prefix, versions) in [("a", a.1), ("b", b.1)] {
+        for (slot, &version) in versions.iter().enumerate() {
+            let key = ObjectKey::new("Counter", format!("{prefix}{slot}"));
+            let stored = reopened.load(&key).await.unwrap().object().expect("stored");
+            assert_eq!(stored.version, version);
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_checkpointer_stops_when_the_store_is_closed_or_dropped() {
     let dir = tempfile::tempdir().unwrap();

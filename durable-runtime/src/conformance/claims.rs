@@ -204,6 +204,45 @@ pub async fn claim_expiry<S: Storage + ?Sized>(store: &S) {
         0,
         "nothing to renew"
     );
+
+    // Many claims renewed in one call, of objects whose ids need escaping.
+    let ids = ["q\"uote", "back\\slash", "\u{fc}n\u{ef}"];
+    let writes: Vec<ObjectWrite> = ids
+        .iter()
+        .map(|id| {
+            let mut write = insert(&key("claim_expiry", id), b"{}");
+            write.alarms = (0..100).map(|n| set(&format!("m{n}"), at(300))).collect();
+            write
+        })
+        .collect();
+    commit_ok(store, &writes).await;
+    let claimed = claim(store, at(300), at(300), 1_000).await;
+    assert_eq!(claimed.len(), 300);
+    let claims: Vec<AlarmClaim> = claimed
+        .iter()
+        .map(|alarm| AlarmClaim {
+            key: alarm.key.clone(),
+            name: alarm.name.clone(),
+            claimed_at: at(300),
+        })
+        .collect();
+    assert_eq!(
+        store.renew_alarm_claims(&claims, at(400)).await.unwrap(),
+        300,
+        "every claim renewed at once"
+    );
+    assert!(
+        claim(store, at(350), at(350), 1_000).await.is_empty(),
+        "each renewed lease holds past its old end"
+    );
+    for claim in &claims {
+        assert!(
+            store
+                .finish_alarm(&claim.key, &claim.name, at(300))
+                .await
+                .unwrap()
+        );
+    }
 }
 
 /// Schedulers claiming concurrently never get the same alarm.

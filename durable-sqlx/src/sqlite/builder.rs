@@ -388,8 +388,13 @@ impl SqliteStoreBuilder {
     /// With the default, the store's connections have SQLite's automatic checkpoints off, and
     /// a task started by [`open`](Self::open) copies the WAL into the database file with a
     /// passive checkpoint once it holds [`wal_autocheckpoint`](Self::wal_autocheckpoint)
-    /// pages, while commits go on: no commit waits for a checkpoint, which with many objects
-    /// copies thousands of pages. If readers keep the WAL from being started over until it
+    /// pages, while commits go on: no commit waits for the bulk of a checkpoint, which with
+    /// many objects copies thousands of pages. Once the WAL is four times
+    /// `wal_autocheckpoint` long, the pages committed during a checkpoint are copied by
+    /// further passive checkpoints, the last of them (at most a quarter of
+    /// `wal_autocheckpoint`) holding this store's commits back, so that the next commit
+    /// starts the WAL over from its beginning: the file stays about four times
+    /// `wal_autocheckpoint` pages long. If readers keep the WAL from being started over until it
     /// passes [`wal_size_limit`](Self::wal_size_limit), the task waits for them (within the
     /// [busy timeout](Self::busy_timeout)), holding back new commits meanwhile, so that the
     /// WAL stays bounded. The task stops with the store: when its last clone is dropped, or

@@ -9,6 +9,13 @@
 //!
 //! - when it holds `threshold` pages not yet copied, a `PASSIVE` checkpoint copies them while
 //!   the writer goes on committing (it never waits for, nor blocks, a reader or the writer);
+//! - once the WAL is four thresholds long, the pages committed during that checkpoint are
+//!   copied too, by further passive checkpoints, the last of them (a few pages) holding the
+//!   store's writer's turn: SQLite starts the WAL over, writing it again from its beginning,
+//!   only at a commit that finds every frame copied, and under a steady stream of commits a
+//!   checkpoint running beside them never catches up alone. Without this the WAL would grow to
+//!   `limit` at every cycle (a longer file to extend, and to flush, at every commit), then hold
+//!   the writers back for a restarting checkpoint;
 //! - when the WAL itself has grown past `limit` bytes (readers kept a passive checkpoint from
 //!   finishing, so the writer could not start the WAL over), a `RESTART` checkpoint waits for
 //!   them, within the busy timeout, and makes the next commit start the WAL over, which
@@ -21,13 +28,15 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
+
+use super::writer::Writer;
 
 /// How often the task looks at the WAL's size.
 const POLL: Duration = Duration::from_millis(10);
@@ -50,10 +59,14 @@ pub(super) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts the task for the database `options` opens.
-    pub(super) fn start(options: Arc<SqliteConnectOptions>, limits: Limits) -> Self {
+    /// Starts the task for the database `options` opens, whose commits go through `writer`.
+    pub(super) fn start(
+        options: Arc<SqliteConnectOptions>,
+        limits: Limits,
+        writer: Weak<Writer>,
+    ) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(options, limits, stopped));
+        let task = tokio::spawn(run(options, limits, writer, stopped));
         Self {
             stop,
             task: Mutex::new(Some(task)),
@@ -79,6 +92,7 @@ impl Drop for Checkpointer {
 async fn run(
     options: Arc<SqliteConnectOptions>,
     limits: Limits,
+    writer: Weak<Writer>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let shm = shm_path(options.get_filename());
@@ -119,13 +133,20 @@ async fn run(
         let Some(conn) = connection.as_mut() else {
             continue;
         };
-        let statement = match mode {
-            "RESTART" => "PRAGMA wal_checkpoint(RESTART)",
-            _ => "PRAGMA wal_checkpoint(PASSIVE)",
+        let done = match mode {
+            "RESTART" => checkpoint(conn, "PRAGMA wal_checkpoint(RESTART)").await,
+            _ => match checkpoint(conn, PASSIVE).await {
+                // Not after every checkpoint: each catching-up checkpoint flushes the database
+                // file again, and pages written to it between two flushes are written once.
+                Ok(()) if wal.max_frame >= limits.threshold.saturating_mul(CATCH_UP_AT) => {
+                    catch_up(conn, &shm, &writer, limits.threshold).await
+                }
+                done => done,
+            },
         };
         // A failed checkpoint leaves the WAL as it was: the next look tries again, on a new
         // connection in case this one is broken.
-        if let Err(err) = sqlx::query(statement).execute(&mut *conn).await {
+        if let Err(err) = done {
             tracing::warn!(error = %err, mode, "checkpointer: checkpoint failed");
             if let Some(conn) = connection.take() {
                 let _ = conn.close().await;
@@ -135,6 +156,56 @@ async fn run(
     if let Some(conn) = connection {
         let _ = conn.close().await;
     }
+}
+
+const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+
+/// The WAL's length, in checkpoint thresholds, from which a passive checkpoint is followed by
+/// the catching up that lets the WAL start over.
+const CATCH_UP_AT: u32 = 4;
+
+/// How many passive checkpoints, after the first, may chase the pages committed during the one
+/// before (the last of them holding the writer's turn), before the checkpointer leaves the
+/// rest for its next look.
+const CATCH_UP_ROUNDS: usize = 2;
+
+async fn checkpoint(
+    conn: &mut SqliteConnection,
+    statement: &'static str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(statement).execute(conn).await.map(drop)
+}
+
+/// After a passive checkpoint, copies the pages committed while it ran, so that the next commit
+/// starts the WAL over: unlocked while many remain (each round copies what the previous one
+/// let through), then, once at most a quarter of `threshold` (at least 64 pages) remain, once
+/// more holding the writer's turn, so that no commit of this store comes between that copy and
+/// the next commit. A writer in another process can still come between: the WAL then goes on
+/// growing until the next look, or the restarting checkpoint at the size limit.
+async fn catch_up(
+    conn: &mut SqliteConnection,
+    shm: &Path,
+    writer: &Weak<Writer>,
+    threshold: u32,
+) -> Result<(), sqlx::Error> {
+    let few = (threshold / 4).max(64);
+    for _ in 0..CATCH_UP_ROUNDS {
+        let Some(wal) = read_wal_index(shm) else {
+            return Ok(());
+        };
+        match wal.pending() {
+            0 => return Ok(()),
+            pending if pending <= few => {
+                let Some(writer) = writer.upgrade() else {
+                    return Ok(());
+                };
+                let _turn = writer.hold().await;
+                return checkpoint(conn, PASSIVE).await;
+            }
+            _ => checkpoint(conn, PASSIVE).await?,
+        }
+    }
+    Ok(())
 }
 
 /// The WAL's state in the header of its index.

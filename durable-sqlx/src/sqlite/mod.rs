@@ -180,8 +180,13 @@ impl SqliteStore {
         if migrate {
             store.migrate().await?;
         }
-        store.checkpointer =
-            checkpoints.map(|limits| Arc::new(Checkpointer::start(pool.connect_options(), limits)));
+        store.checkpointer = checkpoints.map(|limits| {
+            Arc::new(Checkpointer::start(
+                pool.connect_options(),
+                limits,
+                Arc::downgrade(&store.writer),
+            ))
+        });
         Ok(store)
     }
 
@@ -446,23 +451,29 @@ impl Storage for SqliteStore {
             return Ok(0);
         }
         let lease_until = to_micros(lease_until)?;
-        // One transaction: one sync to disk for every renewal.
+        let claims = claims
+            .iter()
+            .map(|claim| {
+                Ok((
+                    claim.key.object_type.as_str(),
+                    claim.key.object_id.as_str(),
+                    claim.name.as_str(),
+                    to_micros(claim.claimed_at)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StorageError>>()?;
+        let claims = serde_json::to_string(&claims)
+            .map_err(|err| crate::error::rejected(format!("claims could not be encoded: {err}")))?;
+        // One statement, so one hand-off to the connection's thread and one sync to disk,
+        // however many claims: renewals come in bulk when many alarms are held ahead.
         let mut writer = self.writer.lock().await?;
-        let mut tx = writer.begin_immediate().await?;
-        let mut renewed = 0;
-        for claim in claims {
-            renewed += sqlx::query(self.sql.renew.clone())
-                .bind(&claim.key.object_type)
-                .bind(&claim.key.object_id)
-                .bind(&claim.name)
-                .bind(to_micros(claim.claimed_at)?)
-                .bind(lease_until)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?
-                .rows_affected();
-        }
-        tx.commit().await.map_err(db_err)?;
+        let renewed = sqlx::query(self.sql.renew.clone())
+            .bind(claims)
+            .bind(lease_until)
+            .execute(writer.connection())
+            .await
+            .map_err(db_err)?
+            .rows_affected();
         Ok(usize::try_from(renewed).unwrap_or(usize::MAX))
     }
 
@@ -680,5 +691,18 @@ mod tests {
             "{next:#?}"
         );
         assert!(!next.iter().any(|d| d.contains("TEMP B-TREE")), "{next:#?}");
+        // A renewal of any number of claims finds each by its primary key.
+        let renew = plan(&store, &store.sql.renew, 2).await;
+        assert!(
+            renew
+                .iter()
+                .any(|d| d.starts_with("SEARCH durable_alarms USING INDEX")
+                    && d.contains("object_type=? AND object_id=? AND name=?")),
+            "{renew:#?}"
+        );
+        assert!(
+            !renew.iter().any(|d| d.starts_with("SCAN durable_alarms")),
+            "{renew:#?}"
+        );
     }
 }

@@ -198,9 +198,14 @@ impl Sql {
                  )
                  RETURNING {ALARM_COLUMNS}"
             )),
+            // `$1`: the claims, a JSON array of `[type, id, name, claimed at]`; `$2`: the end
+            // of their new lease. One statement for any number of claims: each row is found by
+            // its primary key.
             renew: statement(format!(
-                "UPDATE {alarms} SET claim_expires_at = ?5
-                 WHERE object_type = ?1 AND object_id = ?2 AND name = ?3 AND claimed_at = ?4"
+                "UPDATE {alarms} SET claim_expires_at = $2
+                 FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS n, value->>3 AS c
+                       FROM json_each($1)) AS w
+                 WHERE object_type = w.t AND object_id = w.i AND name = w.n AND claimed_at = w.c"
             )),
             finish: statement(format!(
                 "DELETE FROM {alarms}

@@ -52,6 +52,12 @@ impl Writer {
         })
     }
 
+    /// Waits for the writer's turn without taking its connection: nothing this store writes
+    /// comes in while the returned guard is held.
+    pub(super) async fn hold(&self) -> MutexGuard<'_, Option<SqliteConnection>> {
+        self.connection.lock().await
+    }
+
     /// Closes the connection, after the write holding it (if any) is done; later writes fail.
     pub(super) async fn close(&self) {
         let connection = {

@@ -2,8 +2,9 @@
 //!
 //! - `crash_child <database file> [full|normal]`: increments a counter in a SQLite file as fast
 //!   as it can and prints every acknowledged value, the store at that `synchronous` level
-//!   (`full` by default). Its first line is `pid <id>`, so that the test can kill it when it
-//!   runs under a tracer;
+//!   (`full` by default; `full-short-wal` checkpoints every 4 pages, so that the background
+//!   checkpointer copies, and catches up with, commits all the time). Its first line is
+//!   `pid <id>`, so that the test can kill it when it runs under a tracer;
 //! - `crash_child <database file> alarm <delay in ms>`: schedules an alarm that long ahead,
 //!   prints `claimed` once its scheduler has claimed it, and never finishes firing it (its
 //!   handler waits forever), so that the kill always falls between the claim and the firing's
@@ -54,18 +55,28 @@ async fn main() {
     let path = args
         .next()
         .expect("usage: crash_child <database file> [full|normal|alarm <delay in ms>]");
-    let open = |synchronous| {
+    let open_with = |synchronous, wal_pages| {
         let path = path.clone();
         async move {
             SqliteStore::builder(&path)
                 .synchronous(synchronous)
+                .wal_autocheckpoint(wal_pages)
                 .open()
                 .await
                 .expect("open SQLite")
         }
     };
+    let open = |synchronous| {
+        open_with(
+            synchronous,
+            durable_sqlx::SqliteStoreBuilder::DEFAULT_WAL_AUTOCHECKPOINT,
+        )
+    };
     match args.next().as_deref() {
         None | Some("full") => increment_forever(Runtime::new(open(Synchronous::Full).await)).await,
+        Some("full-short-wal") => {
+            increment_forever(Runtime::new(open_with(Synchronous::Full, 4).await)).await
+        }
         Some("normal") => increment_forever(Runtime::new(open(Synchronous::Normal).await)).await,
         Some("alarm") => {
             let delay_ms = args
@@ -76,7 +87,7 @@ async fn main() {
             let rt = Runtime::builder(store).register::<CrashAlarm>().build();
             arm_and_hang(rt, delay_ms).await;
         }
-        Some(other) => panic!("unknown mode {other}: use full, normal or alarm"),
+        Some(other) => panic!("unknown mode {other}: use full, full-short-wal, normal or alarm"),
     }
 }
 
