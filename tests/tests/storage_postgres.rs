@@ -121,7 +121,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -132,7 +132,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -178,7 +178,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101]
     );
 }
 
@@ -237,7 +237,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -371,7 +371,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
