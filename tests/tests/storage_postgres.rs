@@ -145,12 +145,15 @@ async fn migrations_applied_twice_are_a_no_op() {
         tables_in(fx.store.pool(), &fx.guard.name).await,
         [
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
-            "durable_schema_migrations"
+            "durable_schema_migrations",
+            "durable_shards"
         ]
     );
 }
@@ -379,12 +382,15 @@ async fn user_sqlx_migrations_coexist() {
         [
             "_sqlx_migrations",
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
             "durable_schema_migrations",
+            "durable_shards",
             "users"
         ]
     );
@@ -495,19 +501,25 @@ async fn schemas_and_prefixes_isolate_stores() {
         tables_in(store_b.pool(), &b.name).await,
         [
             "app2_durable_alarms",
+            "app2_durable_cluster",
             "app2_durable_fsm",
             "app2_durable_fsm_signals",
             "app2_durable_idempotency",
             "app2_durable_kv",
+            "app2_durable_nodes",
             "app2_durable_objects",
             "app2_durable_schema_migrations",
+            "app2_durable_shards",
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
-            "durable_schema_migrations"
+            "durable_schema_migrations",
+            "durable_shards"
         ]
     );
 }
