@@ -728,3 +728,93 @@ fn recorder() -> &'static Metrics {
         Metrics(snapshotter)
     })
 }
+
+/// A node process that owns shards is killed with SIGKILL while it writes: the other node
+/// serves its shards within the TTL plus a second, and every write the killed node
+/// acknowledged is there (at most the one call in flight per counter is added on top).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_is_replaced_within_its_lease_and_loses_no_acknowledged_write() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let ids: Vec<String> = (0..16).map(|i| format!("k{i}")).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cluster_child"))
+        .arg(&db.url)
+        .arg("child")
+        .args(&ids)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the child node");
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let acks: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let reader = {
+        let acks = Arc::clone(&acks);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line == "ready" {
+                    let _ = ready_tx.send(());
+                } else {
+                    acks.lock().unwrap().push(line);
+                }
+            }
+        })
+    };
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the child joins the cluster");
+    let ttl = Duration::from_secs(2);
+    let b = node(db.store().await, "b", ttl).await;
+    // The child hands `b` its share; it keeps the rest and writes to it.
+    within(Duration::from_secs(10), "b gets its share", || {
+        let mine = serving(&b).len();
+        mine > 0 && mine < SHARDS as usize
+    })
+    .await;
+    let childs = |rt: &Runtime| -> Vec<String> {
+        ids.iter()
+            .filter(|id| matches!(rt.route("Counter", id), Route::Remote(_)))
+            .cloned()
+            .collect()
+    };
+    within(Duration::from_secs(5), "b sees the child's shards", || {
+        !childs(&b).is_empty()
+    })
+    .await;
+    let acked = || acks.lock().unwrap().len();
+    let before = acked();
+    within(
+        Duration::from_secs(20),
+        "the child acknowledges writes",
+        || acked() >= before + 200,
+    )
+    .await;
+    child.kill().expect("SIGKILL the child");
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let took = within(ttl + Duration::from_secs(1), "b serves every shard", || {
+        serving(&b).len() == SHARDS as usize
+    })
+    .await;
+    eprintln!("b served every shard {took:?} after the kill");
+    // Acknowledged values per counter: increasing, none twice.
+    let mut last: HashMap<String, u64> = HashMap::new();
+    for line in acks.lock().unwrap().iter() {
+        let (id, value) = line.split_once(' ').expect("id value");
+        let value: u64 = value.parse().unwrap();
+        let previous = last.insert(id.to_owned(), value).unwrap_or(0);
+        assert!(value > previous, "{id}: {value} after {previous}");
+    }
+    assert!(!last.is_empty());
+    for (id, acknowledged) in &last {
+        let stored = Counter::get(&b, id).await.unwrap();
+        assert!(
+            (*acknowledged..=acknowledged + 1).contains(&stored),
+            "{id}: {stored} stored, {acknowledged} acknowledged"
+        );
+    }
+    b.shutdown().await;
+}
