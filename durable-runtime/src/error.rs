@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 
 use crate::id::InvalidId;
-use crate::storage::{CommitError, KvLimitExceeded, ObjectKey, StorageError};
+use crate::storage::{CommitError, KvLimitExceeded, ObjectKey, StorageError, StorageErrorKind};
 
 /// Why a call did not return a value.
 ///
@@ -203,6 +203,27 @@ pub enum Error<E = Infallible> {
     #[error("the runtime is shutting down")]
     ShuttingDown,
 
+    /// Cluster mode: the write was refused because another node took over the object's shard
+    /// (the object's fence in the database is newer than this node's lease). Nothing was
+    /// written; this node dropped its copy of the object. Retry: the call reaches the new
+    /// owner. Counted in [`cluster::FENCED_COMMITS`](crate::cluster::FENCED_COMMITS).
+    #[error("the write of {key} was fenced: another node owns its shard now; nothing was written")]
+    Fenced {
+        /// The object.
+        key: ObjectKey,
+    },
+
+    /// Cluster mode: this node does not serve the object's shard now. Nothing ran. `owner` is
+    /// the address of the node that does, if one does (send the call there); `None` while the
+    /// shard is between owners (retry shortly).
+    #[error("{key} is not served by this node{}", owner.as_ref().map(|o| format!(" (its owner is {o})")).unwrap_or_default())]
+    NotOwner {
+        /// The object.
+        key: ObjectKey,
+        /// The address of the node serving it, if any.
+        owner: Option<String>,
+    },
+
     /// The call's idempotency key was already used on this object by a call to another handler
     /// or with other arguments. Nothing ran; the stored reply is kept for the call that made it.
     #[error("idempotency key {idempotency_key:?} of {key} was used by a different call")]
@@ -244,7 +265,11 @@ impl<E> Error<E> {
     /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Overloaded { .. } | Self::TooManyObjects { .. } | Self::Conflict { .. } => true,
+            Self::Overloaded { .. }
+            | Self::TooManyObjects { .. }
+            | Self::Conflict { .. }
+            | Self::Fenced { .. }
+            | Self::NotOwner { .. } => true,
             Self::Storage { source, .. } => source.is_retryable(),
             _ => false,
         }
@@ -296,6 +321,8 @@ impl<E> Error<E> {
             Self::AlarmArgs(error) => Error::AlarmArgs(error),
             Self::TooManyAlarms { key, limit } => Error::TooManyAlarms { key, limit },
             Self::ShuttingDown => Error::ShuttingDown,
+            Self::Fenced { key } => Error::Fenced { key },
+            Self::NotOwner { key, owner } => Error::NotOwner { key, owner },
             Self::IdempotencyKeyReused {
                 key,
                 idempotency_key,
@@ -341,6 +368,7 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
             key: key.clone(),
             limit: usize::try_from(*max).unwrap_or(usize::MAX),
         },
+        CommitError::Storage(source) if source.kind() == StorageErrorKind::Fenced => fenced(key),
         CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
             key: key.clone(),
             source: source.duplicate(),
@@ -350,4 +378,10 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
             source: source.duplicate(),
         },
     }
+}
+
+/// The error of a call whose write was fenced (cluster mode), counted.
+pub(crate) fn fenced(key: &ObjectKey) -> Error {
+    metrics::counter!(crate::cluster::FENCED_COMMITS).increment(1);
+    Error::Fenced { key: key.clone() }
 }

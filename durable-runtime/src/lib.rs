@@ -47,6 +47,7 @@
 mod activation;
 mod alarms;
 mod clock;
+pub mod cluster;
 mod commit;
 pub mod describe;
 mod error;

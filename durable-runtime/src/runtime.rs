@@ -109,6 +109,7 @@ impl Runtime {
             validate_reads: false,
             idempotency_retention: Duration::from_secs(24 * 3600),
             exposed: crate::exposed::Registry::default(),
+            cluster: None,
         }
     }
 
@@ -648,6 +649,7 @@ pub struct RuntimeBuilder {
     validate_reads: bool,
     idempotency_retention: Duration,
     pub(crate) exposed: crate::exposed::Registry,
+    cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -947,7 +949,71 @@ impl RuntimeBuilder {
     /// let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// assert_eq!(tokio.block_on(Counter::increment(&rt, "a")).unwrap(), 1);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If a cluster is configured ([`cluster`](Self::cluster)): a cluster node is started with
+    /// [`join`](Self::join).
     pub fn build(self) -> Runtime {
+        assert!(
+            self.cluster.is_none(),
+            "a runtime with a cluster configured is started with `RuntimeBuilder::join().await`"
+        );
+        self.build_runtime()
+    }
+
+    /// Runs the runtime as a node of a cluster: many runtimes on one Postgres database, each
+    /// object live on exactly one of them (see [`cluster`](crate::cluster)). Start it with
+    /// [`join`](Self::join).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # fn postgres_store() -> durable_runtime::MemoryStorage { unimplemented!() }
+    /// use durable_runtime::{Runtime, cluster::ClusterConfig};
+    ///
+    /// let store = postgres_store(); // a durable_sqlx::PostgresStore
+    /// let rt = Runtime::builder(store)
+    ///     .cluster(ClusterConfig::new("node-1", "10.0.0.1:7100"))
+    ///     .join()
+    ///     .await?;
+    /// # drop(rt); Ok(()) }
+    /// ```
+    pub fn cluster(mut self, config: crate::cluster::ClusterConfig) -> Self {
+        self.cluster = Some(config);
+        self
+    }
+
+    /// Builds the runtime and, if a cluster is configured, joins it: checks the shard count
+    /// against the database's, registers the node, takes the shards rendezvous hashing gives
+    /// it, and starts renewing them. Without a cluster it is [`build`](Self::build).
+    ///
+    /// A storage that cannot arbitrate a cluster (SQLite, memory) is refused with
+    /// [`ClusterError::Unsupported`](crate::cluster::ClusterError::Unsupported).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{MemoryStorage, Runtime, cluster::{ClusterConfig, ClusterError}};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let refused = Runtime::builder(MemoryStorage::new())
+    ///     .cluster(ClusterConfig::new("node-1", "127.0.0.1:7100"))
+    ///     .join()
+    ///     .await;
+    /// assert!(matches!(refused, Err(ClusterError::Unsupported)));
+    /// # }
+    /// ```
+    pub async fn join(mut self) -> Result<Runtime, crate::cluster::ClusterError> {
+        let Some(config) = self.cluster.take() else {
+            return Ok(self.build_runtime());
+        };
+        let storage = Arc::clone(&self.storage);
+        crate::cluster::join(storage.as_ref(), config, || self.build_runtime()).await
+    }
+
+    fn build_runtime(self) -> Runtime {
         let runtime = Runtime {
             inner: Arc::new(Shared::new(Config {
                 storage: self.storage,

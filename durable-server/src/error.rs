@@ -611,6 +611,12 @@ impl From<Error> for ApiError {
                 ),
             ),
             Error::ShuttingDown => Self::shutting_down(),
+            // Cluster mode: the object's shard is served by another node (or by none for a
+            // moment); nothing was applied.
+            Error::Fenced { .. } | Error::NotOwner { .. } => Self::new(
+                ErrorCode::Unavailable,
+                "this node does not serve the object now (its shard is moving); nothing was applied",
+            ),
             Error::Storage { source, .. } if source.kind() == StorageErrorKind::Unavailable => {
                 tracing::warn!(error = %source, "storage unavailable");
                 Self::new(ErrorCode::Unavailable, "storage is unavailable")

@@ -263,6 +263,8 @@ pub(crate) fn loaded(state: Option<String>, version: Option<i64>) -> Result<Load
             state: state.into_bytes(),
             version: from_db_version(version)?,
         }),
+        // A cluster's placeholder row (version 0) holds nothing.
+        (None, Some(0)) => Loaded::Absent,
         (None, Some(version)) => Loaded::Deleted {
             version: from_db_version(version)?,
         },
@@ -299,7 +301,8 @@ pub(crate) fn stored_versions(
         )));
     }
     rows.into_iter()
-        .map(|version| version.map(from_db_version).transpose())
+        // A cluster's placeholder row (version 0) holds nothing.
+        .map(|version| version.filter(|&v| v != 0).map(from_db_version).transpose())
         .collect()
 }
 

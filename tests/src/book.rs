@@ -37,6 +37,9 @@ pub mod kv {}
 #[doc = include_str!("../../book/src/storage.md")]
 pub mod storage {}
 
+#[doc = include_str!("../../book/src/cluster.md")]
+pub mod cluster {}
+
 #[doc = include_str!("../../book/src/testing.md")]
 pub mod testing {}
 

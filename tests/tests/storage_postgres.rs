@@ -121,7 +121,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101, 102]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -132,7 +132,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101, 102]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -145,14 +145,17 @@ async fn migrations_applied_twice_are_a_no_op() {
         tables_in(fx.store.pool(), &fx.guard.name).await,
         [
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_paused_queues",
             "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
-            "durable_schema_migrations"
+            "durable_schema_migrations",
+            "durable_shards"
         ]
     );
 }
@@ -180,7 +183,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101, 102]
     );
 }
 
@@ -239,7 +242,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101, 102]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -373,7 +376,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 100, 101, 102]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
@@ -381,14 +384,17 @@ async fn user_sqlx_migrations_coexist() {
         [
             "_sqlx_migrations",
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_paused_queues",
             "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
             "durable_schema_migrations",
+            "durable_shards",
             "users"
         ]
     );
@@ -499,23 +505,29 @@ async fn schemas_and_prefixes_isolate_stores() {
         tables_in(store_b.pool(), &b.name).await,
         [
             "app2_durable_alarms",
+            "app2_durable_cluster",
             "app2_durable_fsm",
             "app2_durable_fsm_paused_queues",
             "app2_durable_fsm_rate_limits",
             "app2_durable_fsm_signals",
             "app2_durable_idempotency",
             "app2_durable_kv",
+            "app2_durable_nodes",
             "app2_durable_objects",
             "app2_durable_schema_migrations",
+            "app2_durable_shards",
             "durable_alarms",
+            "durable_cluster",
             "durable_fsm",
             "durable_fsm_paused_queues",
             "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
+            "durable_nodes",
             "durable_objects",
-            "durable_schema_migrations"
+            "durable_schema_migrations",
+            "durable_shards"
         ]
     );
 }

@@ -1119,6 +1119,11 @@ impl<O: DurableObject> Instance<O> {
             Err(error @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
                 Err(crate::error::commit_error(self.key(), &error, false))
             }
+            Err(CommitError::Storage(source))
+                if source.kind() == crate::storage::StorageErrorKind::Fenced =>
+            {
+                Err(crate::error::fenced(self.key()))
+            }
             Err(CommitError::Storage(source)) => Err(Error::Storage {
                 key: self.key().clone(),
                 source,

@@ -423,7 +423,7 @@ impl<O: DurableObject> TypeEntry<O> {
         };
         if runtime.is_closing() {
             // Shutting down: live objects drain what they queued, nothing new starts.
-            envelope.fail(Error::ShuttingDown);
+            envelope.fail(runtime.shutting_down(O::TYPE_NAME, id));
             return;
         }
         // Room for a new instance is reserved without holding the entry's lock (making room
@@ -447,7 +447,7 @@ impl<O: DurableObject> TypeEntry<O> {
                 MapEntry::Vacant(vacant) if reserved => {
                     drop(vacant);
                     runtime.release_live_slot();
-                    envelope.fail(Error::ShuttingDown);
+                    envelope.fail(runtime.shutting_down(O::TYPE_NAME, id));
                     return;
                 }
                 MapEntry::Vacant(vacant) => {
@@ -481,7 +481,7 @@ impl<O: DurableObject> TypeEntry<O> {
                 if reserved {
                     runtime.release_live_slot();
                 }
-                envelope.fail(Error::ShuttingDown);
+                envelope.fail(runtime.shutting_down(O::TYPE_NAME, id));
                 return;
             }
             let entry = occupied.get_mut();
@@ -550,7 +550,7 @@ impl<O: DurableObject> TypeEntry<O> {
             Ok(()) => {}
             Err(SendError::Full(envelope)) => self.refuse(id, envelope),
             Err(SendError::Closed(envelope)) if runtime.is_closing() => {
-                envelope.fail(Error::ShuttingDown);
+                envelope.fail(runtime.shutting_down(O::TYPE_NAME, id));
             }
             Err(SendError::Closed(envelope)) => self.refuse(id, envelope),
         }
@@ -917,6 +917,32 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
         description
     }
 
+    fn close_matching(&self, runtime: &Runtime, matches: &dyn Fn(&str, &str) -> bool) {
+        self.objects.retain(|id, entry| {
+            if !matches(O::TYPE_NAME, id) {
+                return true;
+            }
+            match entry {
+                Entry::Live(mailbox) => {
+                    mailbox.inbox.close();
+                    true
+                }
+                Entry::Dormant(_) => {
+                    self.removed();
+                    self.forget(runtime, id, true);
+                    false
+                }
+            }
+        });
+    }
+
+    fn live_matching(&self, matches: &dyn Fn(&str, &str) -> bool) -> usize {
+        self.objects
+            .iter()
+            .filter(|entry| matches(O::TYPE_NAME, entry.key()))
+            .count()
+    }
+
     fn close_all(&self, runtime: &Runtime) {
         self.objects.retain(|id, entry| match entry {
             Entry::Live(mailbox) => {
@@ -954,7 +980,14 @@ impl Runtime {
 
     pub(crate) fn dispatch<O: DurableObject>(&self, id: &str, envelope: Envelope<O>) {
         if self.is_closing() {
-            envelope.fail(Error::ShuttingDown);
+            envelope.fail(self.shutting_down(O::TYPE_NAME, id));
+            return;
+        }
+        // Cluster mode: only the calls of the shards this node serves (single-node: one branch).
+        if let Some(node) = self.inner.cluster.get()
+            && let Err(error) = node.admit(O::TYPE_NAME, id)
+        {
+            envelope.fail(error);
             return;
         }
         self.ensure_scheduler();

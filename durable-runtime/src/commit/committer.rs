@@ -147,6 +147,12 @@ async fn commit_batch(
                 // a newer version may be finding its own: its outcome is the batch's, unknown,
                 // never a conflict that says nothing was written.
                 let ambiguous = match &error {
+                    // A fenced batch was refused by the database: nothing of it was applied.
+                    CommitError::Storage(cause)
+                        if cause.kind() == crate::storage::StorageErrorKind::Fenced =>
+                    {
+                        None
+                    }
                     CommitError::Storage(cause) => Some(cause),
                     CommitError::Conflict { .. }
                     | CommitError::KvLimit { .. }

@@ -109,6 +109,8 @@ pub(crate) struct Shared {
     /// The registry of types callable by name, opaque here: the layer above that builds and
     /// reads it owns its type.
     pub(crate) exposed: Box<dyn std::any::Any + Send + Sync>,
+    /// Cluster mode: the node's membership (unset for a single-node runtime).
+    pub(crate) cluster: std::sync::OnceLock<Arc<crate::cluster::Node>>,
 }
 
 /// What a runtime is built from: the builder's settings.
@@ -168,6 +170,7 @@ impl Shared {
             objects: DashMap::new(),
             started: tokio::time::Instant::now(),
             exposed,
+            cluster: std::sync::OnceLock::new(),
         }
     }
 }
@@ -187,6 +190,13 @@ pub(crate) trait Objects: Send + Sync {
 
     /// The type described, with the options it runs with in `runtime`.
     fn describe(&self, runtime: &Runtime) -> crate::describe::TypeDescription;
+
+    /// Cluster mode: closes the objects `matches` selects (by type name and id), as
+    /// [`close_all`](Self::close_all) closes every object, when their shard leaves the node.
+    fn close_matching(&self, runtime: &Runtime, matches: &dyn Fn(&str, &str) -> bool);
+
+    /// Cluster mode: how many of the objects `matches` selects are live or dormant here.
+    fn live_matching(&self, matches: &dyn Fn(&str, &str) -> bool) -> usize;
 }
 
 /// Fires an alarm at an object of a type known only by name.

@@ -705,6 +705,10 @@ pub enum StorageErrorKind {
     /// The database refused the operation (constraint, schema, corrupt data). Retrying the same
     /// operation is not expected to help.
     Rejected,
+    /// Cluster mode: the operation was refused because this node does not hold the object's
+    /// shard (any more): another node's fence is on the object, or the node's lease is not
+    /// valid. Nothing was applied; retrying reaches the shard's current owner.
+    Fenced,
 }
 
 impl fmt::Display for StorageErrorKind {
@@ -712,6 +716,7 @@ impl fmt::Display for StorageErrorKind {
         f.write_str(match self {
             Self::Unavailable => "storage unavailable",
             Self::Rejected => "storage rejected the operation",
+            Self::Fenced => "fenced: another node owns the shard",
         })
     }
 }
@@ -755,6 +760,25 @@ impl StorageError {
         }
     }
 
+    /// Cluster mode: the operation was refused because the node does not hold the object's
+    /// shard (see [`StorageErrorKind::Fenced`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{StorageError, StorageErrorKind};
+    ///
+    /// let err = StorageError::fenced("Counter/a carries fence 7, this node holds epoch 6");
+    /// assert_eq!(err.kind(), StorageErrorKind::Fenced);
+    /// assert!(err.is_retryable());
+    /// ```
+    pub fn fenced(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self {
+            kind: StorageErrorKind::Fenced,
+            source: source.into(),
+        }
+    }
+
     /// A copy with the same class and message, for every call that shared one failed commit.
     pub(crate) fn duplicate(&self) -> Self {
         Self {
@@ -792,7 +816,10 @@ impl StorageError {
     /// assert!(!StorageError::rejected("corrupt state").is_retryable());
     /// ```
     pub fn is_retryable(&self) -> bool {
-        self.kind == StorageErrorKind::Unavailable
+        matches!(
+            self.kind,
+            StorageErrorKind::Unavailable | StorageErrorKind::Fenced
+        )
     }
 }
 
@@ -1601,6 +1628,21 @@ pub trait Storage: Send + Sync + 'static {
     /// ```
     async fn sweep_idempotency(&self, now: SystemTime, limit: usize)
     -> Result<usize, StorageError>;
+
+    /// The store's cluster arbitration, if it can run a cluster of nodes (see
+    /// [`cluster`](crate::cluster)). The default, for stores kept in one process, is `None`:
+    /// [`RuntimeBuilder::join`](crate::RuntimeBuilder::join) then refuses to start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, Storage};
+    ///
+    /// assert!(MemoryStorage::new().cluster_backend().is_none());
+    /// ```
+    fn cluster_backend(&self) -> Option<std::sync::Arc<dyn crate::cluster::ClusterBackend>> {
+        None
+    }
 }
 
 /// [`Storage::load_many`] with its contract checked: a backend that answers a different number
@@ -1778,5 +1820,9 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
         limit: usize,
     ) -> Result<usize, StorageError> {
         (**self).sweep_idempotency(now, limit).await
+    }
+
+    fn cluster_backend(&self) -> Option<std::sync::Arc<dyn crate::cluster::ClusterBackend>> {
+        (**self).cluster_backend()
     }
 }

@@ -612,4 +612,9 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     ) -> Result<usize, StorageError> {
         self.inner.sweep_idempotency(now, limit).await
     }
+
+    // Cluster mode fences the wrapped store; the faults stay on this side of it.
+    fn cluster_backend(&self) -> Option<std::sync::Arc<dyn crate::cluster::ClusterBackend>> {
+        self.inner.cluster_backend()
+    }
 }

@@ -23,6 +23,7 @@ use crate::schema::{
 };
 
 mod builder;
+mod cluster;
 mod commit_connections;
 #[cfg(feature = "fsm")]
 pub(crate) mod fsm;
@@ -73,6 +74,8 @@ pub struct PostgresStore {
     commit_timeout: Duration,
     names: Arc<Names>,
     sql: Arc<Sql>,
+    /// Cluster mode: the node's shard table once attached (see [`cluster`]).
+    cluster: Arc<cluster::ClusterState>,
 }
 
 impl PostgresStore {
@@ -161,6 +164,7 @@ impl PostgresStore {
             pool,
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
+            cluster: Arc::default(),
         };
         if migrate {
             store.migrate().await?;
@@ -229,6 +233,9 @@ impl Storage for PostgresStore {
     }
 
     async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
+        if let Some(table) = self.cluster.fencing() {
+            return self.fenced_load(table, key).await;
+        }
         let row: Option<(Option<String>, i64)> = sqlx::query_as(self.sql.load.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
@@ -244,6 +251,9 @@ impl Storage for PostgresStore {
     async fn load_many(&self, keys: &[ObjectKey]) -> Result<Vec<Loaded>, StorageError> {
         if keys.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some(table) = self.cluster.fencing() {
+            return self.fenced_load_many(table, keys).await;
         }
         let (types, ids) = key_arrays(keys);
         let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(self.sql.load_many.clone())
@@ -285,6 +295,9 @@ impl Storage for PostgresStore {
         if batch.is_empty() {
             return Ok(());
         }
+        if let Some(table) = self.cluster.fencing() {
+            return self.fenced_commit(table, batch).await;
+        }
         let prepared = prepare(batch)?;
         let mut lease = self.commits.lend().await?;
         let committed = tokio::time::timeout(
@@ -311,6 +324,9 @@ impl Storage for PostgresStore {
 
     async fn delete(&self, key: &ObjectKey) -> Result<bool, StorageError> {
         let mut tx = self.pool.begin().await.map_err(db_err)?;
+        if let Some(table) = self.cluster.fencing() {
+            self.check_fence(&mut tx, table, key).await?;
+        }
         // The object's row first: a commit locks it before it changes the object's alarms, so
         // this waits for a commit in progress, and the alarms' delete (a statement with a
         // snapshot of its own) then sees every alarm that commit set.
@@ -401,6 +417,9 @@ impl Storage for PostgresStore {
     }
 
     async fn next_alarm_due(&self) -> Result<Option<SystemTime>, StorageError> {
+        if let Some(table) = self.cluster.fencing() {
+            return self.fenced_next_due(table).await;
+        }
         let due: Option<PgTime> = sqlx::query_scalar(self.sql.next_due.clone())
             .fetch_one(&self.pool)
             .await
@@ -417,6 +436,11 @@ impl Storage for PostgresStore {
     ) -> Result<Vec<AlarmRecord>, StorageError> {
         if limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(table) = self.cluster.fencing() {
+            return self
+                .fenced_claim(table, now, due_by, lease_until, limit)
+                .await;
         }
         let rows = sqlx::query(self.sql.claim.clone())
             .bind(PgTime::new(now)?)
@@ -580,6 +604,11 @@ impl Storage for PostgresStore {
             .map_err(db_err)?
             .rows_affected();
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    /// Postgres arbitrates a cluster: see the [`cluster`] module.
+    fn cluster_backend(&self) -> Option<Arc<dyn durable_runtime::cluster::ClusterBackend>> {
+        Some(Arc::new(self.clone()))
     }
 }
 

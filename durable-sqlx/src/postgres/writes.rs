@@ -101,7 +101,7 @@ async fn apply_object_row(
 }
 
 /// Stores the reply a write carries under its idempotency key, if any.
-async fn apply_reply(
+pub(super) async fn apply_reply(
     conn: &mut PgConnection,
     sql: &Sql,
     p: &Prepared<'_>,
@@ -236,7 +236,7 @@ async fn apply_bulk(
 /// changes are reduced to their net effect ([`NetAlarms`]: after any cancel-all, each name is
 /// touched once), and writes are for distinct objects, so applying cancel-alls first and then
 /// the per-name changes, kind by kind, does what applying each write's changes in order does.
-async fn apply_alarms_bulk(
+pub(super) async fn apply_alarms_bulk(
     conn: &mut PgConnection,
     sql: &Sql,
     prepared: &[Prepared<'_>],
