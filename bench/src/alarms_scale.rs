@@ -111,6 +111,7 @@ async fn one_run(
                     .collect(),
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             }
         })
         .collect();
@@ -131,6 +132,7 @@ async fn one_run(
             alarms: Vec::new(),
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         });
     }
     // Due after the writes, whatever they take (about 20 µs each at most on a loaded machine).

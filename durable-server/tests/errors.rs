@@ -337,6 +337,7 @@ async fn server_side_failures_leak_no_internals() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[planted]).await.unwrap();
     let body = expect_error(

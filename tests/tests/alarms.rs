@@ -420,6 +420,7 @@ async fn a_claim_left_by_a_crashed_process_refires_when_its_lease_ends(store: Ar
             }],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         }])
         .await
         .unwrap();

@@ -87,6 +87,7 @@ mod engine;
 mod error;
 mod json;
 pub mod metrics;
+mod objects;
 mod outcome;
 #[doc(hidden)]
 pub mod private;
@@ -104,6 +105,7 @@ pub use context::{ChildInfo, Signal, StepContext};
 pub use definition::{Fsm, FsmResult, FsmState, Step};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{BuildError, Error, StepError, StepErrorKind};
+pub use objects::ObjectFsm;
 pub use outcome::{AnyInstance, Instance, Outcome, OutcomeKind};
 pub use settle::{Settled, Snapshot};
 pub use status::{InstanceId, SignalId, Status, UnknownStatus};
