@@ -95,9 +95,11 @@ impl Order {
     }
 }
 
-/// One database: the object storage and the FSM store over the same data.
+/// One database: the object storage and the FSM store over the same data, and a second
+/// storage handle of its own on the same database (another pool, as another process has).
 struct Db {
     storage: Arc<dyn Storage>,
+    second: Arc<dyn Storage>,
     fsm: Arc<dyn FsmStore>,
     _keep: Option<Box<dyn std::any::Any + Send>>,
 }
@@ -106,6 +108,7 @@ fn memory() -> Db {
     let storage = MemoryStorage::with_fsm();
     Db {
         fsm: Arc::new(storage.fsm().expect("linked")),
+        second: Arc::new(storage.clone()),
         storage: Arc::new(storage),
         _keep: None,
     }
@@ -113,11 +116,12 @@ fn memory() -> Db {
 
 async fn sqlite() -> Db {
     let dir = tempfile::tempdir().unwrap();
-    let store = durable_sqlx::SqliteStore::open(dir.path().join("db.sqlite"))
-        .await
-        .unwrap();
+    let path = dir.path().join("db.sqlite");
+    let store = durable_sqlx::SqliteStore::open(&path).await.unwrap();
+    let second = durable_sqlx::SqliteStore::open(&path).await.unwrap();
     Db {
         fsm: Arc::new(store.fsm()),
+        second: Arc::new(second),
         storage: Arc::new(store),
         _keep: Some(Box::new(dir)),
     }
@@ -136,14 +140,17 @@ async fn postgres(test: &str) -> Option<Db> {
         }
     };
     let guard = SchemaGuard::new(&url, &format!("objfsm_{test}")).await;
-    let store = durable_sqlx::PostgresStore::builder(&url)
-        .schema(&guard.name)
-        .max_connections(6)
-        .connect()
-        .await
-        .expect("connect to Postgres");
+    let connect = || {
+        durable_sqlx::PostgresStore::builder(&url)
+            .schema(&guard.name)
+            .max_connections(6)
+            .connect()
+    };
+    let store = connect().await.expect("connect to Postgres");
+    let second = connect().await.expect("connect to Postgres");
     Some(Db {
         fsm: Arc::new(store.fsm()),
+        second: Arc::new(second),
         storage: Arc::new(store),
         _keep: Some(Box::new(guard)),
     })
@@ -316,7 +323,7 @@ async fn signal_without_target_refuses_the_write(db: Db) {
 
 async fn version_conflict_rolls_back_state_and_instance(db: Db) {
     let first = Runtime::new(Arc::clone(&db.storage));
-    let second = Runtime::new(Arc::clone(&db.storage));
+    let second = Runtime::new(Arc::clone(&db.second));
     assert_eq!(Order::touch(&first, "o1").await.unwrap(), 1);
     // The second runtime writes the object; the first still holds version 1.
     assert_eq!(Order::touch(&second, "o1").await.unwrap(), 2);
@@ -333,6 +340,37 @@ async fn version_conflict_rolls_back_state_and_instance(db: Db) {
     );
     assert_eq!(ships(&db).await, ["ship:o1"]);
     assert_eq!(stored_placed(&db, "o1").await, 1);
+}
+
+async fn a_refused_write_fails_alone_in_its_batch(db: Db) {
+    let faulty = FaultyStorage::new(Arc::clone(&db.storage));
+    let rt = Runtime::new(faulty.clone());
+    assert_eq!(Order::place(&rt, "o0", false).await.unwrap(), 1);
+    // Slow commits: the writes of the calls below queue up and share batches.
+    faulty.delay_commits(Duration::from_millis(100));
+    let ids: Vec<String> = (0..8).map(|i| format!("o{i}")).collect();
+    let placed =
+        futures_util::future::join_all(ids.iter().map(|id| Order::place(&rt, id, false))).await;
+    faulty.delay_commits(Duration::ZERO);
+    for (id, placed) in ids.iter().zip(placed) {
+        if id == "o0" {
+            // Already placed: its shipping's key is occupied.
+            let error = placed.unwrap_err();
+            assert!(matches!(error, Error::FsmRefused { .. }), "{error}");
+        } else {
+            assert_eq!(placed.unwrap(), 1, "{id}");
+        }
+    }
+    let mut shipped = ships(&db).await;
+    shipped.sort();
+    let expected: Vec<String> = ids.iter().map(|id| format!("ship:{id}")).collect();
+    assert_eq!(shipped, expected);
+    assert_eq!(stored_placed(&db, "o0").await, 1);
+    // One commit each would be eight (`o0` and the seven others).
+    assert!(
+        faulty.commits() < ids.len(),
+        "the writes were never batched"
+    );
 }
 
 macro_rules! on_every_backend {
@@ -375,6 +413,7 @@ on_every_backend!(
     unknown_outcome_reloads_and_the_instance_exists_once,
     signal_without_target_refuses_the_write,
     version_conflict_rolls_back_state_and_instance,
+    a_refused_write_fails_alone_in_its_batch,
 );
 
 #[tokio::test]

@@ -1,21 +1,26 @@
 //! A process whose object calls each insert an FSM instance in the same commit as the object's
-//! state, killed with SIGKILL ten times: after each kill, every acknowledged call's instance
-//! exists exactly once, and no instance exists without the state change that inserted it.
+//! state, killed with SIGKILL ten times, on SQLite and on Postgres: after each kill, every
+//! acknowledged call's instance exists exactly once, and no instance exists without the state
+//! change that inserted it.
+//!
+//! Postgres is found through `DATABASE_URL`; without it that test is skipped, unless `CI` is
+//! set: then it fails.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use durable_runtime::fsm::store::{FsmStore, ListFilter};
 use durable_runtime::storage::{ObjectKey, Storage};
+use durable_tests::SchemaGuard;
 
-/// Runs the child on `db` until it acknowledged `steps` calls, kills it with SIGKILL and
-/// returns the highest step it acknowledged.
-fn run_child(db: &Path, steps: usize) -> u64 {
+/// Runs the child with `args` (its database) until it acknowledged `steps` calls, kills it with
+/// SIGKILL and returns the highest step it acknowledged.
+fn run_child(args: &[&OsStr], steps: usize) -> u64 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_obj_fsm_child"))
-        .arg(db)
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start the child process");
@@ -50,8 +55,7 @@ fn run_child(db: &Path, steps: usize) -> u64 {
 
 /// Checks that the stored step is at least `acknowledged` and that the instances are exactly
 /// those of steps 1 to it, once each; returns it.
-async fn check(db: &Path, acknowledged: u64, round: usize) -> u64 {
-    let store = durable_sqlx::SqliteStore::open(db).await.unwrap();
+async fn check(store: &dyn Storage, fsm: &dyn FsmStore, acknowledged: u64, round: usize) -> u64 {
     let stored = store
         .load(&ObjectKey::new("FsmSteps", "steps"))
         .await
@@ -64,7 +68,6 @@ async fn check(db: &Path, acknowledged: u64, round: usize) -> u64 {
         n >= acknowledged,
         "round {round}: state {n} is older than acknowledged step {acknowledged}"
     );
-    let fsm = store.fsm();
     let mut keys = Vec::new();
     let mut filter = ListFilter::default().fsm("kill_step").limit(1000);
     loop {
@@ -81,20 +84,52 @@ async fn check(db: &Path, acknowledged: u64, round: usize) -> u64 {
         keys, expected,
         "round {round}: the instances of steps 1 to {n}"
     );
-    drop(fsm);
-    store.close().await;
     n
 }
 
 #[tokio::test]
-async fn state_and_instances_survive_ten_kills_together() {
+async fn sqlite_state_and_instances_survive_ten_kills_together() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("objects.db");
     let mut previous = 0;
     for round in 0..10 {
         let steps = 3 + (round * 7) % 13;
-        let acknowledged = run_child(&db, steps);
+        let acknowledged = run_child(&[db.as_os_str()], steps);
         assert!(acknowledged > previous, "round {round}: no progress");
-        previous = check(&db, acknowledged, round).await;
+        let store = durable_sqlx::SqliteStore::open(&db).await.unwrap();
+        previous = check(&store, &store.fsm(), acknowledged, round).await;
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_state_and_instances_survive_ten_kills_together() {
+    let url = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "DATABASE_URL must be set when CI is set: the Postgres tests cannot be skipped"
+            );
+            eprintln!("skipped: DATABASE_URL not set");
+            return;
+        }
+    };
+    let guard = SchemaGuard::new(&url, "objfsm_kill").await;
+    // Migrated once here, so that the children only connect.
+    let store = durable_sqlx::PostgresStore::builder(&url)
+        .schema(&guard.name)
+        .max_connections(2)
+        .connect()
+        .await
+        .expect("connect to Postgres");
+    let fsm = store.fsm();
+    let mut previous = 0;
+    for round in 0..10 {
+        let steps = 3 + (round * 7) % 13;
+        let args = [OsStr::new(&url), OsStr::new(&guard.name)];
+        let acknowledged = run_child(&args, steps);
+        assert!(acknowledged > previous, "round {round}: no progress");
+        previous = check(&store, &fsm, acknowledged, round).await;
     }
 }

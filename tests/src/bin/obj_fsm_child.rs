@@ -1,13 +1,14 @@
 //! A process to be killed with SIGKILL by the objects-with-FSMs kill loop:
-//! `obj_fsm_child <database file>` runs four callers against one object of a SQLite file, each
-//! call advancing the object's step and inserting, in the same commit, an FSM instance keyed
-//! `step:<n>`, and prints every acknowledged step number.
+//! `obj_fsm_child <database file>` (SQLite) or `obj_fsm_child <postgres URL> <schema>` runs
+//! four callers against one object, each call advancing the object's step and inserting, in
+//! the same commit, an FSM instance keyed `step:<n>`, and prints every acknowledged step number.
 
 use std::io::Write;
 
 use durable_runtime::fsm::{Instance, Outcome, StepContext, durable_fsm};
+use durable_runtime::storage::Storage;
 use durable_runtime::{Context, Runtime, durable_object};
-use durable_sqlx::SqliteStore;
+use durable_sqlx::{PostgresStore, SqliteStore};
 
 #[durable_fsm(name = "kill_step")]
 pub struct KillStep {
@@ -41,10 +42,20 @@ impl FsmSteps {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: obj_fsm_child <database file>");
-    let store = SqliteStore::open(&path).await.expect("open SQLite");
+    let mut args = std::env::args().skip(1);
+    let location = args
+        .next()
+        .expect("usage: obj_fsm_child <database file> | <postgres URL> <schema>");
+    let store: std::sync::Arc<dyn Storage> = match args.next() {
+        Some(schema) => std::sync::Arc::new(
+            PostgresStore::builder(&location)
+                .schema(&schema)
+                .connect()
+                .await
+                .expect("connect to Postgres"),
+        ),
+        None => std::sync::Arc::new(SqliteStore::open(&location).await.expect("open SQLite")),
+    };
     let rt = Runtime::new(store);
     let mut callers = tokio::task::JoinSet::new();
     for _ in 0..4 {
