@@ -77,6 +77,8 @@
 //!   durable object's) and its steps, each with a typed constant ([`Step`]).
 //! - [`Engine`] inserts instances ([`Instance`] for options such as the correlation key),
 //!   delivers signals, and runs the steps of the queues it is given.
+//! - [`ObjectFsm`] (a durable object's `ctx.fsm()`) inserts instances and sends signals in
+//!   the same transaction as the object's state.
 //! - [`store::FsmStore`] is the storage contract: [`MemoryFsmStore`] here, Postgres in
 //!   `durable-sqlx`.
 //! - [`testing`] runs everything runnable in a test with [`testing::drain`].

@@ -153,11 +153,32 @@ pub enum FsmRefusal {
     Unsupported,
 }
 
-/// A signal target in words, as [`FsmRefusal::NoTarget`] names it.
 #[cfg(feature = "fsm")]
-pub fn target_words(target: &crate::fsm::store::Target) -> String {
-    match target {
-        crate::fsm::store::Target::Id(id) => format!("id {id}"),
-        crate::fsm::store::Target::Key(key) => format!("key {key:?}"),
+impl FsmRefusal {
+    /// [`FsmRefusal::NoTarget`] for the signal `name` sent to `target`, the target in words
+    /// (`id 7`, `key "order:42"`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::fsm::Target;
+    /// use durable_runtime::storage::FsmRefusal;
+    ///
+    /// let refusal = FsmRefusal::no_target(&Target::from("order:42"), "paid");
+    /// assert_eq!(
+    ///     refusal.to_string(),
+    ///     "no live FSM instance at key \"order:42\" for the signal \"paid\""
+    /// );
+    /// ```
+    pub fn no_target(target: &crate::fsm::store::Target, name: impl Into<String>) -> Self {
+        use crate::fsm::store::Target;
+        let target = match target {
+            Target::Id(id) => format!("id {id}"),
+            Target::Key(key) => format!("key {key:?}"),
+        };
+        Self::NoTarget {
+            target,
+            name: name.into(),
+        }
     }
 }

@@ -43,7 +43,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 #[cfg(feature = "fsm")]
-pub use fsm::{FsmChange, target_words};
+pub use fsm::FsmChange;
 pub use fsm::{FsmChanges, FsmRefusal};
 pub use idempotency::IdempotentReply;
 pub use kv::{KvChange, KvLimitExceeded, KvUsage, entry_bytes, prefix_end};

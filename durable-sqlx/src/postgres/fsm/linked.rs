@@ -12,7 +12,7 @@
 use std::time::SystemTime;
 
 use durable_runtime::storage::{
-    CommitError, FsmChange, FsmRefusal, StorageError, target_words, truncate_to_micros,
+    CommitError, FsmChange, FsmRefusal, StorageError, truncate_to_micros,
 };
 use sqlx::{Connection, PgConnection};
 
@@ -68,10 +68,7 @@ async fn apply(
                     if fsm.signal_on(conn, target, signal, now).await?.is_some() {
                         continue;
                     }
-                    FsmRefusal::NoTarget {
-                        target: target_words(target),
-                        name: signal.name.clone(),
-                    }
+                    FsmRefusal::no_target(target, signal.name.clone())
                 }
             };
             return Ok(Some(CommitError::Fsm {

@@ -7,9 +7,7 @@
 //! refused change (an occupied correlation key, a signal with no live target) rolls the whole
 //! batch back and names its write.
 
-use durable_runtime::storage::{
-    CommitError, FsmChange, FsmRefusal, ObjectWrite, StorageError, target_words,
-};
+use durable_runtime::storage::{CommitError, FsmChange, FsmRefusal, ObjectWrite, StorageError};
 use sqlx::SqliteConnection;
 
 use super::super::SqliteStore;
@@ -73,10 +71,7 @@ async fn apply(
                     if fsm.signal_on(conn, target, signal, now).await?.is_some() {
                         continue;
                     }
-                    FsmRefusal::NoTarget {
-                        target: target_words(target),
-                        name: signal.name.clone(),
-                    }
+                    FsmRefusal::no_target(target, signal.name.clone())
                 }
             };
             return Ok(Some(CommitError::Fsm {

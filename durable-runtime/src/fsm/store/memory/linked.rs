@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use super::MemoryFsmStore;
-use crate::storage::{FsmChange, FsmChanges, FsmRefusal, target_words};
+use crate::storage::{FsmChange, FsmChanges, FsmRefusal};
 
 impl MemoryFsmStore {
     /// Applies the FSM changes of a batch of object writes (each with its index in the batch),
@@ -37,10 +37,7 @@ impl MemoryFsmStore {
                         if draft.signal(target, signal, now).is_none() {
                             return Err((
                                 index,
-                                FsmRefusal::NoTarget {
-                                    target: target_words(target),
-                                    name: signal.name.clone(),
-                                },
+                                FsmRefusal::no_target(target, signal.name.clone()),
                             ));
                         }
                     }
