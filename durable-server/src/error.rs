@@ -135,6 +135,8 @@ pub enum ErrorCode {
     InstanceNotFound,
     /// Another instance occupies the correlation key; nothing was inserted.
     DuplicateInstance,
+    /// The FSM instance had already ended; nothing changed.
+    InstanceEnded,
 }
 
 impl ErrorCode {
@@ -182,6 +184,7 @@ impl ErrorCode {
             Self::UnknownFsm => "unknown_fsm",
             Self::InstanceNotFound => "instance_not_found",
             Self::DuplicateInstance => "duplicate_instance",
+            Self::InstanceEnded => "instance_ended",
         }
     }
 
@@ -218,7 +221,8 @@ impl ErrorCode {
             Self::Conflict
             | Self::CallCycle
             | Self::IdempotencyKeyReused
-            | Self::DuplicateInstance => StatusCode::CONFLICT,
+            | Self::DuplicateInstance
+            | Self::InstanceEnded => StatusCode::CONFLICT,
             Self::HandlerPanicked
             | Self::StateDecodeFailed
             | Self::StateEncodeFailed
@@ -566,7 +570,13 @@ impl From<durable_runtime::fsm::Error> for ApiError {
             FsmError::Duplicate { .. } => {
                 Self::new(ErrorCode::DuplicateInstance, error.to_string())
             }
-            FsmError::NoTarget { .. } => Self::new(ErrorCode::InstanceNotFound, error.to_string()),
+            FsmError::NoTarget { .. } | FsmError::UnknownInstance { .. } => {
+                Self::new(ErrorCode::InstanceNotFound, error.to_string())
+            }
+            FsmError::AlreadyEnded { .. } => Self::new(ErrorCode::InstanceEnded, error.to_string()),
+            FsmError::InvalidRateLimit { .. } => {
+                Self::new(ErrorCode::InvalidRequest, error.to_string())
+            }
             FsmError::Unencodable { .. } => {
                 Self::new(ErrorCode::InvalidArguments, error.to_string())
             }

@@ -3,6 +3,7 @@
 //! (`2026-11-25T18:00:00.123Z`), durations humantime strings (`"5m"`).
 
 pub mod fsm;
+pub mod fsm_control;
 
 use std::time::SystemTime;
 

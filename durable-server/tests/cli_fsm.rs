@@ -223,3 +223,64 @@ fn fsm_commands_need_a_gateway() {
         "{error}"
     );
 }
+
+/// `durable fsm cancel|pause|resume|paused` through a gateway.
+#[test]
+fn fsm_cancel_and_queue_commands() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (engine, address, served) = tokio.block_on(async {
+        let engine = Engine::builder(MemoryFsmStore::new())
+            .register::<Order>()
+            .queue("default", 2)
+            .poll_interval(Duration::from_millis(20), Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let mut config = durable_server::ServerConfig::default().with_fsm(engine.clone());
+        config.auth.disabled = true;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(durable_server::serve_with_shutdown(
+            Runtime::new(MemoryStorage::new()),
+            config,
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        (engine, address, served)
+    });
+    let gateway = address.as_str();
+
+    let (code, inserted) = durable(gateway, &["fsm", "insert", "order"]);
+    assert_eq!(code, 0, "{inserted}");
+    let id = inserted["id"].as_i64().unwrap().to_string();
+    let (code, cancelled) = durable(gateway, &["fsm", "cancel", &id]);
+    assert_eq!(code, 0, "{cancelled}");
+    assert_eq!(cancelled["instances"], 1);
+    let (code, error) = durable(gateway, &["fsm", "cancel", &id]);
+    assert_ne!(code, 0);
+    assert_eq!(error["error"]["code"], "instance_ended", "{error}");
+    let (_, instance) = durable(gateway, &["fsm", "get", &id]);
+    assert_eq!(
+        (instance["status"].as_str(), instance["error"].as_str()),
+        (Some("failed"), Some("cancelled"))
+    );
+
+    let (code, paused) = durable(gateway, &["fsm", "pause", "default"]);
+    assert_eq!((code, paused["paused"].clone()), (0, json!(true)));
+    assert!(table(gateway, &["fsm", "paused"]).contains("default"));
+    let (code, resumed) = durable(gateway, &["fsm", "resume", "default"]);
+    assert_eq!((code, resumed["changed"].clone()), (0, json!(true)));
+    assert!(table(gateway, &["fsm", "paused"]).contains("no paused queues"));
+
+    drop(stop);
+    tokio.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), served)
+            .await
+            .expect("the gateway stops")
+            .unwrap()
+            .unwrap();
+        engine.shutdown().await;
+    });
+}

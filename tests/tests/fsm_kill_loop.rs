@@ -105,6 +105,8 @@ async fn insert_instances(store: impl FsmStore, instances: i64) {
             correlation_scope: Status::LIVE.to_vec(),
             concurrency_key: None,
             concurrency_limit: 1,
+            rate_limit_key: None,
+            rate_limit_units: 1,
         })
         .collect();
     for chunk in rows.chunks(5_000) {

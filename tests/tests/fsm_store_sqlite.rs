@@ -63,6 +63,8 @@ fn row(key: Option<&str>, scope: &[Status]) -> NewInstance {
         correlation_scope: scope.to_vec(),
         concurrency_key: None,
         concurrency_limit: 1,
+        rate_limit_key: None,
+        rate_limit_units: 1,
     }
 }
 

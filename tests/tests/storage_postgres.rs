@@ -122,7 +122,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     fx.store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(fx.store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     fx.store.migrate().await.unwrap();
     fx.store.migrate().await.unwrap();
@@ -133,7 +133,7 @@ async fn migrations_applied_twice_are_a_no_op() {
         .unwrap();
     assert_eq!(
         applied_versions(again.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     assert_eq!(
         again.load(&key).await.unwrap().object(),
@@ -147,6 +147,8 @@ async fn migrations_applied_twice_are_a_no_op() {
         [
             "durable_alarms",
             "durable_fsm",
+            "durable_fsm_paused_queues",
+            "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
@@ -179,7 +181,7 @@ async fn concurrent_connects_migrate_once() {
             &format!("{}.durable_schema_migrations", guard.name)
         )
         .await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
 }
 
@@ -238,7 +240,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         .unwrap();
     assert_eq!(
         applied_versions(store.pool(), &migrations).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -373,7 +375,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, &format!("{schema}.durable_schema_migrations")).await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
     assert_eq!(
@@ -382,6 +384,8 @@ async fn user_sqlx_migrations_coexist() {
             "_sqlx_migrations",
             "durable_alarms",
             "durable_fsm",
+            "durable_fsm_paused_queues",
+            "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",
@@ -498,6 +502,8 @@ async fn schemas_and_prefixes_isolate_stores() {
         [
             "app2_durable_alarms",
             "app2_durable_fsm",
+            "app2_durable_fsm_paused_queues",
+            "app2_durable_fsm_rate_limits",
             "app2_durable_fsm_signals",
             "app2_durable_idempotency",
             "app2_durable_kv",
@@ -505,6 +511,8 @@ async fn schemas_and_prefixes_isolate_stores() {
             "app2_durable_schema_migrations",
             "durable_alarms",
             "durable_fsm",
+            "durable_fsm_paused_queues",
+            "durable_fsm_rate_limits",
             "durable_fsm_signals",
             "durable_idempotency",
             "durable_kv",

@@ -95,7 +95,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     store.commit(&[insert(&key, "{\"n\":1}")]).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
@@ -104,7 +104,7 @@ async fn migrations_applied_twice_are_a_no_op() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     assert_eq!(
         store.load(&key).await.unwrap().object(),
@@ -130,7 +130,7 @@ async fn concurrent_opens_migrate_once() {
     let stores: Vec<SqliteStore> = stores.into_iter().map(Result::unwrap).collect();
     assert_eq!(
         applied_versions(stores[0].pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
 }
 
@@ -164,7 +164,7 @@ async fn upgrade_from_first_migration_keeps_data() {
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     assert_eq!(
         applied_versions(store.pool(), "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     let key = ObjectKey::new("Counter", "a");
     assert_eq!(
@@ -292,7 +292,7 @@ async fn user_sqlx_migrations_coexist() {
     store.migrate().await.unwrap();
     assert_eq!(
         applied_versions(&pool, "durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 1);
 }
@@ -349,6 +349,8 @@ async fn table_prefixes_isolate_stores() {
         "app1_durable_schema_migrations",
         "app1_durable_commit_guard",
         "app1_durable_fsm",
+        "app1_durable_fsm_paused_queues",
+        "app1_durable_fsm_rate_limits",
         "app1_durable_fsm_signals",
         "app2_durable_objects",
         "app2_durable_fsm",
@@ -360,7 +362,7 @@ async fn table_prefixes_isolate_stores() {
     }
     assert_eq!(
         applied_versions(plain.pool(), "app2_durable_schema_migrations").await,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 100, 101, 102]
     );
 }
 

@@ -28,12 +28,18 @@
 //! ```
 
 mod concurrency;
+mod controls;
 mod listing;
 
 pub use concurrency::{
     concurrency_key_one_at_a_time, concurrency_limit_two, concurrent_pickers_respect_limits,
     key_order_follows_priority_then_eligibility, released_slot_runs_the_next_in_line,
     saturated_keys_are_passed_over,
+};
+pub use controls::{
+    cancel_fences_the_executing_outcome, cancel_handles_parents_and_children,
+    cancel_races_an_outcome, concurrent_pickers_share_a_rate_limit, paused_queue_is_not_picked,
+    rate_limit_caps_claims, rate_limit_refills,
 };
 pub use listing::{list_filters_by_name_and_status, list_pages_by_keyset};
 
@@ -149,6 +155,13 @@ macro_rules! __fsm_conformance_cases {
             concurrent_pickers_respect_limits
             list_filters_by_name_and_status
             list_pages_by_keyset
+            rate_limit_caps_claims
+            rate_limit_refills
+            concurrent_pickers_share_a_rate_limit
+            paused_queue_is_not_picked
+            cancel_fences_the_executing_outcome
+            cancel_handles_parents_and_children
+            cancel_races_an_outcome
         }
     };
 }
@@ -186,6 +199,8 @@ fn row(key: Option<&str>) -> NewInstance {
         correlation_scope: Status::LIVE.to_vec(),
         concurrency_key: None,
         concurrency_limit: 1,
+        rate_limit_key: None,
+        rate_limit_units: 1,
     }
 }
 

@@ -165,6 +165,29 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// `cancel`: no instance has this id or occupies this key; nothing changed.
+    #[error("no instance is addressed by {target}")]
+    UnknownInstance {
+        /// The id or key, as given.
+        target: String,
+    },
+    /// `cancel`: the instance had already ended; nothing changed.
+    #[error("the instance {id} has already ended ({status})")]
+    AlreadyEnded {
+        /// The instance.
+        id: super::InstanceId,
+        /// Its status.
+        status: super::Status,
+    },
+    /// `set_rate_limit`: the limit cannot be kept (a capacity of 0, or a period out of
+    /// range); nothing was stored.
+    #[error("invalid rate limit for {key:?}: {message}")]
+    InvalidRateLimit {
+        /// The rate-limit key.
+        key: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Settings an engine cannot run with.

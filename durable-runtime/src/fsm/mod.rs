@@ -84,6 +84,7 @@
 //! - [`testing`] runs everything runnable in a test with [`testing::drain`].
 
 mod context;
+mod control;
 mod definition;
 mod engine;
 mod error;
@@ -104,6 +105,7 @@ mod workers;
 pub mod conformance;
 
 pub use context::{ChildInfo, Signal, StepContext};
+pub use control::{CANCELLED, Cancelled};
 pub use definition::{Fsm, FsmResult, FsmState, Step};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{BuildError, Error, StepError, StepErrorKind};

@@ -311,6 +311,7 @@ pub struct Instance<F: Fsm> {
     scope: Vec<Status>,
     concurrency_key: Option<String>,
     concurrency_limit: u16,
+    rate_limit: Option<(String, u32)>,
 }
 
 /// When a new instance may first run.
@@ -334,6 +335,7 @@ impl<F: Fsm> Instance<F> {
             scope: Status::LIVE.to_vec(),
             concurrency_key: None,
             concurrency_limit: 1,
+            rate_limit: None,
         }
     }
 
@@ -435,6 +437,49 @@ impl<F: Fsm> Instance<F> {
         (self.concurrency_key.as_deref(), self.concurrency_limit)
     }
 
+    /// Gives it a rate-limit key: each claim of one of its steps takes a token of the key's
+    /// bucket (stored with [`Engine::set_rate_limit`](super::Engine::set_rate_limit)), and
+    /// waits, runnable, while the bucket is empty. A key without a stored limit is not
+    /// limited. Same as [`rate_limit_units(key, 1)`](Self::rate_limit_units).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::fsm::{durable_fsm, Instance, Outcome};
+    ///
+    /// #[durable_fsm(name = "sms")]
+    /// pub struct Sms { to: String }
+    ///
+    /// #[durable_fsm]
+    /// impl Sms {
+    ///     #[step(initial)]
+    ///     fn send(&mut self) -> Outcome<Self> { Outcome::done(()) }
+    /// }
+    ///
+    /// let sms = Instance::new(Sms { to: "+33".into() }).rate_limit_key("sms-provider");
+    /// assert_eq!(sms.rate_limit(), Some(("sms-provider", 1)));
+    /// ```
+    #[must_use]
+    pub fn rate_limit_key(self, key: impl Into<String>) -> Self {
+        self.rate_limit_units(key, 1)
+    }
+
+    /// Gives it a rate-limit key whose claims each take `units` tokens (at least 1; 0 is
+    /// taken as 1). An instance needing more units than the bucket's capacity waits until
+    /// the capacity is raised.
+    #[must_use]
+    pub fn rate_limit_units(mut self, key: impl Into<String>, units: u32) -> Self {
+        self.rate_limit = Some((key.into(), units.max(1)));
+        self
+    }
+
+    /// Its rate-limit key and units.
+    pub fn rate_limit(&self) -> Option<(&str, u32)> {
+        self.rate_limit
+            .as_ref()
+            .map(|(key, units)| (key.as_str(), *units))
+    }
+
     /// Runs it on `queue` instead of `F`'s.
     #[must_use]
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
@@ -512,6 +557,7 @@ pub struct AnyInstance {
     pub(crate) scope: Vec<Status>,
     pub(crate) concurrency_key: Option<String>,
     pub(crate) concurrency_limit: u16,
+    pub(crate) rate_limit: Option<(String, u32)>,
 }
 
 impl AnyInstance {
@@ -541,6 +587,20 @@ impl AnyInstance {
     pub fn queue(&self) -> &str {
         &self.queue
     }
+
+    /// Its rate-limit key and units (see [`Instance::rate_limit_key`]).
+    pub fn rate_limit(&self) -> Option<(&str, u32)> {
+        self.rate_limit
+            .as_ref()
+            .map(|(key, units)| (key.as_str(), *units))
+    }
+
+    /// Gives it the rate-limit key `key` with `units` per claim (see
+    /// [`Instance::rate_limit_units`]), or takes it away with `None`.
+    pub fn with_rate_limit(mut self, rate_limit: Option<(String, u32)>) -> Self {
+        self.rate_limit = rate_limit.map(|(key, units)| (key, units.max(1)));
+        self
+    }
 }
 
 impl<F: Fsm> From<Instance<F>> for AnyInstance {
@@ -557,6 +617,7 @@ impl<F: Fsm> From<Instance<F>> for AnyInstance {
             scope: instance.scope,
             concurrency_key: instance.concurrency_key,
             concurrency_limit: instance.concurrency_limit,
+            rate_limit: instance.rate_limit,
         }
     }
 }

@@ -319,5 +319,7 @@ pub(crate) fn new_instance(instance: &AnyInstance, now: SystemTime) -> Result<Ne
         correlation_scope: instance.scope.clone(),
         concurrency_key: instance.concurrency_key.clone(),
         concurrency_limit: instance.concurrency_limit,
+        rate_limit_key: instance.rate_limit.as_ref().map(|(key, _)| key.clone()),
+        rate_limit_units: instance.rate_limit.as_ref().map_or(1, |(_, units)| *units),
     })
 }

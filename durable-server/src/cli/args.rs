@@ -196,6 +196,23 @@ pub(crate) enum FsmCommand {
         #[arg(long, value_name = "KEY")]
         key: Option<String>,
     },
+    /// Cancel a live instance (and its live descendants): it ends failed, "cancelled".
+    Cancel {
+        /// The instance id.
+        id: i64,
+    },
+    /// Pause a queue: no engine claims its instances until it is resumed.
+    Pause {
+        /// The queue.
+        queue: String,
+    },
+    /// Resume a paused queue.
+    Resume {
+        /// The queue.
+        queue: String,
+    },
+    /// List the paused queues.
+    Paused,
 }
 
 #[derive(Debug, Subcommand)]

@@ -87,6 +87,10 @@ async fn fsm(client: &Client, command: FsmCommand) -> Result<Reply, Failure> {
                 id: fsm.insert(&name, &args, key.as_deref()).await?,
             })
         }
+        FsmCommand::Cancel { id } => Reply::FsmCancelled(fsm.cancel(id).await?),
+        FsmCommand::Pause { queue } => Reply::FsmQueue(fsm.pause_queue(&queue).await?),
+        FsmCommand::Resume { queue } => Reply::FsmQueue(fsm.resume_queue(&queue).await?),
+        FsmCommand::Paused => Reply::FsmPaused(fsm.paused_queues().await?),
     })
 }
 

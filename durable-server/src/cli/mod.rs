@@ -42,6 +42,8 @@
 //! fsm get ID                                                 (gateway only)
 //! fsm signal NAME ['{"cents": 5}' | -] (--id ID | --key KEY) [--dedup-key K]  (gateway only)
 //! fsm insert FSM ['{"order_id": "42"}' | -] [--key KEY]     (gateway only)
+//! fsm cancel ID                                              (gateway only)
+//! fsm pause QUEUE | fsm resume QUEUE | fsm paused             (gateway only)
 //! types
 //! openapi
 //! migrations status                                          (database only)

@@ -78,6 +78,9 @@ pub(crate) enum Reply {
     FsmInstances(FsmInstanceList),
     FsmInserted(Inserted),
     FsmSignalled(SignalSent),
+    FsmCancelled(crate::model::fsm_control::CancelledInstance),
+    FsmQueue(crate::model::fsm_control::QueueState),
+    FsmPaused(crate::model::fsm_control::PausedQueues),
 }
 
 impl Reply {
@@ -113,6 +116,9 @@ impl Reply {
             Self::FsmInstances(reply) => json(out, reply),
             Self::FsmInserted(reply) => json(out, reply),
             Self::FsmSignalled(reply) => json(out, reply),
+            Self::FsmCancelled(reply) => json(out, reply),
+            Self::FsmQueue(reply) => json(out, reply),
+            Self::FsmPaused(reply) => json(out, reply),
         }
     }
 
@@ -314,6 +320,27 @@ impl Reply {
                 }
             }
             Self::FsmInserted(reply) => writeln!(out, "inserted instance {}", reply.id),
+            Self::FsmCancelled(reply) => writeln!(
+                out,
+                "cancelled instance {} ({} instances ended)",
+                reply.id, reply.instances
+            ),
+            Self::FsmQueue(reply) => writeln!(
+                out,
+                "queue {} {}{}",
+                reply.queue,
+                if reply.paused { "paused" } else { "running" },
+                if reply.changed { "" } else { " (unchanged)" }
+            ),
+            Self::FsmPaused(reply) => {
+                if reply.queues.is_empty() {
+                    return writeln!(out, "no paused queues");
+                }
+                for queue in &reply.queues {
+                    writeln!(out, "{}  paused at {}", queue.queue, queue.paused_at)?;
+                }
+                Ok(())
+            }
             Self::FsmSignalled(reply) => match reply.signal {
                 Some(signal) => writeln!(
                     out,

@@ -21,6 +21,7 @@
 
 mod error;
 mod fsm;
+mod fsm_control;
 mod kv;
 mod model;
 

@@ -26,7 +26,7 @@ use utoipa::openapi::{Ref, Required};
 use crate::auth::PublicEndpoint;
 use crate::config::ServerConfig;
 use crate::model::AccessView;
-use crate::routes::{Catalog, alarms, fsm, kv, meta, objects, operate};
+use crate::routes::{Catalog, alarms, fsm, fsm_control, kv, meta, objects, operate};
 
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
@@ -61,6 +61,10 @@ const BEARER: &str = "bearer";
         fsm::signal,
         fsm::get,
         fsm::list,
+        fsm_control::cancel,
+        fsm_control::pause,
+        fsm_control::resume,
+        fsm_control::paused,
         meta::types,
         meta::openapi,
         meta::metrics,
@@ -73,7 +77,7 @@ const BEARER: &str = "bearer";
         (name = "alarms", description = "An object's alarms, and dead alarms"),
         (name = "storage", description = "An object's key-value storage"),
         (name = "types", description = "The exposed object types"),
-        (name = "fsm", description = "FSM instances: insert, signal, read and list"),
+        (name = "fsm", description = "FSM instances: insert, signal, read, list and cancel; pause and resume queues"),
         (name = "server", description = "Health, readiness, metrics and this document"),
     ),
 )]

@@ -23,7 +23,7 @@ use crate::model::fsm::{
 };
 
 /// The engine, or `404 fsm_not_enabled`.
-fn engine(state: &AppState) -> Result<&Engine, ApiError> {
+pub(super) fn engine(state: &AppState) -> Result<&Engine, ApiError> {
     state.fsm.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::FsmNotEnabled,
@@ -33,7 +33,7 @@ fn engine(state: &AppState) -> Result<&Engine, ApiError> {
 }
 
 /// The instance `id`, or `404 instance_not_found`.
-async fn instance(engine: &Engine, id: InstanceId) -> Result<InstanceRecord, ApiError> {
+pub(super) async fn instance(engine: &Engine, id: InstanceId) -> Result<InstanceRecord, ApiError> {
     engine
         .get(id)
         .await?

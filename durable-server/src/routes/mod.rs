@@ -4,6 +4,7 @@
 
 pub(crate) mod alarms;
 pub(crate) mod fsm;
+pub(crate) mod fsm_control;
 pub(crate) mod kv;
 pub(crate) mod meta;
 pub(crate) mod objects;
@@ -325,6 +326,10 @@ fn api() -> Router<AppState> {
         .route("/fsm/signal", post(fsm::signal))
         // One segment: an FSM name to insert into, an instance id to read.
         .route("/fsm/{segment}", get(fsm::get).post(fsm::insert))
+        .route("/fsm/{segment}/cancel", post(fsm_control::cancel))
+        .route("/fsm/queues/paused", get(fsm_control::paused))
+        .route("/fsm/queues/{queue}/pause", post(fsm_control::pause))
+        .route("/fsm/queues/{queue}/resume", post(fsm_control::resume))
         .route("/types", get(meta::types))
         .route("/openapi.json", get(meta::openapi))
         .method_not_allowed_fallback(meta::method_not_allowed)

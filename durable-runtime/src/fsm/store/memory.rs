@@ -1,5 +1,7 @@
 //! [`MemoryFsmStore`]: the FSM store in memory, for tests and examples.
 
+mod control;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -7,8 +9,9 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 
 use super::{
-    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
-    NewInstance, NewSignal, OutcomeCommit, SignalRecord, Swept, Target, Transition,
+    CancelOutcome, ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease,
+    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord,
+    SignalRecord, Swept, Target, TokenBucket, Transition,
 };
 use crate::fsm::status::{InstanceId, SignalId, Status};
 use crate::storage::StorageError;
@@ -42,6 +45,8 @@ mod linked;
 ///     correlation_scope: Status::LIVE.to_vec(),
 ///     concurrency_key: None,
 ///     concurrency_limit: 1,
+///     rate_limit_key: None,
+///     rate_limit_units: 1,
 /// };
 /// let ids = store.insert(&[row.clone(), row], now).await.unwrap();
 /// assert_eq!(ids.len(), 1, "the key is occupied by the first row");
@@ -59,6 +64,10 @@ struct Inner {
     last_signal: i64,
     rows: BTreeMap<i64, Row>,
     signals: BTreeMap<i64, Signal>,
+    /// The rate limits' buckets, by key.
+    buckets: BTreeMap<String, TokenBucket>,
+    /// The paused queues, with when they were paused.
+    paused: BTreeMap<String, SystemTime>,
 }
 
 #[derive(Clone, Debug)]
@@ -223,6 +232,8 @@ impl Inner {
                 concurrency_key: new.concurrency_key.clone(),
                 concurrency_limit: new.concurrency_limit.max(1),
                 concurrency_slot: None,
+                rate_limit_key: new.rate_limit_key.clone(),
+                rate_limit_units: new.rate_limit_units.max(1),
                 inserted_at: now,
                 updated_at: now,
             };
@@ -442,6 +453,11 @@ impl FsmStore for MemoryFsmStore {
         now: SystemTime,
     ) -> Result<Vec<Claimed>, StorageError> {
         let mut inner = self.lock();
+        if inner.paused.contains_key(queue) {
+            return Ok(Vec::new());
+        }
+        let clock = control::database_clock()?;
+        let buckets = inner.buckets.clone();
         let mut candidates: Vec<(i16, SystemTime, i64)> = inner
             .rows
             .values()
@@ -469,21 +485,30 @@ impl FsmStore for MemoryFsmStore {
             }
             let record = &inner.rows[&id].record;
             let Some(key) = &record.concurrency_key else {
-                chosen.push((id, None));
+                if inner.rate_gate(id, clock, now) {
+                    chosen.push((id, None));
+                }
                 continue;
             };
             let free = (0..record.concurrency_limit.max(1)).find(|slot| {
                 !taken.iter().any(|(k, s)| k == key && s == slot) && !inner.slot_taken(key, *slot)
             });
             if let Some(slot) = free {
-                taken.push((key.clone(), slot));
-                chosen.push((id, Some(slot)));
+                let key = key.clone();
+                if inner.rate_gate(id, clock, now) {
+                    taken.push((key, slot));
+                    chosen.push((id, Some(slot)));
+                }
             }
         }
         // A claim that would collide on a correlation guard fails the whole pick, as the
         // unique index fails the statement.
         for (id, _) in &chosen {
-            inner.check_guard(*id, Status::Executing)?;
+            if let Err(error) = inner.check_guard(*id, Status::Executing) {
+                // The failed pick takes no token.
+                inner.buckets = buckets;
+                return Err(error);
+            }
         }
         let mut claimed = Vec::with_capacity(chosen.len());
         for (id, slot) in chosen {
@@ -657,5 +682,65 @@ impl FsmStore for MemoryFsmStore {
             }
         }
         Ok(doomed.len() as u64)
+    }
+
+    async fn set_rate_limit(&self, key: &str, limit: RateLimit) -> Result<(), StorageError> {
+        limit.check().map_err(StorageError::rejected)?;
+        let clock = control::database_clock()?;
+        self.lock()
+            .buckets
+            .entry(key.to_owned())
+            .and_modify(|bucket| {
+                bucket.limit = limit;
+                bucket.tokens = bucket.tokens.min(f64::from(limit.capacity));
+            })
+            .or_insert_with(|| TokenBucket::full(limit, clock));
+        Ok(())
+    }
+
+    async fn remove_rate_limit(&self, key: &str) -> Result<bool, StorageError> {
+        Ok(self.lock().buckets.remove(key).is_some())
+    }
+
+    async fn rate_limits(&self) -> Result<Vec<RateLimitRecord>, StorageError> {
+        self.lock()
+            .buckets
+            .iter()
+            .map(|(key, bucket)| control::rate_limit_record(key, bucket))
+            .collect()
+    }
+
+    async fn pause_queue(&self, queue: &str, now: SystemTime) -> Result<bool, StorageError> {
+        let mut inner = self.lock();
+        if inner.paused.contains_key(queue) {
+            return Ok(false);
+        }
+        inner.paused.insert(queue.to_owned(), now);
+        Ok(true)
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, StorageError> {
+        Ok(self.lock().paused.remove(queue).is_some())
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>, StorageError> {
+        Ok(self
+            .lock()
+            .paused
+            .iter()
+            .map(|(queue, at)| PausedQueue {
+                queue: queue.clone(),
+                paused_at: *at,
+            })
+            .collect())
+    }
+
+    async fn cancel(
+        &self,
+        target: &Target,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<CancelOutcome, StorageError> {
+        Ok(self.lock().cancel(target, reason, now))
     }
 }

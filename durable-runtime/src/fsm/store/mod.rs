@@ -29,7 +29,17 @@
 //!   `0..concurrency_limit` of its key, no two executing instances hold the same slot of a
 //!   key, and leaving `executing` frees the slot. The pick skips a row whose key has no free
 //!   slot below its limit and takes the next row instead; rows of one key are claimed in the
-//!   pick's order (priority, then eligibility).
+//!   pick's order (priority, then eligibility);
+//! - rate limits: a row with a rate-limit key whose limit is stored is claimed only if the
+//!   key's token bucket, refilled to the database's clock under the bucket's lock, holds its
+//!   units, which the claim takes in the same transaction. A row the bucket cannot serve stays
+//!   runnable with `eligible_at` moved to when the bucket will have earned its units (so
+//!   picks do not read it again before then); a key without a stored limit is not limited;
+//! - a paused queue is not picked from;
+//! - a cancel ends a live instance and its live descendants `failed` with the cancel's
+//!   reason, in one transaction: their claims no longer hold (their outcomes are stale), their
+//!   inboxes are deleted, and the cancelled instance's parent is released like by a failed
+//!   child.
 //!
 //! Times are the engine's clock readings ([`SystemTime`], whole microseconds): a store never
 //! reads its own clock, so tests can run the engine on virtual time.
@@ -37,12 +47,17 @@
 //! States, results and payloads travel as JSON text that the engine has already checked can be
 //! stored as Postgres `jsonb` (no `\u0000`, no NaN).
 
+mod control;
 mod memory;
 
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+pub use control::{
+    CancelOutcome, PausedQueue, RateDecision, RateLimit, RateLimitRecord, TokenBucket,
+    decide_rate_limits,
+};
 pub use memory::MemoryFsmStore;
 
 use super::status::{InstanceId, SignalId, Status};
@@ -69,6 +84,8 @@ use crate::storage::StorageError;
 ///     correlation_scope: Status::LIVE.to_vec(),
 ///     concurrency_key: Some("account:7".into()),
 ///     concurrency_limit: 1,
+///     rate_limit_key: Some("psp".into()),
+///     rate_limit_units: 1,
 /// };
 /// assert_eq!(row.fsm, "order");
 /// ```
@@ -97,6 +114,10 @@ pub struct NewInstance {
     /// How many instances of its concurrency key may execute at once (at least 1; 0 is taken
     /// as 1): the instance runs only in one of the slots `0..concurrency_limit` of its key.
     pub concurrency_limit: u16,
+    /// The rate-limit key: each claim takes `rate_limit_units` tokens of the key's bucket.
+    pub rate_limit_key: Option<String>,
+    /// The tokens each claim takes (at least 1; 0 is taken as 1).
+    pub rate_limit_units: u32,
 }
 
 /// A row claimed by [`FsmStore::pick`], with what its step needs to run.
@@ -354,6 +375,10 @@ pub struct InstanceRecord {
     pub concurrency_limit: u16,
     /// The slot of the concurrency key it holds, while executing.
     pub concurrency_slot: Option<u16>,
+    /// The rate-limit key.
+    pub rate_limit_key: Option<String>,
+    /// The tokens of the rate-limit key's bucket each claim takes.
+    pub rate_limit_units: u32,
     /// When it was inserted.
     pub inserted_at: SystemTime,
     /// When it last changed.
@@ -520,6 +545,62 @@ pub trait FsmStore: Send + Sync + 'static {
     /// Deletes up to `limit` ended rows last changed before `ended_before`, sparing the
     /// children of a parent that has not ended. Returns how many were deleted.
     async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError>;
+
+    /// Stores (or replaces) the rate limit of `key`. A new bucket starts full; a replaced one
+    /// keeps its tokens, at most the new capacity.
+    ///
+    /// The default refuses: a store without the scheduling controls.
+    async fn set_rate_limit(&self, key: &str, limit: RateLimit) -> Result<(), StorageError> {
+        let _ = (key, limit);
+        Err(unsupported("rate limits"))
+    }
+
+    /// Removes the rate limit of `key` (its rows are then claimed freely). Returns whether
+    /// there was one.
+    async fn remove_rate_limit(&self, key: &str) -> Result<bool, StorageError> {
+        let _ = key;
+        Err(unsupported("rate limits"))
+    }
+
+    /// Every stored rate limit, by key.
+    async fn rate_limits(&self) -> Result<Vec<RateLimitRecord>, StorageError> {
+        Err(unsupported("rate limits"))
+    }
+
+    /// Pauses `queue`: no pick claims its rows until it is resumed (steps already executing
+    /// finish). Returns whether it was running.
+    async fn pause_queue(&self, queue: &str, now: SystemTime) -> Result<bool, StorageError> {
+        let _ = (queue, now);
+        Err(unsupported("queue pauses"))
+    }
+
+    /// Resumes `queue`. Returns whether it was paused.
+    async fn resume_queue(&self, queue: &str) -> Result<bool, StorageError> {
+        let _ = queue;
+        Err(unsupported("queue pauses"))
+    }
+
+    /// The paused queues, by name.
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>, StorageError> {
+        Err(unsupported("queue pauses"))
+    }
+
+    /// Cancels the live instance `target` and its live descendants (see the
+    /// [module docs](self)): each ends `failed` with `reason` as its error.
+    async fn cancel(
+        &self,
+        target: &Target,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<CancelOutcome, StorageError> {
+        let _ = (target, reason, now);
+        Err(unsupported("cancel"))
+    }
+}
+
+/// The error of a store that does not keep a scheduling control.
+fn unsupported(what: &str) -> StorageError {
+    StorageError::rejected(format!("this FSM store does not support {what}"))
 }
 
 /// A shared store is a store: several engines (or an engine and a test) can hold one.
@@ -594,6 +675,39 @@ impl<S: FsmStore + ?Sized> FsmStore for std::sync::Arc<S> {
 
     async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError> {
         (**self).gc(ended_before, limit).await
+    }
+
+    async fn set_rate_limit(&self, key: &str, limit: RateLimit) -> Result<(), StorageError> {
+        (**self).set_rate_limit(key, limit).await
+    }
+
+    async fn remove_rate_limit(&self, key: &str) -> Result<bool, StorageError> {
+        (**self).remove_rate_limit(key).await
+    }
+
+    async fn rate_limits(&self) -> Result<Vec<RateLimitRecord>, StorageError> {
+        (**self).rate_limits().await
+    }
+
+    async fn pause_queue(&self, queue: &str, now: SystemTime) -> Result<bool, StorageError> {
+        (**self).pause_queue(queue, now).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, StorageError> {
+        (**self).resume_queue(queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>, StorageError> {
+        (**self).paused_queues().await
+    }
+
+    async fn cancel(
+        &self,
+        target: &Target,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<CancelOutcome, StorageError> {
+        (**self).cancel(target, reason, now).await
     }
 }
 

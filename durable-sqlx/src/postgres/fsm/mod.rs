@@ -5,6 +5,7 @@
 //! as parameters. Outcomes are committed in `complete`, many per transaction.
 
 mod complete;
+mod control;
 pub(super) mod linked;
 mod sql;
 
@@ -14,8 +15,9 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
-    ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
-    NewInstance, NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
+    CancelOutcome, ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease,
+    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord,
+    SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -25,6 +27,7 @@ use sqlx::{Connection, PgConnection, Row};
 use super::time::PgTime;
 use super::{PostgresStore, db_err};
 use crate::error::rejected;
+use control::{ControlSql, Deferred};
 use sql::{Sql, Tables};
 
 /// The durable FSM engine's instances and inboxes in Postgres (feature `fsm`).
@@ -55,6 +58,7 @@ use sql::{Sql, Tables};
 pub struct PostgresFsmStore {
     pool: PgPool,
     sql: Arc<Sql>,
+    control: Arc<ControlSql>,
 }
 
 impl PostgresStore {
@@ -70,9 +74,11 @@ impl PostgresStore {
     /// # drop(fsm); Ok(()) }
     /// ```
     pub fn fsm(&self) -> PostgresFsmStore {
+        let tables = Tables::new(&self.names);
         PostgresFsmStore {
             pool: self.pool.clone(),
-            sql: Arc::new(Sql::new(&Tables::new(&self.names))),
+            sql: Arc::new(Sql::new(&tables)),
+            control: Arc::new(ControlSql::new(&tables)),
         }
     }
 }
@@ -150,6 +156,8 @@ impl PostgresFsmStore {
             .bind(columns.parent)
             .bind(columns.concurrency_key)
             .bind(columns.concurrency_limit)
+            .bind(columns.rate_limit_key)
+            .bind(columns.rate_limit_units)
             .fetch_all(conn)
             .await
             .map_err(db_err)?;
@@ -307,6 +315,8 @@ struct InsertColumns {
     parent: Vec<Option<i64>>,
     concurrency_key: Vec<Option<String>>,
     concurrency_limit: Vec<i32>,
+    rate_limit_key: Vec<Option<String>>,
+    rate_limit_units: Vec<i32>,
 }
 
 impl InsertColumns {
@@ -331,6 +341,16 @@ impl InsertColumns {
         self.concurrency_key.push(instance.concurrency_key.clone());
         self.concurrency_limit
             .push(i32::from(instance.concurrency_limit.max(1)));
+        self.rate_limit_key.push(instance.rate_limit_key.clone());
+        self.rate_limit_units
+            .push(
+                i32::try_from(instance.rate_limit_units.max(1)).map_err(|_| {
+                    rejected(format!(
+                        "rate-limit units {} out of range",
+                        instance.rate_limit_units
+                    ))
+                })?,
+            );
         Ok(())
     }
 }
@@ -420,6 +440,9 @@ fn instance_record(row: &PgRow) -> Result<InstanceRecord, StorageError> {
             .map_err(db_err)?
             .map(small)
             .transpose()?,
+        rate_limit_key: row.try_get("rate_limit_key").map_err(db_err)?,
+        rate_limit_units: u32::try_from(row.try_get::<i32, _>("rate_limit_units").map_err(db_err)?)
+            .map_err(|_| rejected("negative rate-limit units"))?,
         inserted_at: row
             .try_get::<PgTime, _>("inserted_at")
             .map_err(db_err)?
@@ -490,21 +513,19 @@ impl FsmStore for PostgresFsmStore {
             .map_err(db_err)?;
         let mut picked = Picked::default();
         let mut deferred = Vec::new();
-        let mut keys: Vec<String> = Vec::new();
         for row in &rows {
             if row.try_get::<bool, _>("deferred").map_err(db_err)? {
-                deferred.push(row.try_get::<i64, _>("candidate").map_err(db_err)?);
-                let key: String = row.try_get("candidate_key").map_err(db_err)?;
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
+                deferred.push(Deferred::from_row(row)?);
             } else {
                 picked.add(row)?;
             }
         }
         if !deferred.is_empty() {
             let mut tx = Connection::begin(&mut *conn).await.map_err(db_err)?;
-            for row in &claim_keyed(&self.sql, &mut tx, &deferred, &keys, &claim).await? {
+            let rows =
+                control::claim_deferred(&self.sql, &self.control, &mut tx, deferred, &claim, now)
+                    .await?;
+            for row in &rows {
                 picked.add(row)?;
             }
             tx.commit().await.map_err(db_err)?;
@@ -642,5 +663,38 @@ impl FsmStore for PostgresFsmStore {
             .await
             .map_err(db_err)?;
         Ok(deleted.rows_affected())
+    }
+
+    async fn set_rate_limit(&self, key: &str, limit: RateLimit) -> Result<(), StorageError> {
+        self.set_rate_limit_on(key, limit).await
+    }
+
+    async fn remove_rate_limit(&self, key: &str) -> Result<bool, StorageError> {
+        self.remove_rate_limit_on(key).await
+    }
+
+    async fn rate_limits(&self) -> Result<Vec<RateLimitRecord>, StorageError> {
+        self.rate_limits_on().await
+    }
+
+    async fn pause_queue(&self, queue: &str, now: SystemTime) -> Result<bool, StorageError> {
+        self.pause_on(queue, now).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, StorageError> {
+        self.resume_on(queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>, StorageError> {
+        self.paused_on().await
+    }
+
+    async fn cancel(
+        &self,
+        target: &Target,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<CancelOutcome, StorageError> {
+        self.cancel_on(target, reason, now).await
     }
 }

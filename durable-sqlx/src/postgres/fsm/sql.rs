@@ -13,6 +13,8 @@ pub(super) struct Tables {
     pub(super) fsm: String,
     pub(super) signals: String,
     pub(super) status: String,
+    pub(super) rate_limits: String,
+    pub(super) paused: String,
 }
 
 impl Tables {
@@ -21,6 +23,8 @@ impl Tables {
             fsm: format!("{}durable_fsm", names.qualifier),
             signals: format!("{}durable_fsm_signals", names.qualifier),
             status: format!("{}durable_status", names.qualifier),
+            rate_limits: format!("{}durable_fsm_rate_limits", names.qualifier),
+            paused: format!("{}durable_fsm_paused_queues", names.qualifier),
         }
     }
 }
@@ -30,11 +34,13 @@ impl Tables {
 pub(super) struct Sql {
     /// `$1`–`$9`: per row fsm, version, step, state, queue, priority, eligible_at, key, scope
     /// (comma-separated statuses); `$10`: now; `$11`: parent ids (per row, or null); `$12`,
-    /// `$13`: per row concurrency key and limit.
+    /// `$13`: per row concurrency key and limit; `$14`, `$15`: per row rate-limit key and
+    /// units.
     pub(super) insert: SqlStr,
     /// `$1` queue, `$2` eligible by, `$3` limit, `$4` worker, `$5` lease end, `$6` now. Claims
-    /// the rows without a concurrency key and returns those with one as `deferred`
-    /// candidates, for [`Sql::lock_keys`] and [`Sql::claim_keyed`].
+    /// the rows without a concurrency key or rate-limit key and returns the others as
+    /// `deferred` candidates, for the rate-limit gate (`control`), [`Sql::lock_keys`] and
+    /// [`Sql::claim_keyed`]. Nothing is picked from a paused queue.
     pub(super) pick: SqlStr,
     /// `$1` concurrency keys: the keys whose claim lock this transaction took.
     pub(super) lock_keys: SqlStr,
@@ -82,7 +88,7 @@ pub(super) struct Sql {
 }
 
 /// The columns a claimed row returns.
-const CLAIMED: &str = "g.id, g.lease_token, g.fsm, g.fsm_version, g.step, g.state::text AS state, \
+pub(super) const CLAIMED: &str = "g.id, g.lease_token, g.fsm, g.fsm_version, g.step, g.state::text AS state, \
      g.attempt, g.correlation_key, g.awaits, g.priority, g.eligible_at";
 
 /// Every column of an instance, for reads.
@@ -90,11 +96,11 @@ const RECORD: &str = "id, fsm, fsm_version, step, status::text AS status, state:
      result::text AS result, awaits, queue, priority, eligible_at, attempt, last_error, \
      await_deadline, locked_by, lease_expires_at, parent_id, children_pending, correlation_key, \
      correlation_scope::text[] AS correlation_scope, concurrency_key, concurrency_limit, \
-     concurrency_slot, inserted_at, updated_at";
+     concurrency_slot, rate_limit_key, rate_limit_units, inserted_at, updated_at";
 
 /// The inputs a claimed row's step needs besides its columns: whether it has signals or
 /// children to read.
-const INPUTS: &str = "EXISTS (SELECT 1 FROM {signals} s WHERE s.target_id = g.id) AS has_signals, \
+pub(super) const INPUTS: &str = "EXISTS (SELECT 1 FROM {signals} s WHERE s.target_id = g.id) AS has_signals, \
      EXISTS (SELECT 1 FROM {fsm} c WHERE c.parent_id = g.id) AS has_children";
 
 /// Whether the row `f` may hold a slot of its concurrency key: fewer executing rows of the key
@@ -193,21 +199,26 @@ impl Sql {
             fsm,
             signals,
             status,
+            paused,
+            ..
         } = tables;
         Self {
             insert: statement(format!(
                 "INSERT INTO {fsm} (fsm, fsm_version, step, state, queue, priority, eligible_at,
                                     correlation_key, correlation_scope, parent_id, inserted_at,
-                                    updated_at, concurrency_key, concurrency_limit)
+                                    updated_at, concurrency_key, concurrency_limit,
+                                    rate_limit_key, rate_limit_units)
                  SELECT r.fsm, r.fsm_version, r.step, r.state::jsonb, r.queue, r.priority,
                         r.eligible_at, r.correlation_key,
                         string_to_array(r.scope, ',')::{status}[], r.parent_id, $10, $10,
-                        r.concurrency_key, r.concurrency_limit
+                        r.concurrency_key, r.concurrency_limit, r.rate_limit_key,
+                        r.rate_limit_units
                  FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[],
                              $6::int2[], $7::timestamptz[], $8::text[], $9::text[], $11::int8[],
-                             $12::text[], $13::int4[])
+                             $12::text[], $13::int4[], $14::text[], $15::int4[])
                       AS r(fsm, fsm_version, step, state, queue, priority, eligible_at,
-                           correlation_key, scope, parent_id, concurrency_key, concurrency_limit)
+                           correlation_key, scope, parent_id, concurrency_key, concurrency_limit,
+                           rate_limit_key, rate_limit_units)
                  ORDER BY r.correlation_key
                  ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
                  RETURNING id, parent_id"
@@ -218,21 +229,31 @@ impl Sql {
             // what every claim of the key before it committed.
             pick: statement(format!(
                 "WITH picked AS (
-                     SELECT f.id, f.concurrency_key FROM {fsm} f
+                     SELECT f.id, f.concurrency_key, f.rate_limit_key, f.rate_limit_units,
+                            f.priority, f.eligible_at
+                     FROM {fsm} f
                      WHERE f.status = 'runnable' AND f.queue = $1 AND f.eligible_at <= $2
                        AND (f.concurrency_key IS NULL OR {has_free_slot})
+                       AND NOT EXISTS (SELECT 1 FROM {paused} p WHERE p.queue = $1)
                      ORDER BY f.priority, f.eligible_at
-                     FOR UPDATE SKIP LOCKED
+                     FOR UPDATE OF f SKIP LOCKED
                      LIMIT $3
                  ), claimed AS (
                      UPDATE {fsm} g
                      SET status = 'executing', locked_by = $4, lease_expires_at = $5,
                          lease_token = g.lease_token + 1, updated_at = $6
                      FROM picked WHERE g.id = picked.id AND picked.concurrency_key IS NULL
+                       AND picked.rate_limit_key IS NULL
                      RETURNING {CLAIMED}, {inputs}
                  )
                  SELECT picked.id AS candidate, picked.concurrency_key AS candidate_key,
-                        picked.concurrency_key IS NOT NULL AS deferred, claimed.*
+                        picked.rate_limit_key AS candidate_rate_key,
+                        picked.rate_limit_units AS candidate_units,
+                        picked.priority AS candidate_priority,
+                        picked.eligible_at AS candidate_eligible_at,
+                        (picked.concurrency_key IS NOT NULL OR picked.rate_limit_key IS NOT NULL)
+                            AS deferred,
+                        claimed.*
                  FROM picked LEFT JOIN claimed ON claimed.id = picked.id",
                 has_free_slot = HAS_FREE_SLOT.replace("{fsm}", fsm),
                 inputs = INPUTS.replace("{fsm}", fsm).replace("{signals}", signals),

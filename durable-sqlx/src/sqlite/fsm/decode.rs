@@ -140,6 +140,8 @@ pub(super) fn instance_record(row: &SqliteRow) -> Result<InstanceRecord, Storage
         concurrency_key: row.try_get("concurrency_key").map_err(db_err)?,
         concurrency_limit: int(row, "concurrency_limit")?,
         concurrency_slot: optional_int(row, "concurrency_slot")?,
+        rate_limit_key: row.try_get("rate_limit_key").map_err(db_err)?,
+        rate_limit_units: int(row, "rate_limit_units")?,
         inserted_at: time(row, "inserted_at")?,
         updated_at: time(row, "updated_at")?,
     })

@@ -13,6 +13,7 @@
 //! is already in the unique index. The index stays the arbiter all the same.
 
 mod complete;
+mod control;
 mod decode;
 pub(super) mod linked;
 mod pick;
@@ -23,8 +24,9 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
-    Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter, NewInstance,
-    NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
+    CancelOutcome, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
+    NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord, SignalRecord,
+    Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -66,6 +68,7 @@ pub struct SqliteFsmStore {
     pool: SqlitePool,
     writer: Arc<Writer>,
     sql: Arc<Sql>,
+    control: Arc<control::ControlSql>,
 }
 
 impl SqliteStore {
@@ -85,6 +88,7 @@ impl SqliteStore {
             pool: self.pool.clone(),
             writer: Arc::clone(&self.writer),
             sql: Arc::new(Sql::new(&self.names)),
+            control: Arc::new(control::ControlSql::new(&self.names)),
         }
     }
 }
@@ -132,6 +136,8 @@ impl SqliteFsmStore {
                     "parent": parent,
                     "concurrency_key": instance.concurrency_key,
                     "concurrency_limit": instance.concurrency_limit.max(1),
+                    "rate_limit_key": instance.rate_limit_key,
+                    "rate_limit_units": instance.rate_limit_units.max(1),
                 }))
             })
             .collect::<Result<Vec<_>, StorageError>>()?;
@@ -398,6 +404,39 @@ impl FsmStore for SqliteFsmStore {
             .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(deleted.rows_affected())
+    }
+
+    async fn set_rate_limit(&self, key: &str, limit: RateLimit) -> Result<(), StorageError> {
+        self.set_rate_limit_on(key, limit).await
+    }
+
+    async fn remove_rate_limit(&self, key: &str) -> Result<bool, StorageError> {
+        self.remove_rate_limit_on(key).await
+    }
+
+    async fn rate_limits(&self) -> Result<Vec<RateLimitRecord>, StorageError> {
+        self.rate_limits_on().await
+    }
+
+    async fn pause_queue(&self, queue: &str, now: SystemTime) -> Result<bool, StorageError> {
+        self.pause_on(queue, now).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<bool, StorageError> {
+        self.resume_on(queue).await
+    }
+
+    async fn paused_queues(&self) -> Result<Vec<PausedQueue>, StorageError> {
+        self.paused_on().await
+    }
+
+    async fn cancel(
+        &self,
+        target: &Target,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<CancelOutcome, StorageError> {
+        self.cancel_on(target, reason, now).await
     }
 }
 

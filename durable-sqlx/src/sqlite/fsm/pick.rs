@@ -1,6 +1,7 @@
-//! The pick: one `BEGIN IMMEDIATE` transaction that reads the candidates, gives each keyed
-//! candidate a free slot of its key, claims them all in one statement, and reads their inboxes
-//! and children.
+//! The pick: one `BEGIN IMMEDIATE` transaction that reads the candidates (none from a paused
+//! queue), lets through those their rate limits serve (`control::gate`), gives each keyed
+//! candidate a free slot of its key, claims them all in one statement, debits the buckets for
+//! the claims made, and reads their inboxes and children.
 //!
 //! Postgres' pick skips rows other pickers hold (`SKIP LOCKED`) and serializes the slot choice
 //! of a key with an advisory lock, because pickers run side by side there. A SQLite pick holds
@@ -17,6 +18,7 @@ use durable_runtime::fsm::store::{ChildRecord, Claimed, SignalRecord};
 use durable_runtime::storage::StorageError;
 use sqlx::{Row, SqliteConnection};
 
+use super::control::{self, RateCandidate};
 use super::decode::{child_record, claimed, signal_record};
 use super::{SqliteFsmStore, encode};
 use crate::sqlite::db_err;
@@ -45,26 +47,45 @@ pub(super) async fn pick(
     let sql = &store.sql;
     let mut writer = store.writer.lock().await?;
     let mut tx = writer.begin_immediate().await?;
-    let candidates = sqlx::query(sql.candidates.clone())
-        .bind(by.queue)
-        .bind(by.eligible_by)
-        .bind(by.limit)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?
-        .iter()
-        .map(|row| {
-            Ok(Candidate {
-                id: row.try_get("id").map_err(db_err)?,
-                key: row.try_get("concurrency_key").map_err(db_err)?,
-                limit: row.try_get("concurrency_limit").map_err(db_err)?,
+    let (candidates, rates): (Vec<Candidate>, Vec<RateCandidate>) =
+        sqlx::query(sql.candidates.clone())
+            .bind(by.queue)
+            .bind(by.eligible_by)
+            .bind(by.limit)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?
+            .iter()
+            .map(|row| {
+                let id = row.try_get("id").map_err(db_err)?;
+                let units: i64 = row.try_get("rate_limit_units").map_err(db_err)?;
+                Ok((
+                    Candidate {
+                        id,
+                        key: row.try_get("concurrency_key").map_err(db_err)?,
+                        limit: row.try_get("concurrency_limit").map_err(db_err)?,
+                    },
+                    RateCandidate {
+                        id,
+                        key: row.try_get("rate_limit_key").map_err(db_err)?,
+                        units: u32::try_from(units).unwrap_or(1),
+                    },
+                ))
             })
-        })
-        .collect::<Result<Vec<_>, StorageError>>()?;
+            .collect::<Result<Vec<_>, StorageError>>()?
+            .into_iter()
+            .unzip();
     if candidates.is_empty() {
         tx.commit().await.map_err(db_err)?;
         return Ok(Vec::new());
     }
+    // Rate limits first: a candidate its bucket cannot serve takes no slot.
+    let (allowed, gate) = control::gate(store, &mut tx, &rates, by.now).await?;
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .zip(allowed)
+        .filter_map(|(candidate, allowed)| allowed.then_some(candidate))
+        .collect();
     let claims = slots(store, &mut tx, &candidates).await?;
     let rows = sqlx::query(sql.claim.clone())
         .bind(encode(&claims)?)
@@ -82,6 +103,8 @@ pub(super) async fn pick(
             .map(|(_, claim)| claim.id.get())
             .collect::<Vec<_>>(),
     )?;
+    let claimed_ids: Vec<i64> = picked.iter().map(|(_, claim)| claim.id.get()).collect();
+    control::debit(store, &mut tx, gate, &claimed_ids).await?;
     let (mut inboxes, mut children) = inputs(store, &mut tx, &ids).await?;
     tx.commit().await.map_err(db_err)?;
     for (_, claim) in &mut picked {

@@ -10,10 +10,12 @@ use crate::schema::{Names, statement};
 #[derive(Debug)]
 pub(super) struct Sql {
     /// `?1` rows (JSON array of objects: fsm, version, step, state, queue, priority,
-    /// eligible_at, key, scope, parent, concurrency_key, concurrency_limit), `?2` now.
+    /// eligible_at, key, scope, parent, concurrency_key, concurrency_limit, rate_limit_key,
+    /// rate_limit_units), `?2` now.
     pub(super) insert: SqlStr,
     /// `?1` queue, `?2` eligible by, `?3` limit: the runnable rows to claim, in pick order,
-    /// passing over rows whose concurrency key has no free slot below their limit.
+    /// passing over rows whose concurrency key has no free slot below their limit; none from
+    /// a paused queue.
     pub(super) candidates: SqlStr,
     /// `?1` concurrency key, `?2` limit: the slots below the limit that executing rows of the
     /// key hold (a probe of the unique index, at most `limit` entries).
@@ -79,7 +81,7 @@ const CLAIMED: &str = "id, lease_token, fsm, fsm_version, step, state, attempt, 
 const RECORD: &str = "id, fsm, fsm_version, step, status, state, result, awaits, queue, priority, \
      eligible_at, attempt, last_error, await_deadline, locked_by, lease_expires_at, parent_id, \
      children_pending, correlation_key, correlation_scope, concurrency_key, concurrency_limit, \
-     concurrency_slot, inserted_at, updated_at";
+     concurrency_slot, rate_limit_key, rate_limit_units, inserted_at, updated_at";
 
 /// The columns an outcome releases.
 const RELEASE: &str =
@@ -99,6 +101,7 @@ impl Sql {
     pub(super) fn new(names: &Names) -> Self {
         let fsm = format!("{}durable_fsm", names.qualifier);
         let signals = format!("{}durable_fsm_signals", names.qualifier);
+        let paused = format!("{}durable_fsm_paused_queues", names.qualifier);
         let leases = rows(&["lid", "ltoken"]);
         Self {
             // `WHERE true` tells SQLite's parser that `ON CONFLICT` is the upsert clause, not a
@@ -107,12 +110,14 @@ impl Sql {
             insert: statement(format!(
                 "INSERT INTO {fsm} (fsm, fsm_version, step, state, queue, priority, eligible_at,
                                     correlation_key, correlation_scope, parent_id, inserted_at,
-                                    updated_at, concurrency_key, concurrency_limit)
+                                    updated_at, concurrency_key, concurrency_limit,
+                                    rate_limit_key, rate_limit_units)
                  SELECT r.value ->> 'fsm', r.value ->> 'version', r.value ->> 'step',
                         r.value ->> 'state', r.value ->> 'queue', r.value ->> 'priority',
                         r.value ->> 'eligible_at', r.value ->> 'key', r.value ->> 'scope',
                         r.value ->> 'parent', ?2, ?2, r.value ->> 'concurrency_key',
-                        r.value ->> 'concurrency_limit'
+                        r.value ->> 'concurrency_limit', r.value ->> 'rate_limit_key',
+                        r.value ->> 'rate_limit_units'
                  FROM json_each(?1) AS r
                  WHERE true
                  ORDER BY r.value ->> 'key'
@@ -123,8 +128,11 @@ impl Sql {
             // for this key below the row's limit: at most `limit` of them, whatever the size of
             // the executing set.
             candidates: statement(format!(
-                "SELECT f.id, f.concurrency_key, f.concurrency_limit FROM {fsm} f
+                "SELECT f.id, f.concurrency_key, f.concurrency_limit, f.rate_limit_key,
+                        f.rate_limit_units
+                 FROM {fsm} f
                  WHERE f.status = 'runnable' AND f.queue = ?1 AND f.eligible_at <= ?2
+                   AND NOT EXISTS (SELECT 1 FROM {paused} p WHERE p.queue = ?1)
                    AND (f.concurrency_key IS NULL OR (
                         SELECT count(*) FROM {fsm} e
                         WHERE e.status = 'executing' AND e.concurrency_key = f.concurrency_key
