@@ -147,6 +147,7 @@ async fn one_run(
                     .collect(),
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             }
         })
         .collect();
@@ -167,6 +168,7 @@ async fn one_run(
             alarms: Vec::new(),
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         });
     }
     // Due after the writes, whatever they take (about 20 µs each at most on a loaded machine).

@@ -260,6 +260,7 @@ async fn populate(store: &dyn Storage, count: usize, pad: usize) -> Result<(), S
                 alarms: Vec::new(),
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             })
             .collect();
         store.commit(&batch).await.map_err(|e| e.to_string())?;

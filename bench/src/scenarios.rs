@@ -520,6 +520,7 @@ pub(crate) async fn populate(
                 alarms: Vec::new(),
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             })
             .collect();
         store.commit(&batch).await.map_err(|e| e.to_string())?;
@@ -796,6 +797,7 @@ async fn alarms(settings: &Settings) -> Result<Vec<Figure>, String> {
                 }],
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             })
             .collect();
         for chunk in writes.chunks(1000) {

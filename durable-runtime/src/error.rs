@@ -3,7 +3,9 @@
 use std::convert::Infallible;
 
 use crate::id::InvalidId;
-use crate::storage::{CommitError, KvLimitExceeded, ObjectKey, StorageError, StorageErrorKind};
+use crate::storage::{
+    CommitError, FsmRefusal, KvLimitExceeded, ObjectKey, StorageError, StorageErrorKind,
+};
 
 /// Why a call did not return a value.
 ///
@@ -195,6 +197,19 @@ pub enum Error<E = Infallible> {
         limit: usize,
     },
 
+    /// The store refused the FSM changes the call made through
+    /// [`Context::fsm`](crate::Context::fsm) (or those of a call committed in the same write of
+    /// the object): an occupied correlation key, a signal without a live target, or a store
+    /// that cannot write FSM rows with objects. Nothing of the write was applied; the object
+    /// reloads what storage holds.
+    #[error("FSM changes of {key} refused: {refusal}")]
+    FsmRefused {
+        /// The object.
+        key: ObjectKey,
+        /// Why.
+        refusal: FsmRefusal,
+    },
+
     /// An alarm's argument could not be encoded when it was scheduled; nothing was scheduled.
     #[error(transparent)]
     AlarmArgs(#[from] crate::alarms::args::AlarmArgsError),
@@ -320,6 +335,7 @@ impl<E> Error<E> {
             Self::CallCycle { key, chain } => Error::CallCycle { key, chain },
             Self::AlarmArgs(error) => Error::AlarmArgs(error),
             Self::TooManyAlarms { key, limit } => Error::TooManyAlarms { key, limit },
+            Self::FsmRefused { key, refusal } => Error::FsmRefused { key, refusal },
             Self::ShuttingDown => Error::ShuttingDown,
             Self::Fenced { key } => Error::Fenced { key },
             Self::NotOwner { key, owner } => Error::NotOwner { key, owner },
@@ -369,6 +385,10 @@ pub(crate) fn commit_error(key: &ObjectKey, error: &CommitError, wrote: bool) ->
             limit: usize::try_from(*max).unwrap_or(usize::MAX),
         },
         CommitError::Storage(source) if source.kind() == StorageErrorKind::Fenced => fenced(key),
+        CommitError::Fsm { refusal, .. } => Error::FsmRefused {
+            key: key.clone(),
+            refusal: refusal.clone(),
+        },
         CommitError::Storage(source) if wrote => Error::OutcomeUnknown {
             key: key.clone(),
             source: source.duplicate(),

@@ -220,6 +220,7 @@ impl StoreInspector {
     ///         alarms: vec![],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     /// }
@@ -255,6 +256,7 @@ impl StoreInspector {
     ///         alarms: vec![],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     /// }
@@ -301,6 +303,7 @@ impl StoreInspector {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let inspector = StoreInspector::new(storage);
@@ -352,6 +355,7 @@ impl StoreInspector {
     ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at, payload: None }],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let alarms = StoreInspector::new(storage).list_alarms("Session", "s1").await.unwrap();
@@ -396,6 +400,7 @@ impl StoreInspector {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -449,6 +454,7 @@ impl StoreInspector {
     ///     alarms: vec![AlarmChange::Set { name: "expire".into(), due_at, payload: None }],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// let inspector = StoreInspector::new(storage);
@@ -501,6 +507,7 @@ impl StoreInspector {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -565,13 +572,18 @@ impl StoreInspector {
                 alarms: vec![change],
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             };
             match self.storage.commit(&[write]).await {
                 Ok(()) => return Ok(true),
                 Err(CommitError::Conflict { .. }) => continue,
                 Err(CommitError::Storage(error)) => return Err(error.into()),
                 // The write carries no key-value changes, so no key-value limit.
-                Err(error @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
+                Err(
+                    error @ (CommitError::KvLimit { .. }
+                    | CommitError::AlarmLimit { .. }
+                    | CommitError::Fsm { .. }),
+                ) => {
                     return Err(StorageError::rejected(error).into());
                 }
             }

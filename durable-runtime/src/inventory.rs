@@ -375,6 +375,7 @@ impl Runtime {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -443,6 +444,7 @@ impl Runtime {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();

@@ -98,6 +98,7 @@ impl Runtime {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// assert_eq!(Counter::get(&rt, "a").await.unwrap(), 1); // the copy in memory

@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use durable_runtime::storage::{KvLimitExceeded, StorageErrorKind};
+use durable_runtime::storage::{FsmRefusal, KvLimitExceeded, StorageErrorKind};
 use durable_runtime::{CallByNameError, Error, KvError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -664,6 +664,22 @@ impl From<Error> for ApiError {
                 format!(
                     "the idempotency key {idempotency_key:?} was used by a different call (another handler or other arguments) on this object; nothing was applied"
                 ),
+            ),
+            // The handler's FSM insert or signal was refused in its commit: a business outcome,
+            // answered as the FSM routes answer the same refusal.
+            Error::FsmRefused {
+                refusal: refusal @ FsmRefusal::Duplicate { .. },
+                ..
+            } => Self::new(
+                ErrorCode::DuplicateInstance,
+                format!("{refusal}; nothing of the call was applied"),
+            ),
+            Error::FsmRefused {
+                refusal: refusal @ FsmRefusal::NoTarget { .. },
+                ..
+            } => Self::new(
+                ErrorCode::InstanceNotFound,
+                format!("{refusal}; nothing of the call was applied"),
             ),
             Error::CallCycle { .. } => Self::new(
                 ErrorCode::CallCycle,

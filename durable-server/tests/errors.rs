@@ -8,7 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::{Counter, Gated, TestServer, builder, gate, open_config, within};
-use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError};
+use durable_runtime::storage::{
+    FsmRefusal, MemoryStorage, ObjectKey, ObjectWrite, Storage, StorageError,
+};
 use durable_runtime::testing::FaultyStorage;
 use durable_runtime::{CallByNameError, Error, InvalidId, ObjectOptions};
 use durable_server::{ApiError, ErrorCode};
@@ -29,7 +31,8 @@ fn contract(code: &str) -> (u16, bool) {
         "outcome_unknown" => (503, false),
         "timeout" => (504, false),
         "conflict" => (409, true),
-        "call_cycle" | "idempotency_key_reused" => (409, false),
+        "call_cycle" | "idempotency_key_reused" | "duplicate_instance" => (409, false),
+        "instance_not_found" => (404, false),
         "handler_panicked" | "state_decode_failed" | "state_encode_failed" | "internal" => {
             (500, false)
         }
@@ -337,6 +340,7 @@ async fn server_side_failures_leak_no_internals() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[planted]).await.unwrap();
     let body = expect_error(
@@ -638,6 +642,32 @@ async fn every_runtime_error_maps_as_the_contract_says() {
             "call_cycle",
         ),
         (Error::ShuttingDown, "shutting_down"),
+        (
+            Error::FsmRefused {
+                key: key(),
+                refusal: FsmRefusal::Duplicate {
+                    correlation_key: "ship:a".into(),
+                },
+            },
+            "duplicate_instance",
+        ),
+        (
+            Error::FsmRefused {
+                key: key(),
+                refusal: FsmRefusal::NoTarget {
+                    target: "key \"ship:a\"".into(),
+                    name: "go".into(),
+                },
+            },
+            "instance_not_found",
+        ),
+        (
+            Error::FsmRefused {
+                key: key(),
+                refusal: FsmRefusal::Unsupported,
+            },
+            "internal",
+        ),
     ];
     for (error, code) in cases {
         let api = ApiError::from(CallByNameError::from(error));

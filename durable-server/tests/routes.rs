@@ -293,6 +293,7 @@ async fn dead_in_storage(
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);
@@ -387,6 +388,7 @@ async fn dead_alarms_are_listed_by_type_a_page_at_a_time() {
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[pending]).await.unwrap();
     let runtime = builder(storage).manual_alarms().build();
@@ -1003,6 +1005,7 @@ async fn objects_are_stopped_reloaded_and_replaced() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[by_hand]).await.unwrap();
     let reload = as_admin(Method::POST, "/v1/objects/Counter/a/reload");

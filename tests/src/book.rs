@@ -85,6 +85,9 @@ pub mod fsm_children {}
 #[doc = include_str!("../../book/src/fsm/concurrency.md")]
 pub mod fsm_concurrency {}
 
+#[doc = include_str!("../../book/src/fsm/objects.md")]
+pub mod fsm_objects {}
+
 #[doc = include_str!("../../book/src/fsm/rate-limits.md")]
 pub mod fsm_rate_limits {}
 

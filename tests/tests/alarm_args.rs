@@ -198,6 +198,7 @@ async fn an_argument_that_does_not_decode_is_retried_then_dead() {
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     durable_runtime::storage::Storage::commit(&storage, &[write])
         .await

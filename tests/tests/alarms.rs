@@ -449,6 +449,7 @@ async fn a_claim_left_by_a_crashed_process_refires_when_its_lease_ends(store: Ar
             }],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         }])
         .await
         .unwrap();

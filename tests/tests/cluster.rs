@@ -317,6 +317,7 @@ async fn a_stale_owner_cannot_commit_after_the_new_owner_activated() {
         alarms: vec![],
         kv: vec![],
         idempotency: None,
+        fsm: Default::default(),
     };
     // Nobody holds the shard: nothing is loaded or written.
     assert_eq!(

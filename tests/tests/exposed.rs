@@ -579,6 +579,7 @@ async fn dead_in_storage(store: &Arc<dyn Storage>, object_type: &str, id: &str, 
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);

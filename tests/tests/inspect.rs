@@ -101,6 +101,7 @@ async fn reads_what_runtimes_committed(store: Arc<dyn Storage>) {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[write]).await.unwrap();
     let err = inspector.read_state("Foreign", "x").await.unwrap_err();
@@ -177,6 +178,7 @@ async fn direct_alarm_writes_lose_nothing_beside_a_runtime(store: Arc<dyn Storag
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[write]).await.unwrap();
     let lease = due + Duration::from_secs(60);

@@ -60,6 +60,7 @@ async fn works(store: &dyn Storage, id: &str) {
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[write]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().version(), 1);

@@ -81,6 +81,7 @@ async fn calls_outcomes_and_failures_are_counted_without_object_ids() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.inner().commit(&[behind_the_back]).await.unwrap();
     assert!(Meter::tick(&rt, "secret-id-3").await.is_err());

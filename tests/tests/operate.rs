@@ -278,6 +278,7 @@ async fn a_stopped_object_sees_a_change_made_by_hand() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     durable_runtime::storage::Storage::commit(&storage, &[write])
         .await

@@ -225,6 +225,7 @@ async fn plant(storage: &MemoryStorage, id: &str, count: usize) {
         alarms,
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     storage.commit(&[write]).await.unwrap();
 }

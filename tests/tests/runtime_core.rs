@@ -324,6 +324,7 @@ async fn undecodable_state_is_reported_and_never_overwritten(store: Arc<dyn Stor
             alarms: vec![],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         }])
         .await
         .unwrap();

@@ -77,6 +77,7 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 
@@ -311,6 +312,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[recreate]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().version(), 9);
@@ -618,6 +620,7 @@ async fn states_that_are_not_text_are_rejected() {
             alarms: vec![],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         };
         match fx.store.commit(&[write]).await {
             Err(CommitError::Storage(err)) => {
@@ -721,6 +724,7 @@ async fn connection_loss_is_retryable_and_recovers() {
         }],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     let in_flight = {
         let store = store.clone();
@@ -796,6 +800,7 @@ async fn connection_loss_is_retryable_and_recovers() {
                         alarms: vec![],
                         kv: Vec::new(),
                         idempotency: None,
+                        fsm: Default::default(),
                     };
                     match store.commit(&[write]).await {
                         Ok(()) => break,
@@ -929,6 +934,7 @@ async fn idle_connections_dropped_by_the_server_are_replaced_unseen() {
             alarms: vec![],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         };
         store.commit(&[write]).await.unwrap();
         assert_eq!(
@@ -1035,6 +1041,7 @@ fn second_version() -> ObjectWrite {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 

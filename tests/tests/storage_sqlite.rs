@@ -55,6 +55,7 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 
@@ -230,6 +231,7 @@ async fn upgrade_from_first_migration_keeps_data() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     store.commit(&[recreate]).await.unwrap();
     assert_eq!(store.load(&key).await.unwrap().version(), 9);
@@ -902,6 +904,7 @@ async fn states_that_are_not_text_are_rejected() {
             alarms: vec![],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         };
         match store.commit(&[write]).await {
             Err(CommitError::Storage(err)) => {
@@ -980,6 +983,7 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     };
     let abandoned = tokio::time::timeout(
         Duration::from_millis(100),

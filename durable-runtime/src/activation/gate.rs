@@ -15,7 +15,9 @@ use tokio::time::Instant;
 use crate::activation::call::{Access, Invocation};
 use crate::error::{Error, commit_error};
 use crate::observe::metrics::CallMetrics;
-use crate::storage::{AlarmChange, CommitError, IdempotentReply, KvChange, ObjectKey, ObjectWrite};
+use crate::storage::{
+    AlarmChange, CommitError, FsmChanges, IdempotentReply, KvChange, ObjectKey, ObjectWrite,
+};
 
 /// The call outcome recorded when the write a call depends on fails.
 pub(crate) const PERSISTENCE_FAILED: &str = "persistence_failed";
@@ -103,6 +105,8 @@ pub(crate) struct Next<O> {
     pub(crate) kv: Vec<KvChange>,
     /// The reply of a call with an idempotency key, stored with the write.
     pub(crate) idempotency: Option<IdempotentReply>,
+    /// FSM inserts and signals, in order.
+    pub(crate) fsm: FsmChanges,
 }
 
 impl<O> Default for Next<O> {
@@ -113,6 +117,7 @@ impl<O> Default for Next<O> {
             alarms: Vec::new(),
             kv: Vec::new(),
             idempotency: None,
+            fsm: FsmChanges::default(),
         }
     }
 }
@@ -124,6 +129,7 @@ impl<O> Next<O> {
             || !self.alarms.is_empty()
             || !self.kv.is_empty()
             || self.idempotency.is_some()
+            || !self.fsm.is_empty()
     }
 }
 

@@ -375,6 +375,7 @@ impl<O: DurableObject> Instance<O> {
             alarms,
             kv,
             idempotency: self.gate.next.idempotency.take(),
+            fsm: std::mem::take(&mut self.gate.next.fsm),
         };
         let outcome = self.ctx.runtime().committer().submit(write);
         self.gate.start(outcome);
@@ -534,6 +535,7 @@ impl<O: DurableObject> Instance<O> {
             alarms: Vec::new(),
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         };
         let result = self.commit(write).await.map(|write| write.new_version());
         if matches!(result, Err(Error::Storage { .. })) {
@@ -943,6 +945,7 @@ impl<O: DurableObject> Instance<O> {
         let hook_result = futures_util::FutureExt::catch_unwind(hook).await;
         let alarms = self.ctx.take_alarm_changes();
         let kv = self.ctx.take_kv();
+        let fsm = self.ctx.take_fsm();
         let message = match hook_result {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(error.to_string()),
@@ -955,7 +958,7 @@ impl<O: DurableObject> Instance<O> {
         let changed = before != after;
         let mut committed_version = version;
         let mut now_stored = stored;
-        if changed || !alarms.is_empty() || !kv.is_empty() {
+        if changed || !alarms.is_empty() || !kv.is_empty() || !fsm.is_empty() {
             // Settled by `commit`, whatever its outcome.
             self.runtime().scheduler().claims().revoke(&key, &alarms);
             // The hook's changes are pending like a call's until committed.
@@ -981,6 +984,7 @@ impl<O: DurableObject> Instance<O> {
                 alarms,
                 kv,
                 idempotency: None,
+                fsm,
             };
             match self.commit(write).await {
                 Ok(write) if !write.kv.is_empty() => self.inbox.root().kv().committed(),
@@ -1025,6 +1029,7 @@ impl<O: DurableObject> Instance<O> {
     fn stage_write(&mut self) -> Result<(), Error> {
         let alarms = self.ctx.take_alarm_changes();
         let kv = self.ctx.take_kv();
+        let fsm = self.ctx.take_fsm();
         let Slot::Active { committed, .. } = &mut self.slot else {
             unreachable!("stage_write runs on an active slot");
         };
@@ -1048,7 +1053,12 @@ impl<O: DurableObject> Instance<O> {
                 return Err(Error::Encode { key, message });
             }
         };
-        if !changed && alarms.is_empty() && kv.is_empty() && self.gate.next.idempotency.is_none() {
+        if !changed
+            && alarms.is_empty()
+            && kv.is_empty()
+            && fsm.is_empty()
+            && self.gate.next.idempotency.is_none()
+        {
             return Ok(());
         }
         if changed {
@@ -1068,6 +1078,7 @@ impl<O: DurableObject> Instance<O> {
         }
         self.gate.next.state_changed |= changed;
         self.gate.next.alarms.extend(alarms);
+        self.gate.next.fsm.append(fsm);
         if !kv.is_empty() {
             let changes = self.inbox.root().kv().stage(kv);
             self.gate.next.kv.extend(changes);
@@ -1116,9 +1127,11 @@ impl<O: DurableObject> Instance<O> {
                 Ok(write)
             }
             Err(CommitError::Conflict { key, found, .. }) => Err(Error::Conflict { key, found }),
-            Err(error @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
-                Err(crate::error::commit_error(self.key(), &error, false))
-            }
+            Err(
+                error @ (CommitError::KvLimit { .. }
+                | CommitError::AlarmLimit { .. }
+                | CommitError::Fsm { .. }),
+            ) => Err(crate::error::commit_error(self.key(), &error, false)),
             Err(CommitError::Storage(source))
                 if source.kind() == crate::storage::StorageErrorKind::Fenced =>
             {

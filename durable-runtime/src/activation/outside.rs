@@ -89,6 +89,7 @@ pub(crate) async fn write_directly<O: DurableObject>(
             alarms: changes,
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         };
         let outcome = runtime.committer().commit(write).await;
         if revoking > 0 {
@@ -102,7 +103,11 @@ pub(crate) async fn write_directly<O: DurableObject>(
             }
             Err(CommitError::Conflict { .. }) => continue,
             Err(CommitError::Storage(source)) => return Err(failed(source)),
-            Err(error @ (CommitError::AlarmLimit { .. } | CommitError::KvLimit { .. })) => {
+            Err(
+                error @ (CommitError::AlarmLimit { .. }
+                | CommitError::KvLimit { .. }
+                | CommitError::Fsm { .. }),
+            ) => {
                 return Err(crate::error::commit_error(&key, &error, false));
             }
         }

@@ -12,7 +12,8 @@
 //! write cannot fail its neighbours. That storage error may have come after the batch was
 //! applied, so a write that then conflicts alone is answered with the batch's storage error
 //! (an unknown outcome), not with a conflict, which would say that nothing was written. A write
-//! whose key-value changes exceed a limit fails alone like a conflicting one.
+//! whose key-value changes exceed a limit, or whose FSM changes are refused, fails alone like a
+//! conflicting one.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -135,6 +136,20 @@ async fn commit_batch(
                 };
                 let _ = replies.remove(index).send(Err(exceeded));
             }
+            Err(CommitError::Fsm {
+                index,
+                key,
+                refusal,
+            }) if writes.len() > 1 && index < writes.len() => {
+                // The same for refused FSM changes.
+                writes.remove(index);
+                let refused = CommitError::Fsm {
+                    index: 0,
+                    key,
+                    refusal,
+                };
+                let _ = replies.remove(index).send(Err(refused));
+            }
             Err(error) if writes.len() == 1 => {
                 if let Some(reply) = replies.pop() {
                     let _ = reply.send(Err(error));
@@ -156,7 +171,8 @@ async fn commit_batch(
                     CommitError::Storage(cause) => Some(cause),
                     CommitError::Conflict { .. }
                     | CommitError::KvLimit { .. }
-                    | CommitError::AlarmLimit { .. } => None,
+                    | CommitError::AlarmLimit { .. }
+                    | CommitError::Fsm { .. } => None,
                 };
                 for (write, reply) in writes.into_iter().zip(replies) {
                     let alone = timed_commit(storage, std::slice::from_ref(&write)).await;
@@ -183,6 +199,7 @@ async fn timed_commit(storage: &dyn Storage, writes: &[ObjectWrite]) -> Result<(
         Err(CommitError::Conflict { .. }) => "conflict",
         Err(CommitError::KvLimit { .. }) => "kv_limit",
         Err(CommitError::AlarmLimit { .. }) => "alarm_limit",
+        Err(CommitError::Fsm { .. }) => "fsm_refused",
         Err(_) => "error",
     };
     crate::observe::metrics::committed(outcome, started.elapsed());

@@ -33,6 +33,7 @@ pub(super) fn insert(key: &ObjectKey, state: &[u8]) -> ObjectWrite {
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 
@@ -44,6 +45,7 @@ pub(super) fn update(key: &ObjectKey, expected_version: u64, state: &[u8]) -> Ob
         alarms: vec![],
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 
@@ -59,6 +61,7 @@ pub(super) fn alarms_only(
         alarms,
         kv: Vec::new(),
         idempotency: None,
+        fsm: Default::default(),
     }
 }
 
@@ -158,7 +161,11 @@ pub(super) fn assert_conflict(
         Err(CommitError::Storage(err)) => {
             panic!("expected a version conflict on {key}, got a storage error: {err}")
         }
-        Err(err @ (CommitError::KvLimit { .. } | CommitError::AlarmLimit { .. })) => {
+        Err(
+            err @ (CommitError::KvLimit { .. }
+            | CommitError::AlarmLimit { .. }
+            | CommitError::Fsm { .. }),
+        ) => {
             panic!("expected a version conflict on {key}, got {err}")
         }
         Ok(()) => panic!("expected a version conflict on {key}, but the commit succeeded"),

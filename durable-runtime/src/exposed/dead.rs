@@ -49,6 +49,7 @@ impl Runtime {
     ///         alarms: vec![set],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     storage.commit(&[write]).await.unwrap();
     ///     storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();
@@ -133,6 +134,7 @@ impl Runtime {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// storage.commit(&[write]).await.unwrap();
     /// storage.claim_due_alarms(due, due, due + Duration::from_secs(60), 1).await.unwrap();

@@ -77,6 +77,8 @@
 //!   durable object's) and its steps, each with a typed constant ([`Step`]).
 //! - [`Engine`] inserts instances ([`Instance`] for options such as the correlation key),
 //!   delivers signals, and runs the steps of the queues it is given.
+//! - [`ObjectFsm`] (a durable object's `ctx.fsm()`) inserts instances and sends signals in
+//!   the same transaction as the object's state.
 //! - [`store::FsmStore`] is the storage contract: [`MemoryFsmStore`] here, Postgres in
 //!   `durable-sqlx`.
 //! - [`testing`] runs everything runnable in a test with [`testing::drain`].
@@ -88,6 +90,7 @@ mod engine;
 mod error;
 mod json;
 pub mod metrics;
+mod objects;
 mod outcome;
 #[doc(hidden)]
 pub mod private;
@@ -106,6 +109,7 @@ pub use control::{CANCELLED, Cancelled};
 pub use definition::{Fsm, FsmResult, FsmState, Step};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{BuildError, Error, StepError, StepErrorKind};
+pub use objects::ObjectFsm;
 pub use outcome::{AnyInstance, Instance, Outcome, OutcomeKind};
 pub use settle::{Settled, Snapshot};
 pub use status::{InstanceId, SignalId, Status, UnknownStatus};

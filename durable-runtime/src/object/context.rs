@@ -13,7 +13,7 @@ use crate::kv::view::KvCell;
 use crate::object::DurableObject;
 use crate::object::chain::{Chain, Root};
 use crate::object::handle::Runtime;
-use crate::storage::{AlarmChange, ObjectKey};
+use crate::storage::{AlarmChange, FsmChanges, ObjectKey};
 
 /// Passed to handlers and hooks that ask for it (an argument of type `&Context`): the object's
 /// id, the runtime (for calling other objects) and the object's alarms.
@@ -52,6 +52,8 @@ pub struct Context {
     alarm_changes: Mutex<Vec<AlarmChange>>,
     /// The call's key-value changes (allocated only once it makes one).
     kv: Mutex<Staged>,
+    /// The call's FSM inserts and signals ([`fsm`](Self::fsm)).
+    fsm: Mutex<FsmChanges>,
     writable: AtomicBool,
 }
 
@@ -68,6 +70,7 @@ impl Context {
             runtime,
             alarm_changes: Mutex::new(Vec::new()),
             kv: Mutex::new(Staged::default()),
+            fsm: Mutex::new(FsmChanges::default()),
             writable: AtomicBool::new(true),
         }
     }
@@ -91,6 +94,10 @@ impl Context {
         let kv = fork.take_kv();
         if !kv.is_empty() {
             self.staged_kv().absorb(kv);
+        }
+        let fsm = fork.take_fsm();
+        if !fsm.is_empty() {
+            self.staged_fsm().append(fsm);
         }
     }
 
@@ -593,9 +600,21 @@ impl Context {
         std::mem::take(&mut *staged)
     }
 
-    /// Drops every change the call staged (alarms and key-value storage).
+    pub(crate) fn staged_fsm(&self) -> MutexGuard<'_, FsmChanges> {
+        self.fsm
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes the call's FSM changes.
+    pub(crate) fn take_fsm(&self) -> FsmChanges {
+        std::mem::take(&mut *self.staged_fsm())
+    }
+
+    /// Drops every change the call staged (alarms, key-value storage and FSM changes).
     pub(crate) fn discard_changes(&self) {
         self.take_alarm_changes();
         self.take_kv();
+        self.take_fsm();
     }
 }

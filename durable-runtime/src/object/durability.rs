@@ -171,6 +171,15 @@ fn duplicate(error: &CommitError) -> CommitError {
             max: *max,
             found: *found,
         },
+        CommitError::Fsm {
+            index,
+            key,
+            refusal,
+        } => CommitError::Fsm {
+            index: *index,
+            key: key.clone(),
+            refusal: refusal.clone(),
+        },
         CommitError::Storage(source) => CommitError::Storage(source.duplicate()),
     }
 }

@@ -31,6 +31,9 @@ use super::{
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStorage {
     inner: Arc<Mutex<Tables>>,
+    /// The FSM store whose rows commit with the objects' writes ([`MemoryStorage::with_fsm`]).
+    #[cfg(feature = "fsm")]
+    fsm: Option<crate::fsm::MemoryFsmStore>,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +82,65 @@ impl MemoryStorage {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Creates an empty store linked to an empty FSM store (feature `fsm`): handlers' FSM
+    /// inserts and signals ([`Context::fsm`](crate::Context::fsm)) commit into
+    /// [`fsm`](Self::fsm) atomically with their objects' writes, and an engine on that store
+    /// runs them. Clones share both.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::fsm::Engine;
+    /// use durable_runtime::MemoryStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let storage = MemoryStorage::with_fsm();
+    /// let engine = Engine::builder(storage.fsm().unwrap()).build().unwrap();
+    /// assert!(MemoryStorage::new().fsm().is_none());
+    /// # engine.shutdown().await;
+    /// # }
+    /// ```
+    #[cfg(feature = "fsm")]
+    pub fn with_fsm() -> Self {
+        Self {
+            inner: Arc::default(),
+            fsm: Some(crate::fsm::MemoryFsmStore::new()),
+        }
+    }
+
+    /// The linked FSM store, if the store was created [`with_fsm`](Self::with_fsm) (feature
+    /// `fsm`).
+    #[cfg(feature = "fsm")]
+    pub fn fsm(&self) -> Option<crate::fsm::MemoryFsmStore> {
+        self.fsm.clone()
+    }
+
+    /// Applies the FSM changes of `batch` in the linked FSM store, all or none (called with
+    /// the tables locked, once the objects' own checks passed).
+    fn apply_fsm(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
+        let mut carrying = batch
+            .iter()
+            .enumerate()
+            .filter(|(_, write)| !write.fsm.is_empty())
+            .peekable();
+        let Some(&(first, _)) = carrying.peek() else {
+            return Ok(());
+        };
+        let refused = |index: usize, refusal| CommitError::Fsm {
+            index,
+            key: batch[index].key.clone(),
+            refusal,
+        };
+        #[cfg(feature = "fsm")]
+        if let Some(fsm) = &self.fsm {
+            let now = super::truncate_to_micros(SystemTime::now());
+            return fsm
+                .apply_linked(carrying.map(|(index, write)| (index, &write.fsm)), now)
+                .map_err(|(index, refusal)| refused(index, refusal));
+        }
+        Err(refused(first, super::FsmRefusal::Unsupported))
     }
 
     fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -347,6 +409,8 @@ impl Storage for MemoryStorage {
                 });
             }
         }
+        // Then the FSM changes, which apply last among the checks: nothing is refused after.
+        self.apply_fsm(batch)?;
         for write in batch {
             if !write.kv.is_empty() {
                 let entries = tables.kv.entry(write.key.clone()).or_default();

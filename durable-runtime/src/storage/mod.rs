@@ -32,6 +32,7 @@
 //! transaction. This is what lets the runtime coalesce the writes of concurrent calls into one
 //! commit while still releasing each reply only after its own write is durable.
 
+mod fsm;
 mod idempotency;
 mod kv;
 mod memory;
@@ -41,6 +42,9 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+#[cfg(feature = "fsm")]
+pub use fsm::FsmChange;
+pub use fsm::{FsmChanges, FsmRefusal};
 pub use idempotency::IdempotentReply;
 pub use kv::{KvChange, KvLimitExceeded, KvUsage, entry_bytes, prefix_end};
 pub use memory::MemoryStorage;
@@ -121,6 +125,7 @@ pub struct StoredObject {
 ///     alarms: vec![],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// store.commit(&[write]).await.unwrap();
 /// assert_eq!(store.load(&key).await.unwrap().object().map(|stored| stored.version), Some(1));
@@ -206,6 +211,7 @@ impl Loaded {
 ///     }],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// assert_eq!(write.new_version(), 1);
 /// ```
@@ -226,6 +232,9 @@ pub struct ObjectWrite {
     pub kv: Vec<KvChange>,
     /// The reply to store under the call's idempotency key, if it carried one.
     pub idempotency: Option<IdempotentReply>,
+    /// FSM instances inserted and signals sent by the same call, applied in order after the
+    /// object's changes (always empty without the `fsm` feature).
+    pub fsm: FsmChanges,
 }
 
 impl ObjectWrite {
@@ -246,6 +255,7 @@ impl ObjectWrite {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// // A write that keeps the state (alarm changes only) still advances the version.
     /// let second = ObjectWrite { expected_version: 1, state: None, ..first.clone() };
@@ -285,6 +295,7 @@ impl ObjectWrite {
 ///     ],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// store.commit(&[write]).await.unwrap();
 /// let alarms = store.list_alarms(&key).await.unwrap();
@@ -350,6 +361,7 @@ pub enum AlarmChange {
 ///     alarms: vec![set],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// store.commit(&[write]).await.unwrap();
 ///
@@ -426,6 +438,7 @@ pub struct AlarmClaim {
 ///         alarms: vec![],
 ///         kv: Vec::new(),
 ///         idempotency: None,
+///         fsm: Default::default(),
 ///     };
 ///     store.commit(&[write]).await.unwrap();
 /// }
@@ -588,6 +601,7 @@ impl AlarmPage {
 ///     alarms: vec![],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// store.commit(&[write("a")]).await.unwrap();
 ///
@@ -650,6 +664,17 @@ pub enum CommitError {
         max: u64,
         /// How many alarms the object would have had (a store may stop counting at `max + 1`).
         found: u64,
+    },
+    /// A write's FSM changes were refused ([`FsmRefusal`]): nothing of the batch was
+    /// applied, and only that write is at fault.
+    #[error("FSM changes of {key} refused: {refusal}")]
+    Fsm {
+        /// The write's position in the batch.
+        index: usize,
+        /// The object written.
+        key: ObjectKey,
+        /// Why.
+        refusal: FsmRefusal,
     },
     /// The store failed; the batch may or may not have been applied (an unknown outcome is
     /// treated as a failure and the objects involved are reloaded).
@@ -872,6 +897,7 @@ pub fn truncate_to_micros(time: SystemTime) -> SystemTime {
 ///         alarms: vec![],
 ///         kv: Vec::new(),
 ///         idempotency: None,
+///         fsm: Default::default(),
 ///     }])
 ///     .await
 ///     .unwrap();
@@ -900,6 +926,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let stored = store.load(&key).await.unwrap().object().unwrap();
@@ -932,6 +959,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let loaded = store
@@ -975,6 +1003,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write(0)]).await.unwrap();
     /// store.commit(&[write(1)]).await.unwrap();
@@ -1011,6 +1040,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// // Two objects in one transaction.
     /// store.commit(&[write("a", 0), write("b", 0)]).await.unwrap();
@@ -1062,6 +1092,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(std::slice::from_ref(&write)).await.unwrap();
     /// assert!(store.delete(&key).await.unwrap());
@@ -1095,6 +1126,7 @@ pub trait Storage: Send + Sync + 'static {
     ///         alarms: vec![],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     /// }
@@ -1136,6 +1168,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     ],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let alarms = store.list_alarms(&key).await.unwrap();
@@ -1163,6 +1196,7 @@ pub trait Storage: Send + Sync + 'static {
     ///         alarms: vec![],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     /// }
@@ -1198,6 +1232,7 @@ pub trait Storage: Send + Sync + 'static {
     ///         alarms: vec![set],
     ///         kv: Vec::new(),
     ///         idempotency: None,
+    ///         fsm: Default::default(),
     ///     };
     ///     store.commit(&[write]).await.unwrap();
     ///     // Claimed, then failed for the last time: dead.
@@ -1241,6 +1276,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.next_alarm_due().await.unwrap(), Some(at(100)));
@@ -1279,6 +1315,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// // Not due by 99.
@@ -1324,6 +1361,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// store.claim_due_alarms(at(100), at(100), at(102), 10).await.unwrap();
@@ -1364,6 +1402,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
@@ -1403,6 +1442,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
@@ -1453,6 +1493,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![set],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let claimed_at = due + Duration::from_secs(1);
@@ -1488,6 +1529,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: vec![KvChange::Put { key: "title".into(), value: b"\"Hi\"".to_vec() }],
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.kv_get(&key, "title").await.unwrap(), Some(b"\"Hi\"".to_vec()));
@@ -1515,6 +1557,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: vec![put("b:2"), put("a:1"), put("b:1"), put("b:3")],
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// let page = store.kv_list(&key, "b:", Some("b:1"), 10).await.unwrap();
@@ -1548,6 +1591,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: vec![KvChange::Put { key: "ab".into(), value: b"123".to_vec() }],
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.kv_usage(&key).await.unwrap(), KvUsage { keys: 1, bytes: 5 });
@@ -1582,6 +1626,7 @@ pub trait Storage: Send + Sync + 'static {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: Some(reply.clone()),
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.load_idempotent_reply(&key, "k1").await.unwrap(), Some(reply));
@@ -1619,6 +1664,7 @@ pub trait Storage: Send + Sync + 'static {
     ///         reply: Vec::new(),
     ///         expires_at: UNIX_EPOCH + Duration::from_secs(100),
     ///     }),
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.sweep_idempotency(UNIX_EPOCH + Duration::from_secs(99), 10).await.unwrap(), 0);

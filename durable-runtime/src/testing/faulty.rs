@@ -32,6 +32,7 @@ use crate::storage::{
 ///     alarms: vec![],
 ///     kv: Vec::new(),
 ///     idempotency: None,
+///     fsm: Default::default(),
 /// };
 /// assert!(store.commit(std::slice::from_ref(&write)).await.is_err());
 /// assert!(store.commit(std::slice::from_ref(&write)).await.is_ok());
@@ -50,6 +51,8 @@ struct Switches {
     failing_loads: AtomicUsize,
     failing_deletes: AtomicUsize,
     commits_applied_then_failed: AtomicUsize,
+    failing_fsm_commits: AtomicUsize,
+    fsm_commits_applied_then_failed: AtomicUsize,
     commit_delay_micros: AtomicU64,
     load_delay_micros: AtomicU64,
     commits: AtomicUsize,
@@ -98,6 +101,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// assert_eq!(store.load(&key).await.unwrap().version(), 1);
@@ -128,6 +132,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// // Straight to the wrapped storage: no failure injected, nothing counted.
     /// store.fail_commits(1);
@@ -158,6 +163,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.fail_commits(2);
     /// for _ in 0..2 {
@@ -191,6 +197,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.fail_commits_after_applying(1);
     /// assert!(store.commit(&[write]).await.is_err());
@@ -202,6 +209,54 @@ impl<S: Storage> FaultyStorage<S> {
     pub fn fail_commits_after_applying(&self, n: usize) {
         self.switches
             .commits_applied_then_failed
+            .store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` commits whose batch carries FSM changes
+    /// ([`ObjectWrite::fsm`]) fail without applying anything; other commits pass. Tests that
+    /// an object's state and its FSM inserts and signals fail together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::{MemoryStorage, ObjectKey, ObjectWrite, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// let write = ObjectWrite {
+    ///     key: ObjectKey::new("Counter", "a"),
+    ///     expected_version: 0,
+    ///     state: Some(b"{}".to_vec()),
+    ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
+    ///     fsm: Default::default(),
+    /// };
+    /// store.fail_fsm_commits(1);
+    /// // No FSM change in this batch: it passes, and the failure stays due.
+    /// store.commit(&[write]).await.unwrap();
+    /// # }
+    /// ```
+    pub fn fail_fsm_commits(&self, n: usize) {
+        self.switches.failing_fsm_commits.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes the next `n` commits whose batch carries FSM changes apply it and then report a
+    /// failure (an unknown outcome); other commits pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::storage::MemoryStorage;
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// store.fail_fsm_commits_after_applying(1);
+    /// ```
+    pub fn fail_fsm_commits_after_applying(&self, n: usize) {
+        self.switches
+            .fsm_commits_applied_then_failed
             .store(n, Ordering::SeqCst);
     }
 
@@ -245,6 +300,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(&[write]).await.unwrap();
     /// store.fail_deletes(1);
@@ -321,6 +377,7 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// let started = Instant::now();
     /// store.commit(&[write]).await.unwrap();
@@ -351,11 +408,20 @@ impl<S: Storage> FaultyStorage<S> {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// store.commit(std::slice::from_ref(&write)).await.unwrap();
     /// assert!(store.commit(&[write]).await.is_err()); // a version conflict
     /// store.fail_commits(1);
-    /// let next = ObjectWrite { key, expected_version: 1, state: None, alarms: vec![], kv: Vec::new(), idempotency: None };
+    /// let next = ObjectWrite {
+    ///     key,
+    ///     expected_version: 1,
+    ///     state: None,
+    ///     alarms: vec![],
+    ///     kv: Vec::new(),
+    ///     idempotency: None,
+    ///     fsm: Default::default(),
+    /// };
     /// assert!(store.commit(&[next]).await.is_err()); // injected
     /// assert_eq!(store.commits(), 1);
     /// # }
@@ -466,12 +532,17 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         if delay > 0 {
             tokio::time::sleep(Duration::from_micros(delay)).await;
         }
-        if take_one(&self.switches.failing_commits) {
+        let carries_fsm = batch.iter().any(|write| !write.fsm.is_empty());
+        if take_one(&self.switches.failing_commits)
+            || (carries_fsm && take_one(&self.switches.failing_fsm_commits))
+        {
             return Err(injected("commit").into());
         }
         self.inner.commit(batch).await?;
         self.switches.commits.fetch_add(1, Ordering::SeqCst);
-        if take_one(&self.switches.commits_applied_then_failed) {
+        if take_one(&self.switches.commits_applied_then_failed)
+            || (carries_fsm && take_one(&self.switches.fsm_commits_applied_then_failed))
+        {
             return Err(injected("commit acknowledgement").into());
         }
         Ok(())

@@ -207,6 +207,7 @@ impl TestRuntime {
     ///     alarms: vec![],
     ///     kv: Vec::new(),
     ///     idempotency: None,
+    ///     fsm: Default::default(),
     /// };
     /// rt.storage().commit(&[write]).await.unwrap();
     /// assert_eq!(Counter::increment(&rt, "a").await.unwrap(), 42);
@@ -514,6 +515,45 @@ pub fn context<O: DurableObject>(id: &str) -> Context {
 /// ```
 pub fn scheduled_alarms(ctx: &Context) -> Vec<AlarmChange> {
     ctx.take_alarm_changes()
+}
+
+/// The FSM inserts and signals a handler staged through [`Context::fsm`] on `ctx` (feature
+/// `fsm`), taken from it: a handler run directly on a [`context`] commits nothing, so this is
+/// how a unit test sees what its commit would carry.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::storage::FsmChange;
+/// use durable_runtime::testing::{context, staged_fsm};
+/// use durable_runtime::{durable_object, Context};
+///
+/// #[durable_object]
+/// pub struct Order { confirmed: bool }
+///
+/// #[durable_object]
+/// impl Order {
+///     #[handler]
+///     fn handle_confirm(&mut self, ctx: &Context) -> Result<(), durable_runtime::fsm::Error> {
+///         self.confirmed = true;
+///         ctx.fsm().signal(format!("ship:{}", ctx.id()), "confirmed", (), None)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let ctx = context::<Order>("o1");
+/// Order::default().handle_confirm(&ctx).unwrap();
+/// let staged = staged_fsm(&ctx);
+/// assert!(matches!(
+///     staged.iter().next(),
+///     Some(FsmChange::Signal { signal, .. }) if signal.name == "confirmed"
+/// ));
+/// assert!(staged_fsm(&ctx).is_empty()); // taken by the first read
+/// # }
+/// ```
+#[cfg(feature = "fsm")]
+pub fn staged_fsm(ctx: &Context) -> crate::storage::FsmChanges {
+    ctx.take_fsm()
 }
 
 /// Moves the wall clock of `runtime` forward by `by` without moving tokio's clock, as a system

@@ -151,6 +151,14 @@ impl From<Error> for Failure {
             Error::OutcomeUnknown { .. } => (503, "outcome_unknown"),
             Error::Conflict { .. } => (409, "conflict"),
             Error::CallCycle { .. } => (409, "call_cycle"),
+            Error::FsmRefused {
+                refusal: durable_runtime::storage::FsmRefusal::Duplicate { .. },
+                ..
+            } => (409, "duplicate_instance"),
+            Error::FsmRefused {
+                refusal: durable_runtime::storage::FsmRefusal::NoTarget { .. },
+                ..
+            } => (404, "instance_not_found"),
             Error::Panicked { .. } => (500, "handler_panicked"),
             Error::Decode { .. } => (500, "state_decode_failed"),
             Error::Encode { .. } => (500, "state_encode_failed"),

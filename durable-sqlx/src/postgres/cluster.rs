@@ -428,7 +428,12 @@ impl PostgresStore {
             ))))
         });
         let answered = match &committed {
-            Ok(()) | Err(CommitError::Conflict { .. } | CommitError::KvLimit { .. }) => true,
+            Ok(())
+            | Err(
+                CommitError::Conflict { .. }
+                | CommitError::KvLimit { .. }
+                | CommitError::Fsm { .. },
+            ) => true,
             Err(CommitError::Storage(error)) => {
                 error.kind() == durable_runtime::storage::StorageErrorKind::Fenced
             }
@@ -510,6 +515,11 @@ impl PostgresStore {
         for p in prepared {
             apply_reply(&mut tx, &self.sql, p).await?;
         }
+        // FSM changes ride the fenced transaction exactly as they ride an unfenced one.
+        if let Some(refused) = self.apply_fsm_changes(&mut tx, prepared).await? {
+            tx.rollback().await.map_err(db_err)?;
+            return Err(refused);
+        }
         if let Some(exceeded) = super::kv::first_over_limit(&mut tx, &self.sql.kv, prepared).await?
         {
             tx.rollback().await.map_err(db_err)?;
@@ -517,6 +527,32 @@ impl PostgresStore {
         }
         tx.commit().await.map_err(db_err)?;
         Ok(())
+    }
+
+    /// Writes the FSM inserts and signals of `prepared` in the open transaction; returns the
+    /// first refusal (the caller rolls back).
+    async fn apply_fsm_changes(
+        &self,
+        conn: &mut PgConnection,
+        prepared: &[Prepared<'_>],
+    ) -> Result<Option<CommitError>, StorageError> {
+        let Some(first) = prepared.iter().find(|p| !p.write.fsm.is_empty()) else {
+            return Ok(None);
+        };
+        #[cfg(feature = "fsm")]
+        {
+            let _ = first;
+            super::fsm::linked::apply(&self.fsm(), conn, prepared).await
+        }
+        #[cfg(not(feature = "fsm"))]
+        {
+            let _ = conn;
+            Ok(Some(CommitError::Fsm {
+                index: first.index,
+                key: first.write.key.clone(),
+                refusal: durable_runtime::storage::FsmRefusal::Unsupported,
+            }))
+        }
     }
 
     /// Locks the row of `key` in the open transaction and checks that it carries this node's

@@ -299,11 +299,27 @@ impl Storage for PostgresStore {
             return self.fenced_commit(table, batch).await;
         }
         let prepared = prepare(batch)?;
+        let carrying_fsm = batch.iter().position(|write| !write.fsm.is_empty());
+        #[cfg(not(feature = "fsm"))]
+        if let Some(index) = carrying_fsm {
+            return Err(CommitError::Fsm {
+                index,
+                key: batch[index].key.clone(),
+                refusal: durable_runtime::storage::FsmRefusal::Unsupported,
+            });
+        }
+        // FSM changes are written in the batch's transaction with the FSM store's statements.
+        #[cfg(feature = "fsm")]
+        let linked = carrying_fsm.map(|_| self.fsm());
         let mut lease = self.commits.lend().await?;
-        let committed = tokio::time::timeout(
-            self.commit_timeout,
-            commit_on(lease.conn(), &self.sql, &prepared),
-        )
+        let conn = lease.conn();
+        let committed = tokio::time::timeout(self.commit_timeout, async {
+            #[cfg(feature = "fsm")]
+            if let Some(fsm) = &linked {
+                return fsm::linked::commit_on(conn, &self.sql, fsm, &prepared).await;
+            }
+            commit_on(conn, &self.sql, &prepared).await
+        })
         .await
         .unwrap_or_else(|_| {
             Err(CommitError::Storage(StorageError::unavailable(format!(
@@ -315,7 +331,10 @@ impl Storage for PostgresStore {
         // broken or in the middle of an exchange, and is not used again.
         if matches!(
             committed,
-            Ok(()) | Err(CommitError::Conflict { .. } | CommitError::KvLimit { .. })
+            Ok(())
+                | Err(CommitError::Conflict { .. }
+                    | CommitError::KvLimit { .. }
+                    | CommitError::Fsm { .. })
         ) {
             lease.release();
         }

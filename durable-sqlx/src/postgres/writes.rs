@@ -367,31 +367,41 @@ pub(super) async fn commit_on(
         return states::commit(conn, &sql.states, prepared).await;
     }
     let mut tx = conn.begin().await.map_err(db_err)?;
+    if let Some(refused) = apply_in_transaction(&mut tx, sql, prepared).await? {
+        tx.rollback().await.map_err(db_err)?;
+        return Err(refused);
+    }
+    tx.commit().await.map_err(db_err)?;
+    Ok(())
+}
+
+/// Applies `prepared` inside a transaction the caller opened and ends. Returns the error of
+/// the first write refused (a version that did not match, a limit exceeded): the caller rolls
+/// back then.
+pub(super) async fn apply_in_transaction(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    prepared: &[Prepared<'_>],
+) -> Result<Option<CommitError>, CommitError> {
     // A batch of several writes goes through a few array statements: one round trip to
     // the server per statement is most of what a commit costs.
     let applied = if prepared.len() == 1 {
-        apply_each(&mut tx, sql, prepared).await?
+        apply_each(conn, sql, prepared).await?
     } else {
-        apply_bulk(&mut tx, sql, prepared).await?
+        apply_bulk(conn, sql, prepared).await?
     };
     if let Err(position) = applied {
         let p = &prepared[position];
-        let found = PostgresStore::found_version(&mut tx, sql, &p.write.key).await?;
-        tx.rollback().await.map_err(db_err)?;
-        return Err(CommitError::Conflict {
+        let found = PostgresStore::found_version(conn, sql, &p.write.key).await?;
+        return Ok(Some(CommitError::Conflict {
             index: p.index,
             key: p.write.key.clone(),
             expected: p.write.expected_version,
             found,
-        });
+        }));
     }
-    if with_kv {
-        super::kv::apply(&mut tx, &sql.kv, prepared).await?;
+    if prepared.iter().any(|p| !p.write.kv.is_empty()) {
+        super::kv::apply(conn, &sql.kv, prepared).await?;
     }
-    if let Some(exceeded) = super::kv::first_over_limit(&mut tx, &sql.kv, prepared).await? {
-        tx.rollback().await.map_err(db_err)?;
-        return Err(exceeded);
-    }
-    tx.commit().await.map_err(db_err)?;
-    Ok(())
+    Ok(super::kv::first_over_limit(conn, &sql.kv, prepared).await?)
 }

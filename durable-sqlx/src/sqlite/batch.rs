@@ -533,6 +533,63 @@ async fn locate_limit(
     }
 }
 
+/// What applying a batch in an open transaction found ([`apply_open`]).
+pub(super) enum Opened {
+    /// Every version matched and no limit was exceeded: the transaction is open, for more
+    /// statements before its `COMMIT`.
+    Applied,
+    /// A version did not match (the batch is rolled back).
+    Mismatch,
+    /// This write went over a limit (the batch is rolled back).
+    Exceeded(CommitError),
+}
+
+/// Applies the batch in a transaction left open, for writes that carry more than the batch
+/// statement holds (FSM changes): checks its versions and limits, rolling back if one fails.
+pub(super) async fn apply_open(
+    writer: &mut WriterGuard<'_>,
+    sql: &Sql,
+    params: &Params<'_>,
+) -> Result<Opened, CommitError> {
+    if !send(writer, sql, params, params.kinds & !LIMITS, false).await? {
+        return Ok(Opened::Mismatch);
+    }
+    if params.kinds & LIMITS == 0 {
+        return Ok(Opened::Applied);
+    }
+    let read: Result<Vec<Usage>, _> = sqlx::query_as(sql.commit_batch.usage.clone())
+        .bind(&params.limits)
+        .fetch_all(writer.connection())
+        .await;
+    let exceeded = match read {
+        Ok(usage) => match first_exceeded(&params.limited, &usage) {
+            None => return Ok(Opened::Applied),
+            Some(exceeded) => Ok(exceeded),
+        },
+        Err(error) => Err(db_err(error)),
+    };
+    end_open(writer, false).await?;
+    Ok(Opened::Exceeded(exceeded?))
+}
+
+/// Commits (or rolls back) the transaction [`apply_open`] left open. A connection whose
+/// transaction could not be ended is closed with the writer's guard.
+pub(super) async fn end_open(
+    writer: &mut WriterGuard<'_>,
+    commit: bool,
+) -> Result<(), StorageError> {
+    if commit {
+        sqlx::query("COMMIT")
+            .execute(writer.connection())
+            .await
+            .map_err(db_err)?;
+    } else if !roll_back(writer.connection()).await {
+        return Err(crate::error::rejected("rolling back a batch failed"));
+    }
+    writer.transaction_ended();
+    Ok(())
+}
+
 /// Ends the failed query's transaction. Returns false if the connection's state is unknown
 /// then, and it must be closed.
 async fn roll_back(conn: &mut SqliteConnection) -> bool {
@@ -552,7 +609,7 @@ async fn roll_back(conn: &mut SqliteConnection) -> bool {
 
 /// Reads the stored versions of the batch's objects and names the first write, in batch order,
 /// whose expectation does not hold.
-async fn locate_conflict(
+pub(super) async fn locate_conflict(
     conn: &mut SqliteConnection,
     sql: &Sql,
     batch: &[ObjectWrite],

@@ -68,6 +68,7 @@ fn db_err(err: sqlx::Error) -> StorageError {
 ///         alarms: vec![],
 ///         kv: Vec::new(),
 ///         idempotency: None,
+///         fsm: Default::default(),
 ///     }])
 ///     .await?;
 /// assert_eq!(store.load(&key).await?.version(), 1);
@@ -311,7 +312,20 @@ impl Storage for SqliteStore {
             return Ok(());
         }
         let params = batch::Params::new(batch)?;
+        let carrying_fsm = batch.iter().position(|write| !write.fsm.is_empty());
+        #[cfg(not(feature = "fsm"))]
+        if let Some(index) = carrying_fsm {
+            return Err(CommitError::Fsm {
+                index,
+                key: batch[index].key.clone(),
+                refusal: durable_runtime::storage::FsmRefusal::Unsupported,
+            });
+        }
         let writer = self.writer.lock().await?;
+        #[cfg(feature = "fsm")]
+        if carrying_fsm.is_some() {
+            return fsm::linked::commit(self, writer, batch, &params).await;
+        }
         batch::commit(writer, &self.sql, batch, &params).await
     }
 

@@ -26,6 +26,7 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
             alarms: vec![],
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         }])
         .await
         .unwrap();
@@ -44,6 +45,7 @@ pub async fn increments_across_stores<S: Storage>(stores: &[S]) {
                     alarms: vec![],
                     kv: Vec::new(),
                     idempotency: None,
+                    fsm: Default::default(),
                 };
                 match store.commit(&[write]).await {
                     Ok(()) => break,
@@ -85,6 +87,7 @@ pub async fn claims_across_stores<S: Storage>(stores: &[S]) {
                 .collect(),
             kv: Vec::new(),
             idempotency: None,
+            fsm: Default::default(),
         })
         .collect();
     stores[0].commit(&batch).await.unwrap();
@@ -139,6 +142,7 @@ pub async fn unreadable_claimed_rows_are_skipped<S: Storage, F: Future<Output = 
                 }],
                 kv: Vec::new(),
                 idempotency: None,
+                fsm: Default::default(),
             }])
             .await
             .unwrap();

@@ -16,6 +16,8 @@ use super::{
 use crate::fsm::status::{InstanceId, SignalId, Status};
 use crate::storage::StorageError;
 
+mod linked;
+
 /// FSM instances and inboxes in memory: every rule of [`FsmStore`] without a database.
 ///
 /// A batch of outcomes is applied under one lock, so it is atomic with respect to every other
@@ -56,7 +58,7 @@ pub struct MemoryFsmStore {
     inner: Arc<Mutex<Inner>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Inner {
     last_id: i64,
     last_signal: i64,
@@ -118,6 +120,69 @@ impl MemoryFsmStore {
 }
 
 impl Inner {
+    /// Delivers `signal` ([`FsmStore::signal`]); `None` without a live target.
+    fn signal(
+        &mut self,
+        target: &Target,
+        signal: &NewSignal,
+        now: SystemTime,
+    ) -> Option<Delivered> {
+        let id = match target {
+            Target::Id(id) => id.get(),
+            Target::Key(key) => self.occupant(key, None)?,
+        };
+        match self.rows.get(&id) {
+            Some(row) if !row.record.status.is_terminal() => {}
+            _ => return None,
+        }
+        let duplicate = signal.dedup_key.as_ref().is_some_and(|key| {
+            self.signals
+                .values()
+                .any(|s| s.target == id && s.record.dedup_key.as_ref() == Some(key))
+        });
+        let inserted = if duplicate {
+            None
+        } else {
+            self.last_signal += 1;
+            let signal_id = SignalId::new(self.last_signal);
+            self.signals.insert(
+                signal_id.get(),
+                Signal {
+                    target: id,
+                    record: SignalRecord {
+                        id: signal_id,
+                        name: signal.name.clone(),
+                        payload: signal.payload.clone(),
+                        dedup_key: signal.dedup_key.clone(),
+                        inserted_at: now,
+                    },
+                },
+            );
+            Some(signal_id)
+        };
+        let mut woke = false;
+        if let Some(row) = self.rows.get_mut(&id) {
+            let record = &mut row.record;
+            if record.status == Status::AwaitingSignal
+                && record
+                    .awaits
+                    .as_ref()
+                    .is_some_and(|names| names.contains(&signal.name))
+            {
+                record.status = Status::Runnable;
+                record.eligible_at = now;
+                record.await_deadline = None;
+                record.updated_at = now;
+                woke = true;
+            }
+        }
+        Some(Delivered {
+            target: InstanceId::new(id),
+            signal: inserted,
+            woke,
+        })
+    }
+
     /// The row whose guard is `key`, other than `except`.
     fn occupant(&self, key: &str, except: Option<i64>) -> Option<i64> {
         self.rows
@@ -522,65 +587,7 @@ impl FsmStore for MemoryFsmStore {
         signal: &NewSignal,
         now: SystemTime,
     ) -> Result<Option<Delivered>, StorageError> {
-        let mut inner = self.lock();
-        let id = match target {
-            Target::Id(id) => id.get(),
-            Target::Key(key) => match inner.occupant(key, None) {
-                Some(id) => id,
-                None => return Ok(None),
-            },
-        };
-        match inner.rows.get(&id) {
-            Some(row) if !row.record.status.is_terminal() => {}
-            _ => return Ok(None),
-        }
-        let duplicate = signal.dedup_key.as_ref().is_some_and(|key| {
-            inner
-                .signals
-                .values()
-                .any(|s| s.target == id && s.record.dedup_key.as_ref() == Some(key))
-        });
-        let inserted = if duplicate {
-            None
-        } else {
-            inner.last_signal += 1;
-            let signal_id = SignalId::new(inner.last_signal);
-            inner.signals.insert(
-                signal_id.get(),
-                Signal {
-                    target: id,
-                    record: SignalRecord {
-                        id: signal_id,
-                        name: signal.name.clone(),
-                        payload: signal.payload.clone(),
-                        dedup_key: signal.dedup_key.clone(),
-                        inserted_at: now,
-                    },
-                },
-            );
-            Some(signal_id)
-        };
-        let mut woke = false;
-        if let Some(row) = inner.rows.get_mut(&id) {
-            let record = &mut row.record;
-            if record.status == Status::AwaitingSignal
-                && record
-                    .awaits
-                    .as_ref()
-                    .is_some_and(|names| names.contains(&signal.name))
-            {
-                record.status = Status::Runnable;
-                record.eligible_at = now;
-                record.await_deadline = None;
-                record.updated_at = now;
-                woke = true;
-            }
-        }
-        Ok(Some(Delivered {
-            target: InstanceId::new(id),
-            signal: inserted,
-            woke,
-        }))
+        Ok(self.lock().signal(target, signal, now))
     }
 
     async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {

@@ -6,6 +6,7 @@
 
 mod complete;
 mod control;
+pub(super) mod linked;
 mod sql;
 
 use std::collections::HashMap;
@@ -168,6 +169,49 @@ impl PostgresFsmStore {
                 ))
             })
             .collect()
+    }
+
+    /// Delivers `signal` on `conn`, inside a transaction the caller opened and ends; `None`
+    /// without a live target (nothing is written then).
+    async fn signal_on(
+        &self,
+        conn: &mut PgConnection,
+        target: &Target,
+        signal: &NewSignal,
+        now: SystemTime,
+    ) -> Result<Option<Delivered>, StorageError> {
+        // Resolve and lock the target first: a step parking it concurrently then either sees
+        // this signal or is seen parked by the wake-up below (no lost wake-up).
+        let locked = match target {
+            Target::Id(id) => sqlx::query(self.sql.lock_by_id.clone()).bind(id.get()),
+            Target::Key(key) => sqlx::query(self.sql.lock_by_key.clone()).bind(key),
+        }
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let Some(locked) = locked else {
+            return Ok(None);
+        };
+        let id: i64 = locked.try_get("id").map_err(db_err)?;
+        if status(locked.try_get("status").map_err(db_err)?)?.is_terminal() {
+            return Ok(None);
+        }
+        let row = sqlx::query(self.sql.deliver.clone())
+            .bind(id)
+            .bind(&signal.name)
+            .bind(&signal.payload)
+            .bind(&signal.dedup_key)
+            .bind(PgTime::new(now)?)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let inserted: Option<i64> = row.try_get("signal").map_err(db_err)?;
+        let woke: bool = row.try_get("woke").map_err(db_err)?;
+        Ok(Some(Delivered {
+            target: InstanceId::new(id),
+            signal: inserted.map(SignalId::new),
+            woke,
+        }))
     }
 }
 
@@ -540,39 +584,11 @@ impl FsmStore for PostgresFsmStore {
         now: SystemTime,
     ) -> Result<Option<Delivered>, StorageError> {
         let mut tx = self.pool.begin().await.map_err(db_err)?;
-        // Resolve and lock the target first: a step parking it concurrently then either sees
-        // this signal or is seen parked by the wake-up below (no lost wake-up).
-        let locked = match target {
-            Target::Id(id) => sqlx::query(self.sql.lock_by_id.clone()).bind(id.get()),
-            Target::Key(key) => sqlx::query(self.sql.lock_by_key.clone()).bind(key),
+        let delivered = self.signal_on(&mut tx, target, signal, now).await?;
+        if delivered.is_some() {
+            tx.commit().await.map_err(db_err)?;
         }
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let Some(locked) = locked else {
-            return Ok(None);
-        };
-        let id: i64 = locked.try_get("id").map_err(db_err)?;
-        if status(locked.try_get("status").map_err(db_err)?)?.is_terminal() {
-            return Ok(None);
-        }
-        let row = sqlx::query(self.sql.deliver.clone())
-            .bind(id)
-            .bind(&signal.name)
-            .bind(&signal.payload)
-            .bind(&signal.dedup_key)
-            .bind(PgTime::new(now)?)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        let inserted: Option<i64> = row.try_get("signal").map_err(db_err)?;
-        let woke: bool = row.try_get("woke").map_err(db_err)?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(Some(Delivered {
-            target: InstanceId::new(id),
-            signal: inserted.map(SignalId::new),
-            woke,
-        }))
+        Ok(delivered)
     }
 
     async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {

@@ -15,6 +15,7 @@
 mod complete;
 mod control;
 mod decode;
+pub(super) mod linked;
 mod pick;
 mod sql;
 
@@ -155,6 +156,54 @@ impl SqliteFsmStore {
             })
             .collect()
     }
+
+    /// Delivers `signal` on `conn`, inside a write transaction the caller opened and ends;
+    /// `None` without a live target (nothing is written then).
+    async fn signal_on(
+        &self,
+        conn: &mut SqliteConnection,
+        target: &Target,
+        signal: &NewSignal,
+        now: i64,
+    ) -> Result<Option<Delivered>, StorageError> {
+        let found = match target {
+            Target::Id(id) => sqlx::query(self.sql.target_by_id.clone()).bind(id.get()),
+            Target::Key(key) => sqlx::query(self.sql.target_by_key.clone()).bind(key),
+        }
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let id: i64 = found.try_get("id").map_err(db_err)?;
+        if status(found.try_get("status").map_err(db_err)?)?.is_terminal() {
+            return Ok(None);
+        }
+        let inserted: Option<i64> = sqlx::query_scalar(self.sql.deliver.clone())
+            .bind(id)
+            .bind(&signal.name)
+            .bind(&signal.payload)
+            .bind(&signal.dedup_key)
+            .bind(now)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let woke = sqlx::query(self.sql.wake.clone())
+            .bind(id)
+            .bind(&signal.name)
+            .bind(now)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?
+            .rows_affected()
+            > 0;
+        Ok(Some(Delivered {
+            target: InstanceId::new(id),
+            signal: inserted.map(SignalId::new),
+            woke,
+        }))
+    }
 }
 
 /// The correlation scope as stored: bit `i` set for the `i`-th of [`Status::ALL`] (the
@@ -269,44 +318,11 @@ impl FsmStore for SqliteFsmStore {
         // this signal). No lost wake-up.
         let mut writer = self.writer.lock().await?;
         let mut tx = writer.begin_immediate().await?;
-        let found = match target {
-            Target::Id(id) => sqlx::query(self.sql.target_by_id.clone()).bind(id.get()),
-            Target::Key(key) => sqlx::query(self.sql.target_by_key.clone()).bind(key),
+        let delivered = self.signal_on(&mut tx, target, signal, now).await?;
+        if delivered.is_some() {
+            tx.commit().await.map_err(db_err)?;
         }
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        let id: i64 = found.try_get("id").map_err(db_err)?;
-        if status(found.try_get("status").map_err(db_err)?)?.is_terminal() {
-            return Ok(None);
-        }
-        let inserted: Option<i64> = sqlx::query_scalar(self.sql.deliver.clone())
-            .bind(id)
-            .bind(&signal.name)
-            .bind(&signal.payload)
-            .bind(&signal.dedup_key)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        let woke = sqlx::query(self.sql.wake.clone())
-            .bind(id)
-            .bind(&signal.name)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?
-            .rows_affected()
-            > 0;
-        tx.commit().await.map_err(db_err)?;
-        Ok(Some(Delivered {
-            target: InstanceId::new(id),
-            signal: inserted.map(SignalId::new),
-            woke,
-        }))
+        Ok(delivered)
     }
 
     async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {
