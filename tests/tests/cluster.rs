@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use durable_runtime::cluster::{ClusterConfig, ClusterError, Route, ShardTable};
+use durable_runtime::fsm::store::FsmStore;
+use durable_runtime::fsm::{Instance, Outcome, StepContext, durable_fsm};
 use durable_runtime::storage::{
     CommitError, Loaded, ObjectKey, ObjectWrite, Storage, StorageErrorKind,
 };
@@ -34,6 +36,16 @@ impl Counter {
         self.count
     }
 
+    /// Counts and starts a `Tally` instance keyed `key` in the same commit.
+    #[handler]
+    fn handle_increment_and_start(&mut self, ctx: &Context, key: String) -> Result<u64, String> {
+        self.count += 1;
+        ctx.fsm()
+            .insert(Instance::new(Tally { n: self.count }).correlation_key(key))
+            .map_err(|error| error.to_string())?;
+        Ok(self.count)
+    }
+
     #[handler]
     fn handle_ring_in(&mut self, ctx: &Context, millis: u64) {
         ctx.schedule_alarm(Counter::RING, Duration::from_millis(millis));
@@ -53,6 +65,19 @@ impl Counter {
 }
 
 /// An alarm as it fired: on which node, and whether that node served the object's shard.
+#[durable_fsm(name = "tally", result = u64)]
+pub struct Tally {
+    n: u64,
+}
+
+#[durable_fsm]
+impl Tally {
+    #[step(initial)]
+    fn finish(&mut self, _ctx: &StepContext) -> Outcome<Self> {
+        Outcome::done(self.n)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Ring {
     id: String,
@@ -818,4 +843,44 @@ async fn a_killed_node_is_replaced_within_its_lease_and_loses_no_acknowledged_wr
         );
     }
     b.shutdown().await;
+}
+
+/// FSM instances a handler starts ride the fenced commit: one row per acknowledged call, and
+/// a refused insert fails the call with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsm_changes_ride_the_fenced_commit() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let fsm = db.store().await.fsm();
+    let a = node(db.store().await, "a", Duration::from_secs(2)).await;
+    within(Duration::from_secs(5), "a takes every shard", || {
+        serving(&a).len() == SHARDS as usize
+    })
+    .await;
+    for n in 1..=3 {
+        let key = format!("tally:{n}");
+        assert_eq!(Counter::increment_and_start(&a, "x", key).await.unwrap(), n);
+    }
+    for n in 1..=3 {
+        assert!(
+            fsm.find(&format!("tally:{n}")).await.unwrap().is_some(),
+            "the instance of call {n} was committed with it"
+        );
+    }
+    // The same key again: the insert is refused, and the count with it.
+    let refused = Counter::increment_and_start(&a, "x", "tally:1".to_owned()).await;
+    assert!(
+        matches!(refused, Err(Error::FsmRefused { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(Counter::get(&a, "x").await.unwrap(), 3);
+    let loaded = db
+        .store()
+        .await
+        .load(&ObjectKey::new("Counter", "x"))
+        .await
+        .unwrap();
+    assert_eq!(loaded.object().map(|o| o.version), Some(3));
+    a.shutdown().await;
 }
