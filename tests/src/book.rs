@@ -82,6 +82,9 @@ pub mod fsm_children {}
 #[doc = include_str!("../../book/src/fsm/concurrency.md")]
 pub mod fsm_concurrency {}
 
+#[doc = include_str!("../../book/src/fsm/jobs.md")]
+pub mod fsm_jobs {}
+
 #[doc = include_str!("../../book/src/fsm/operations.md")]
 pub mod fsm_operations {}
 

@@ -165,6 +165,9 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// `insert_async`: the engine has stopped and accepts no more instances.
+    #[error("the FSM engine has stopped: it queues no more inserts")]
+    Stopped,
 }
 
 /// Settings an engine cannot run with.

@@ -37,12 +37,14 @@
 //! States, results and payloads travel as JSON text that the engine has already checked can be
 //! stored as Postgres `jsonb` (no `\u0000`, no NaN).
 
+mod batch;
 mod memory;
 
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+pub use batch::{PickRequest, positions};
 pub use memory::MemoryFsmStore;
 
 use super::status::{InstanceId, SignalId, Status};
@@ -520,6 +522,33 @@ pub trait FsmStore: Send + Sync + 'static {
     /// Deletes up to `limit` ended rows last changed before `ended_before`, sparing the
     /// children of a parent that has not ended. Returns how many were deleted.
     async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError>;
+
+    /// Claims as [`pick`](Self::pick) does, only rows of the `(fsm, version)` pairs of
+    /// `request.fsms`: rows of other FSMs or versions stay runnable and untouched (no
+    /// attempt counted), for a worker that runs them.
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError>;
+
+    /// Inserts `instances` as [`insert`](Self::insert) does, in one transaction, and answers
+    /// per position: the id of each instance inserted, `None` for each skipped because its
+    /// correlation key was occupied. Among instances of one key in the batch, the first wins.
+    ///
+    /// The default inserts each instance in a statement of its own; stores override it with
+    /// one statement.
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        let mut ids = Vec::with_capacity(instances.len());
+        for instance in instances {
+            let inserted = self.insert(std::slice::from_ref(instance), now).await?;
+            ids.push(inserted.first().copied());
+        }
+        Ok(ids)
+    }
 }
 
 /// A shared store is a store: several engines (or an engine and a test) can hold one.
@@ -594,6 +623,21 @@ impl<S: FsmStore + ?Sized> FsmStore for std::sync::Arc<S> {
 
     async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError> {
         (**self).gc(ended_before, limit).await
+    }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        (**self).pick_registered(request).await
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        (**self).insert_batch(instances, now).await
     }
 }
 

@@ -12,6 +12,7 @@
 //! picker holds is already `executing` when the next pick reads, and a slot another pick took
 //! is already in the unique index. The index stays the arbiter all the same.
 
+mod batch;
 mod complete;
 mod decode;
 mod pick;
@@ -23,7 +24,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
     Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter, NewInstance,
-    NewSignal, OutcomeCommit, SignalRecord, Swept, Target,
+    NewSignal, OutcomeCommit, PickRequest, SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -216,6 +217,7 @@ impl FsmStore for SqliteFsmStore {
                 lease_until: to_micros(lease_until)?,
                 now: to_micros(now)?,
                 limit: limit(limit_rows),
+                only: None,
             },
         )
         .await
@@ -382,6 +384,36 @@ impl FsmStore for SqliteFsmStore {
             .map_err(db_err)?;
         tx.commit().await.map_err(db_err)?;
         Ok(deleted.rows_affected())
+    }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        if request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        pick::pick(
+            self,
+            &pick::PickBy {
+                queue: request.queue,
+                worker: request.worker,
+                eligible_by: to_micros(request.eligible_by)?,
+                lease_until: to_micros(request.lease_until)?,
+                now: to_micros(request.now)?,
+                limit: limit(request.limit),
+                only: Some(encode(&request.tags())?),
+            },
+        )
+        .await
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        batch::insert_batch(self, instances, now).await
     }
 }
 
