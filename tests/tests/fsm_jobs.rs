@@ -477,6 +477,7 @@ macro_rules! current_thread_tests {
 
 current_thread_tests!(
     insert_async_batches,
+    insert_async_failed_batch,
     insert_async_full_queue,
     insert_async_shutdown_flushes,
 );
@@ -665,4 +666,161 @@ async fn in_flight_instance_keeps_its_version(backend: FsmBackend) {
         Some("v2.begin,v2.end")
     );
     new.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// A batch the store fails
+
+/// The backend's store, failing the next `failures` batch inserts before they reach the
+/// database (as a lost connection would).
+struct FailingBatches {
+    inner: std::sync::Arc<dyn FsmStore>,
+    failures: std::sync::atomic::AtomicUsize,
+}
+
+mod failing {
+    use std::sync::atomic::Ordering;
+    use std::time::SystemTime;
+
+    use durable_runtime::fsm::store::{
+        Claimed, Committed, FsmStore, Lease, ListFilter, NewInstance, NewSignal, OutcomeCommit,
+        PickRequest, SignalRecord, Swept,
+    };
+    use durable_runtime::fsm::{Delivered, InstanceId, InstanceRecord, Target};
+    use durable_runtime::storage::StorageError;
+
+    #[async_trait::async_trait]
+    impl FsmStore for super::FailingBatches {
+        async fn insert(
+            &self,
+            instances: &[NewInstance],
+            now: SystemTime,
+        ) -> Result<Vec<InstanceId>, StorageError> {
+            self.inner.insert(instances, now).await
+        }
+
+        async fn pick(
+            &self,
+            queue: &str,
+            worker: &str,
+            eligible_by: SystemTime,
+            lease_until: SystemTime,
+            limit: usize,
+            now: SystemTime,
+        ) -> Result<Vec<Claimed>, StorageError> {
+            self.inner
+                .pick(queue, worker, eligible_by, lease_until, limit, now)
+                .await
+        }
+
+        async fn heartbeat(
+            &self,
+            leases: &[Lease],
+            lease_until: SystemTime,
+        ) -> Result<usize, StorageError> {
+            self.inner.heartbeat(leases, lease_until).await
+        }
+
+        async fn complete(
+            &self,
+            outcomes: &[OutcomeCommit],
+            now: SystemTime,
+        ) -> Result<Vec<Committed>, StorageError> {
+            self.inner.complete(outcomes, now).await
+        }
+
+        async fn signal(
+            &self,
+            target: &Target,
+            signal: &NewSignal,
+            now: SystemTime,
+        ) -> Result<Option<Delivered>, StorageError> {
+            self.inner.signal(target, signal, now).await
+        }
+
+        async fn get(&self, id: InstanceId) -> Result<Option<InstanceRecord>, StorageError> {
+            self.inner.get(id).await
+        }
+
+        async fn find(&self, key: &str) -> Result<Option<InstanceId>, StorageError> {
+            self.inner.find(key).await
+        }
+
+        async fn inbox(&self, id: InstanceId) -> Result<Vec<SignalRecord>, StorageError> {
+            self.inner.inbox(id).await
+        }
+
+        async fn list(&self, filter: &ListFilter) -> Result<Vec<InstanceRecord>, StorageError> {
+            self.inner.list(filter).await
+        }
+
+        async fn reap(&self, now: SystemTime) -> Result<Swept, StorageError> {
+            self.inner.reap(now).await
+        }
+
+        async fn gc(&self, ended_before: SystemTime, limit: usize) -> Result<u64, StorageError> {
+            self.inner.gc(ended_before, limit).await
+        }
+
+        async fn pick_registered(
+            &self,
+            request: &PickRequest<'_>,
+        ) -> Result<Vec<Claimed>, StorageError> {
+            self.inner.pick_registered(request).await
+        }
+
+        async fn insert_batch(
+            &self,
+            instances: &[NewInstance],
+            now: SystemTime,
+        ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+            let fail = self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fail {
+                return Err(StorageError::unavailable("connection lost"));
+            }
+            self.inner.insert_batch(instances, now).await
+        }
+    }
+}
+
+/// A failed batch answers every caller in it with the storage error and stores none of it;
+/// the next batch is written as usual.
+async fn insert_async_failed_batch(backend: FsmBackend) {
+    let store = std::sync::Arc::new(FailingBatches {
+        inner: std::sync::Arc::clone(&backend.store),
+        failures: std::sync::atomic::AtomicUsize::new(1),
+    });
+    let engine = Engine::builder(store)
+        .clock_follows_tokio()
+        .no_reaper()
+        .no_gc()
+        .register::<SendEmail>()
+        .build()
+        .unwrap();
+    let failed: Vec<_> = (0..5)
+        .map(|n| {
+            engine
+                .try_insert_async(email(&format!("lost{n}@example.com"), 0))
+                .unwrap()
+        })
+        .collect();
+    for pending in failed {
+        match pending.await {
+            Err(Error::Storage(error)) => assert!(error.is_retryable(), "{error}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(count_rows(&*backend.store, "send_email").await, 0);
+    let id = engine
+        .insert_async(email("kept@example.com", 0))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(engine.get(id).await.unwrap().is_some());
+    assert_eq!(count_rows(&*backend.store, "send_email").await, 1);
+    engine.shutdown().await;
 }
