@@ -51,7 +51,8 @@ pub const AWAIT_TIMEOUTS: &str = "durable_fsm_await_timeouts_total";
 /// Ended rows deleted by garbage collection.
 pub const GC_DELETED: &str = "durable_fsm_gc_deleted_total";
 /// Claimed rows this worker cannot run (FSM name or version not registered), left for the
-/// reaper (and another worker), by `fsm`.
+/// reaper (and another worker), by `fsm`. The pickers claim only registered versions, so this
+/// counts only rows a store handed out despite the filter.
 pub const UNRUNNABLE: &str = "durable_fsm_unrunnable_total";
 
 /// Batches written by `insert_async`'s task (one statement each), by `outcome` (`ok`,
