@@ -38,8 +38,8 @@ impl Countdown {
 }
 
 /// An FSM store opened for one run, with the database it lives in.
-struct Opened {
-    store: Arc<dyn FsmStore>,
+pub(crate) struct Opened {
+    pub(crate) store: Arc<dyn FsmStore>,
     database: Database,
 }
 
@@ -56,7 +56,7 @@ enum Database {
 }
 
 impl Opened {
-    async fn open(settings: &Settings) -> Result<Self, String> {
+    pub(crate) async fn open(settings: &Settings) -> Result<Self, String> {
         match settings.backend {
             BackendKind::Memory => Ok(Self {
                 store: Arc::new(MemoryFsmStore::new()),
@@ -135,7 +135,7 @@ impl Opened {
         }
     }
 
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         if let Database::Postgres(pool, schema) = self.database {
             let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "DROP SCHEMA IF EXISTS {schema} CASCADE"

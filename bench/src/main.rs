@@ -13,8 +13,9 @@
 //! not live, written directly next to through each object), `gateway` (calls over HTTP next to the
 //! same calls in process); and, outside `all`, `fsm` (the FSM engine's steps per second with
 //! and without group commit, and its pick latency) and `fsm-claim` (on SQLite or Postgres, the claim
-//! latency of instances with a concurrency key with 10 and with 10,000 executing rows), and
-//! `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
+//! latency of instances with a concurrency key with 10 and with 10,000 executing rows),
+//! `fsm-insert` (instances inserted per second by one producer, `insert` awaited one by one
+//! next to batched `insert_async`), and `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
 //! 1,000,000 stored for later: fired/s, lateness, CPU per firing). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
@@ -35,6 +36,7 @@ mod baseline;
 mod commits;
 mod fsm;
 mod fsm_claim;
+mod fsm_insert;
 mod gateway;
 mod objects;
 mod outside;
@@ -197,6 +199,8 @@ fn parse_args() -> Result<Settings, String> {
             "alarms-scale" => settings.scenarios.push("alarms-scale".to_owned()),
             // The claim latency of concurrency keys as the executing set grows (sqlite or postgres).
             "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
+            // `insert` one by one against `insert_async` batches (memory, sqlite or postgres).
+            "fsm-insert" => settings.scenarios.push("fsm-insert".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),
         }

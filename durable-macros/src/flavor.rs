@@ -42,4 +42,15 @@ impl Flavor {
         impl_target: "the FSM's state struct",
         caller: "the engine",
     };
+
+    /// `#[job]`.
+    pub(crate) const JOB: Self = Self {
+        attribute: "job",
+        noun: "job",
+        example: "SendEmail",
+        stored_under: "its instances are stored under one name",
+        state_struct: "the job's struct",
+        impl_target: "the job's struct",
+        caller: "the engine",
+    };
 }

@@ -134,6 +134,13 @@ pub fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {
     fsm::durable_fsm(args.into(), input.into()).into()
 }
 
+/// Declares a job: a one-step FSM retried with capped exponential backoff.
+/// Use it through `durable_runtime::fsm::job` (feature `fsm`), which documents it.
+#[proc_macro_attribute]
+pub fn job(args: TokenStream, input: TokenStream) -> TokenStream {
+    fsm::job(args.into(), input.into()).into()
+}
+
 /// Marks a step of a `#[durable_fsm]` impl block (`#[step(initial)]`: the first step).
 ///
 /// `#[durable_fsm]` consumes this attribute; used anywhere else it is a compile error.

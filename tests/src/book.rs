@@ -90,6 +90,8 @@ pub mod fsm_objects {}
 
 #[doc = include_str!("../../book/src/fsm/rate-limits.md")]
 pub mod fsm_rate_limits {}
+#[doc = include_str!("../../book/src/fsm/jobs.md")]
+pub mod fsm_jobs {}
 
 #[doc = include_str!("../../book/src/fsm/operations.md")]
 pub mod fsm_operations {}

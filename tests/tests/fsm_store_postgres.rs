@@ -203,7 +203,7 @@ async fn pick_uses_the_partial_index() {
     .await
     .unwrap();
     // The statement with its parameters written in (queue, due by, limit, worker, lease end,
-    // now), as the planner sees it for one execution.
+    // now, the registered FSM versions), as the planner sees it for one execution.
     let pick = fx
         .store
         .pick_statement()
@@ -212,7 +212,8 @@ async fn pick_uses_the_partial_index() {
         .replace("$3", "100")
         .replace("$4", "'explain'")
         .replace("$5", "now() + interval '1 minute'")
-        .replace("$6", "now()");
+        .replace("$6", "now()")
+        .replace("$7", "ARRAY['bench:1']");
     let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {pick}")))
         .fetch_all(pool)
         .await

@@ -6,6 +6,7 @@
 
 mod attrs;
 mod codegen;
+mod job;
 mod model;
 mod validate;
 
@@ -18,6 +19,8 @@ use crate::errors::Errors;
 use crate::flavor::Flavor;
 use attrs::{FsmArgs, FsmImplArgs};
 use model::{FsmStruct, StepSet};
+
+pub(crate) use job::job;
 
 /// `#[durable_fsm]` on any item.
 pub(crate) fn durable_fsm(args: TokenStream, input: TokenStream) -> TokenStream {

@@ -35,7 +35,17 @@ impl FsmStruct {
     /// Builds the state half. `None` when the struct cannot be an FSM state at all (tuple
     /// struct, generics); the errors say why.
     pub(crate) fn from_ast(item: &ItemStruct, args: FsmArgs, errors: &mut Errors) -> Option<Self> {
-        let state = StateStruct::from_ast(item, args.name, Flavor::FSM, errors)?;
+        Self::from_ast_as(item, args, Flavor::FSM, errors)
+    }
+
+    /// Builds the state half for the macro `flavor` (whose words its errors use).
+    pub(crate) fn from_ast_as(
+        item: &ItemStruct,
+        args: FsmArgs,
+        flavor: Flavor,
+        errors: &mut Errors,
+    ) -> Option<Self> {
+        let state = StateStruct::from_ast(item, args.name, flavor, errors)?;
         Some(Self {
             root: Root::new(args.krate),
             state,

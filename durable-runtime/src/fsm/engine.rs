@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::definition::Fsm;
 use super::error::{BuildError, Error};
+use super::insert_async::{self, InsertQueue, InsertSettings};
 use super::json;
 use super::outcome::AnyInstance;
 use super::run::{self, Registry, TypedRunner};
@@ -109,6 +110,8 @@ pub(crate) struct Shared {
     pub(crate) steps: TaskTracker,
     /// Heartbeat, group commit, reaper, GC and the commits in flight.
     pub(crate) maintenance: TaskTracker,
+    /// The queue of `insert_async`.
+    pub(crate) inserts: InsertQueue,
 }
 
 /// An outcome waiting for group commit.
@@ -144,6 +147,7 @@ pub(crate) struct Settings {
     pub(crate) commit_batch: usize,
     pub(crate) commit_concurrency: usize,
     pub(crate) settle_tick: Duration,
+    pub(crate) inserts: InsertSettings,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -171,6 +175,7 @@ impl Default for Settings {
             commit_batch: 256,
             commit_concurrency: 2,
             settle_tick: Duration::from_millis(50),
+            inserts: InsertSettings::default(),
         }
     }
 }
@@ -200,7 +205,7 @@ impl Default for Settings {
 pub struct EngineBuilder {
     store: Arc<dyn FsmStore>,
     registry: Registry,
-    settings: Settings,
+    pub(crate) settings: Settings,
     clock: Clock,
     worker: Option<String>,
     errors: Vec<BuildError>,
@@ -376,6 +381,7 @@ impl EngineBuilder {
                 .map(|runner| runner.queue().to_owned()),
         );
         let (commits, pending) = mpsc::unbounded_channel();
+        let (inserts, queued) = insert_async::channel(settings.inserts);
         let stop_picking = CancellationToken::new();
         let stop_maintenance = CancellationToken::new();
         let shared = Arc::new(Shared {
@@ -392,8 +398,10 @@ impl EngineBuilder {
             stop_maintenance: stop_maintenance.clone(),
             steps: TaskTracker::new(),
             maintenance: TaskTracker::new(),
+            inserts,
         });
         workers::start(&shared, pending);
+        insert_async::start(&shared, queued);
         Ok(Engine {
             shared,
             _alive: Arc::new(Alive {
@@ -700,7 +708,8 @@ impl Engine {
     }
 
     /// Stops picking, waits for the running steps to commit their outcomes, then stops the
-    /// engine's other tasks.
+    /// engine's other tasks, writing the instances queued by
+    /// [`insert_async`](Self::insert_async) first.
     pub async fn shutdown(self) {
         self.shared.stop_picking.cancel();
         self.shared.steps.close();

@@ -188,6 +188,9 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// `insert_async`: the engine has stopped and accepts no more instances.
+    #[error("the FSM engine has stopped: it queues no more inserts")]
+    Stopped,
 }
 
 /// Settings an engine cannot run with.

@@ -19,6 +19,8 @@
 //! assert_eq!(metrics::AWAIT_TIMEOUTS, "durable_fsm_await_timeouts_total");
 //! assert_eq!(metrics::GC_DELETED, "durable_fsm_gc_deleted_total");
 //! assert_eq!(metrics::UNRUNNABLE, "durable_fsm_unrunnable_total");
+//! assert_eq!(metrics::INSERT_BATCHES, "durable_fsm_insert_batches_total");
+//! assert_eq!(metrics::INSERT_BATCH_ROWS, "durable_fsm_insert_batch_rows");
 //! ```
 
 use std::time::Duration;
@@ -49,8 +51,21 @@ pub const AWAIT_TIMEOUTS: &str = "durable_fsm_await_timeouts_total";
 /// Ended rows deleted by garbage collection.
 pub const GC_DELETED: &str = "durable_fsm_gc_deleted_total";
 /// Claimed rows this worker cannot run (FSM name or version not registered), left for the
-/// reaper (and another worker), by `fsm`.
+/// reaper (and another worker), by `fsm`. The pickers claim only registered versions, so this
+/// counts only rows a store handed out despite the filter.
 pub const UNRUNNABLE: &str = "durable_fsm_unrunnable_total";
+
+/// Batches written by `insert_async`'s task (one statement each), by `outcome` (`ok`,
+/// `error`).
+pub const INSERT_BATCHES: &str = "durable_fsm_insert_batches_total";
+/// Instances per batch written by `insert_async`'s task.
+pub const INSERT_BATCH_ROWS: &str = "durable_fsm_insert_batch_rows";
+
+pub(crate) fn insert_batch(rows: usize, ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    metrics::counter!(INSERT_BATCHES, "outcome" => outcome).increment(1);
+    metrics::histogram!(INSERT_BATCH_ROWS).record(rows as f64);
+}
 
 pub(crate) fn step(fsm: &'static str, step: &'static str, outcome: &'static str, took: Duration) {
     metrics::counter!(STEPS, "fsm" => fsm, "step" => step, "outcome" => outcome).increment(1);

@@ -88,6 +88,8 @@ mod control;
 mod definition;
 mod engine;
 mod error;
+mod insert_async;
+mod job;
 mod json;
 pub mod metrics;
 mod objects;
@@ -109,6 +111,8 @@ pub use control::{CANCELLED, Cancelled};
 pub use definition::{Fsm, FsmResult, FsmState, Step};
 pub use engine::{Engine, EngineBuilder};
 pub use error::{BuildError, Error, StepError, StepErrorKind};
+pub use insert_async::{PendingInsert, TryInsertError};
+pub use job::{Job, JobSettings};
 pub use objects::ObjectFsm;
 pub use outcome::{AnyInstance, Instance, Outcome, OutcomeKind};
 pub use settle::{Settled, Snapshot};
@@ -131,6 +135,20 @@ pub use store::{Delivered, InstanceRecord, ListFilter, MemoryFsmStore, Target};
 ///
 /// See the [module documentation](self) for an example.
 pub use durable_macros::durable_fsm;
+
+/// Declares a job: a one-step FSM whose work is [`Job::perform`], retried with capped
+/// exponential backoff.
+///
+/// On a struct (the job's arguments, stored as its state), options (all optional): `name =
+/// ".."` (the struct's name by default), `version = N`, `queue = ".."`, `priority = N` (as
+/// for [`durable_fsm`]), `max_attempts = N` (runs of `perform` before the job fails; 3 by
+/// default, at least 1), `backoff = ".."` (the first retry's delay, doubled at each retry; 1 s
+/// by default) and `max_backoff = ".."` (the longest delay; 5 min by default, at least
+/// `backoff`), `crate = ".."`. Fields take `#[field(default = <expr>)]`. Implement [`Job`]
+/// for the struct by hand.
+///
+/// See [`Job`] for an example.
+pub use durable_macros::job;
 
 /// Marks a step of a `#[durable_fsm]` impl block; `#[step(initial)]` marks the first step.
 ///

@@ -46,3 +46,25 @@ pub const fn assert_fsm_state<T: FsmState>() {}
 pub const fn step<F>(name: &'static str) -> Step<F> {
     Step::__new(name)
 }
+
+pub use super::job::{Job, JobSettings};
+
+/// The `perform` step of a job, for the generated `Fsm::run_step`.
+pub fn job_perform<'a, J: Job>(
+    job: &'a J,
+    ctx: &'a StepContext,
+) -> BoxFuture<'a, Result<Outcome<J>, BoxError>> {
+    super::job::perform(job, ctx)
+}
+
+/// The retry policy of a job, for the generated `Fsm::on_error`.
+pub fn job_on_error<'a, J: JobSettings>(
+    error: StepError,
+    ctx: &'a StepContext,
+) -> BoxFuture<'a, Outcome<J>> {
+    let outcome = super::job::on_error::<J>(&error, ctx);
+    Box::pin(async move { outcome })
+}
+
+/// Compile-time check that a `#[job]` struct implements [`Job`].
+pub const fn assert_job<T: Job>() {}

@@ -112,6 +112,14 @@ impl Registry {
             .max_by_key(|runner| runner.version())
     }
 
+    /// The `(name, version)` pairs registered.
+    pub(crate) fn versions(&self) -> Vec<(String, i32)> {
+        self.runners
+            .iter()
+            .map(|runner| (runner.name().to_owned(), runner.version()))
+            .collect()
+    }
+
     pub(crate) fn all(&self) -> &[Arc<dyn Runner>] {
         &self.runners
     }

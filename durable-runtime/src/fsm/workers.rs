@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::engine::{PendingCommit, Shared, lock};
 use super::metrics;
 use super::run::Executed;
-use super::store::{Claimed, Committed, Lease, OutcomeCommit};
+use super::store::{Claimed, Committed, Lease, OutcomeCommit, PickRequest};
 use crate::storage::StorageError;
 
 /// Starts every task the settings ask for.
@@ -65,16 +65,20 @@ async fn picker(shared: Arc<Shared>, queue: String, concurrency: usize) {
         changed.as_mut().enable();
         let now = shared.clock.now();
         let started = Instant::now();
+        // Only rows of the FSM versions registered here: an instance always runs on the
+        // version that started it, so rows of other versions are left for workers that have
+        // them.
         let picked = shared
             .store
-            .pick(
-                &queue,
-                &shared.worker,
+            .pick_registered(&PickRequest {
+                queue: &queue,
+                worker: &shared.worker,
+                eligible_by: now,
+                lease_until: lease_end(&shared, now),
+                limit: held.len(),
                 now,
-                lease_end(&shared, now),
-                held.len(),
-                now,
-            )
+                fsms: &shared.registry.versions(),
+            })
             .await;
         let rows = match picked {
             Ok(rows) => rows,

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::{
     CancelOutcome, ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease,
-    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord,
-    SignalRecord, Swept, Target, TokenBucket, Transition,
+    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, PickRequest, RateLimit,
+    RateLimitRecord, SignalRecord, Swept, Target, TokenBucket, Transition,
 };
 use crate::fsm::status::{InstanceId, SignalId, Status};
 use crate::storage::StorageError;
@@ -452,93 +452,7 @@ impl FsmStore for MemoryFsmStore {
         limit: usize,
         now: SystemTime,
     ) -> Result<Vec<Claimed>, StorageError> {
-        let mut inner = self.lock();
-        if inner.paused.contains_key(queue) {
-            return Ok(Vec::new());
-        }
-        let clock = control::database_clock()?;
-        let buckets = inner.buckets.clone();
-        let mut candidates: Vec<(i16, SystemTime, i64)> = inner
-            .rows
-            .values()
-            .filter(|row| {
-                row.record.status == Status::Runnable
-                    && row.record.queue == queue
-                    && row.record.eligible_at <= eligible_by
-            })
-            .map(|row| {
-                (
-                    row.record.priority,
-                    row.record.eligible_at,
-                    row.record.id.get(),
-                )
-            })
-            .collect();
-        candidates.sort();
-        // Rows whose concurrency key has no free slot below their limit are passed over,
-        // and the next rows taken instead.
-        let mut chosen: Vec<(i64, Option<u16>)> = Vec::new();
-        let mut taken: Vec<(String, u16)> = Vec::new();
-        for (_, _, id) in candidates {
-            if chosen.len() >= limit {
-                break;
-            }
-            let record = &inner.rows[&id].record;
-            let Some(key) = &record.concurrency_key else {
-                if inner.rate_gate(id, clock, now) {
-                    chosen.push((id, None));
-                }
-                continue;
-            };
-            let free = (0..record.concurrency_limit.max(1)).find(|slot| {
-                !taken.iter().any(|(k, s)| k == key && s == slot) && !inner.slot_taken(key, *slot)
-            });
-            if let Some(slot) = free {
-                let key = key.clone();
-                if inner.rate_gate(id, clock, now) {
-                    taken.push((key, slot));
-                    chosen.push((id, Some(slot)));
-                }
-            }
-        }
-        // A claim that would collide on a correlation guard fails the whole pick, as the
-        // unique index fails the statement.
-        for (id, _) in &chosen {
-            if let Err(error) = inner.check_guard(*id, Status::Executing) {
-                // The failed pick takes no token.
-                inner.buckets = buckets;
-                return Err(error);
-            }
-        }
-        let mut claimed = Vec::with_capacity(chosen.len());
-        for (id, slot) in chosen {
-            let inbox = inner.inbox(id);
-            let children = inner.children(id);
-            let Some(row) = inner.rows.get_mut(&id) else {
-                continue;
-            };
-            row.token += 1;
-            let record = &mut row.record;
-            record.status = Status::Executing;
-            record.concurrency_slot = slot;
-            record.locked_by = Some(worker.to_owned());
-            record.lease_expires_at = Some(lease_until);
-            record.updated_at = now;
-            claimed.push(Claimed {
-                id: record.id,
-                token: row.token,
-                fsm: record.fsm.clone(),
-                fsm_version: record.fsm_version,
-                step: record.step.clone(),
-                state: record.state.clone(),
-                attempt: record.attempt,
-                correlation_key: record.correlation_key.clone(),
-                awaits: record.awaits.clone(),
-                inbox,
-                children,
-            });
-        }
-        Ok(claimed)
+        self.pick_rows(queue, worker, eligible_by, lease_until, limit, now, None)
     }
 
     async fn heartbeat(
@@ -742,5 +656,139 @@ impl FsmStore for MemoryFsmStore {
         now: SystemTime,
     ) -> Result<CancelOutcome, StorageError> {
         Ok(self.lock().cancel(target, reason, now))
+    }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        self.pick_rows(
+            request.queue,
+            request.worker,
+            request.eligible_by,
+            request.lease_until,
+            request.limit,
+            request.now,
+            Some(request),
+        )
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        let mut inner = self.lock();
+        let ids = inner.insert(instances, None, now);
+        let returned = ids
+            .into_iter()
+            .map(|id| (id, inner.rows[&id.get()].record.correlation_key.clone()))
+            .collect();
+        Ok(super::positions(instances, returned))
+    }
+}
+
+impl MemoryFsmStore {
+    /// The pick, restricted to the FSM versions of `only` when given.
+    #[allow(clippy::too_many_arguments)]
+    fn pick_rows(
+        &self,
+        queue: &str,
+        worker: &str,
+        eligible_by: SystemTime,
+        lease_until: SystemTime,
+        limit: usize,
+        now: SystemTime,
+        only: Option<&PickRequest<'_>>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        let mut inner = self.lock();
+        if inner.paused.contains_key(queue) {
+            return Ok(Vec::new());
+        }
+        let clock = control::database_clock()?;
+        let buckets = inner.buckets.clone();
+        let mut candidates: Vec<(i16, SystemTime, i64)> = inner
+            .rows
+            .values()
+            .filter(|row| {
+                row.record.status == Status::Runnable
+                    && row.record.queue == queue
+                    && row.record.eligible_at <= eligible_by
+                    && only
+                        .is_none_or(|request| request.runs(&row.record.fsm, row.record.fsm_version))
+            })
+            .map(|row| {
+                (
+                    row.record.priority,
+                    row.record.eligible_at,
+                    row.record.id.get(),
+                )
+            })
+            .collect();
+        candidates.sort();
+        // Rows whose concurrency key has no free slot below their limit are passed over,
+        // and the next rows taken instead.
+        let mut chosen: Vec<(i64, Option<u16>)> = Vec::new();
+        let mut taken: Vec<(String, u16)> = Vec::new();
+        for (_, _, id) in candidates {
+            if chosen.len() >= limit {
+                break;
+            }
+            let record = &inner.rows[&id].record;
+            let Some(key) = &record.concurrency_key else {
+                if inner.rate_gate(id, clock, now) {
+                    chosen.push((id, None));
+                }
+                continue;
+            };
+            let free = (0..record.concurrency_limit.max(1)).find(|slot| {
+                !taken.iter().any(|(k, s)| k == key && s == slot) && !inner.slot_taken(key, *slot)
+            });
+            if let Some(slot) = free {
+                let key = key.clone();
+                if inner.rate_gate(id, clock, now) {
+                    taken.push((key, slot));
+                    chosen.push((id, Some(slot)));
+                }
+            }
+        }
+        // A claim that would collide on a correlation guard fails the whole pick, as the
+        // unique index fails the statement.
+        for (id, _) in &chosen {
+            if let Err(error) = inner.check_guard(*id, Status::Executing) {
+                // The failed pick takes no token.
+                inner.buckets = buckets;
+                return Err(error);
+            }
+        }
+        let mut claimed = Vec::with_capacity(chosen.len());
+        for (id, slot) in chosen {
+            let inbox = inner.inbox(id);
+            let children = inner.children(id);
+            let Some(row) = inner.rows.get_mut(&id) else {
+                continue;
+            };
+            row.token += 1;
+            let record = &mut row.record;
+            record.status = Status::Executing;
+            record.concurrency_slot = slot;
+            record.locked_by = Some(worker.to_owned());
+            record.lease_expires_at = Some(lease_until);
+            record.updated_at = now;
+            claimed.push(Claimed {
+                id: record.id,
+                token: row.token,
+                fsm: record.fsm.clone(),
+                fsm_version: record.fsm_version,
+                step: record.step.clone(),
+                state: record.state.clone(),
+                attempt: record.attempt,
+                correlation_key: record.correlation_key.clone(),
+                awaits: record.awaits.clone(),
+                inbox,
+                children,
+            });
+        }
+        Ok(claimed)
     }
 }

@@ -47,6 +47,7 @@
 //! States, results and payloads travel as JSON text that the engine has already checked can be
 //! stored as Postgres `jsonb` (no `\u0000`, no NaN).
 
+mod batch;
 mod control;
 mod memory;
 
@@ -54,6 +55,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+pub use batch::{PickRequest, positions};
 pub use control::{
     CancelOutcome, PausedQueue, RateDecision, RateLimit, RateLimitRecord, TokenBucket,
     decide_rate_limits,
@@ -596,6 +598,33 @@ pub trait FsmStore: Send + Sync + 'static {
         let _ = (target, reason, now);
         Err(unsupported("cancel"))
     }
+
+    /// Claims as [`pick`](Self::pick) does, only rows of the `(fsm, version)` pairs of
+    /// `request.fsms`: rows of other FSMs or versions stay runnable and untouched (no
+    /// attempt counted), for a worker that runs them.
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError>;
+
+    /// Inserts `instances` as [`insert`](Self::insert) does, in one transaction, and answers
+    /// per position: the id of each instance inserted, `None` for each skipped because its
+    /// correlation key was occupied. Among instances of one key in the batch, the first wins.
+    ///
+    /// The default inserts each instance in a statement of its own; stores override it with
+    /// one statement.
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        let mut ids = Vec::with_capacity(instances.len());
+        for instance in instances {
+            let inserted = self.insert(std::slice::from_ref(instance), now).await?;
+            ids.push(inserted.first().copied());
+        }
+        Ok(ids)
+    }
 }
 
 /// The error of a store that does not keep a scheduling control.
@@ -708,6 +737,21 @@ impl<S: FsmStore + ?Sized> FsmStore for std::sync::Arc<S> {
         now: SystemTime,
     ) -> Result<CancelOutcome, StorageError> {
         (**self).cancel(target, reason, now).await
+    }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        (**self).pick_registered(request).await
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        (**self).insert_batch(instances, now).await
     }
 }
 

@@ -4,6 +4,7 @@
 //! Every operation is the seed specification's SQL (`sql`), with the engine's clock readings
 //! as parameters. Outcomes are committed in `complete`, many per transaction.
 
+mod batch;
 mod complete;
 mod control;
 pub(super) mod linked;
@@ -16,8 +17,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
     CancelOutcome, ChildRecord, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease,
-    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord,
-    SignalRecord, Swept, Target,
+    ListFilter, NewInstance, NewSignal, OutcomeCommit, PausedQueue, PickRequest, RateLimit,
+    RateLimitRecord, SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -91,7 +92,7 @@ impl PostgresFsmStore {
     }
 
     /// The text of the pick statement, for `EXPLAIN` (parameters: queue, eligible by, limit,
-    /// worker, lease end, now).
+    /// worker, lease end, now, and the `name:version` tags picked, or `NULL` for all).
     #[doc(hidden)]
     pub fn pick_statement(&self) -> &str {
         self.sql.pick.as_str()
@@ -487,66 +488,16 @@ impl FsmStore for PostgresFsmStore {
         limit_rows: usize,
         now: SystemTime,
     ) -> Result<Vec<Claimed>, StorageError> {
-        if limit_rows == 0 {
-            return Ok(Vec::new());
-        }
-        let claim = ClaimBy {
+        self.pick_rows(
             queue,
             worker,
-            eligible_by: PgTime::new(eligible_by)?,
-            lease_until: PgTime::new(lease_until)?,
-            now: PgTime::new(now)?,
-        };
-        // The pick statement commits on its own: a pick without keyed candidates (the common
-        // case) is one round trip, with no transaction around it. Keyed candidates are claimed
-        // in a transaction of their own, which checks again that each is still runnable.
-        let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        let rows = sqlx::query(self.sql.pick.clone())
-            .bind(queue)
-            .bind(claim.eligible_by)
-            .bind(limit(limit_rows))
-            .bind(worker)
-            .bind(claim.lease_until)
-            .bind(claim.now)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        let mut picked = Picked::default();
-        let mut deferred = Vec::new();
-        for row in &rows {
-            if row.try_get::<bool, _>("deferred").map_err(db_err)? {
-                deferred.push(Deferred::from_row(row)?);
-            } else {
-                picked.add(row)?;
-            }
-        }
-        if !deferred.is_empty() {
-            let mut tx = Connection::begin(&mut *conn).await.map_err(db_err)?;
-            let rows =
-                control::claim_deferred(&self.sql, &self.control, &mut tx, deferred, &claim, now)
-                    .await?;
-            for row in &rows {
-                picked.add(row)?;
-            }
-            tx.commit().await.map_err(db_err)?;
-        }
-        drop(conn);
-        let Picked {
-            mut claimed,
-            order,
-            with_signals,
-            with_children,
-        } = picked;
-        let (mut inboxes, mut children) = self.inputs(&with_signals, &with_children).await?;
-        for claim in &mut claimed {
-            claim.inbox = inboxes.remove(&claim.id.get()).unwrap_or_default();
-            claim.children = children.remove(&claim.id.get()).unwrap_or_default();
-        }
-        // RETURNING does not keep the pick's order: restore it.
-        let mut ordered: Vec<((i16, SystemTime, i64), Claimed)> =
-            order.into_iter().zip(claimed).collect();
-        ordered.sort_by_key(|(order, _)| *order);
-        Ok(ordered.into_iter().map(|(_, claim)| claim).collect())
+            eligible_by,
+            lease_until,
+            limit_rows,
+            now,
+            None,
+        )
+        .await
     }
 
     async fn heartbeat(
@@ -696,5 +647,106 @@ impl FsmStore for PostgresFsmStore {
         now: SystemTime,
     ) -> Result<CancelOutcome, StorageError> {
         self.cancel_on(target, reason, now).await
+    }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        self.pick_rows(
+            request.queue,
+            request.worker,
+            request.eligible_by,
+            request.lease_until,
+            request.limit,
+            request.now,
+            Some(request.tags()),
+        )
+        .await
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        batch::insert_batch(self, instances, now).await
+    }
+}
+
+impl PostgresFsmStore {
+    /// The pick, restricted to the `name:version` tags of `only` when given.
+    #[allow(clippy::too_many_arguments)]
+    async fn pick_rows(
+        &self,
+        queue: &str,
+        worker: &str,
+        eligible_by: SystemTime,
+        lease_until: SystemTime,
+        limit_rows: usize,
+        now: SystemTime,
+        only: Option<Vec<String>>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        if limit_rows == 0 {
+            return Ok(Vec::new());
+        }
+        let claim = ClaimBy {
+            queue,
+            worker,
+            eligible_by: PgTime::new(eligible_by)?,
+            lease_until: PgTime::new(lease_until)?,
+            now: PgTime::new(now)?,
+        };
+        // The pick statement commits on its own: a pick without keyed candidates (the common
+        // case) is one round trip, with no transaction around it. Keyed candidates are claimed
+        // in a transaction of their own, which checks again that each is still runnable.
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let rows = sqlx::query(self.sql.pick.clone())
+            .bind(queue)
+            .bind(claim.eligible_by)
+            .bind(limit(limit_rows))
+            .bind(worker)
+            .bind(claim.lease_until)
+            .bind(claim.now)
+            .bind(only)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let mut picked = Picked::default();
+        let mut deferred = Vec::new();
+        for row in &rows {
+            if row.try_get::<bool, _>("deferred").map_err(db_err)? {
+                deferred.push(Deferred::from_row(row)?);
+            } else {
+                picked.add(row)?;
+            }
+        }
+        if !deferred.is_empty() {
+            let mut tx = Connection::begin(&mut *conn).await.map_err(db_err)?;
+            let rows =
+                control::claim_deferred(&self.sql, &self.control, &mut tx, deferred, &claim, now)
+                    .await?;
+            for row in &rows {
+                picked.add(row)?;
+            }
+            tx.commit().await.map_err(db_err)?;
+        }
+        drop(conn);
+        let Picked {
+            mut claimed,
+            order,
+            with_signals,
+            with_children,
+        } = picked;
+        let (mut inboxes, mut children) = self.inputs(&with_signals, &with_children).await?;
+        for claim in &mut claimed {
+            claim.inbox = inboxes.remove(&claim.id.get()).unwrap_or_default();
+            claim.children = children.remove(&claim.id.get()).unwrap_or_default();
+        }
+        // RETURNING does not keep the pick's order: restore it.
+        let mut ordered: Vec<((i16, SystemTime, i64), Claimed)> =
+            order.into_iter().zip(claimed).collect();
+        ordered.sort_by_key(|(order, _)| *order);
+        Ok(ordered.into_iter().map(|(_, claim)| claim).collect())
     }
 }

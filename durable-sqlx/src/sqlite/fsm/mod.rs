@@ -12,6 +12,7 @@
 //! picker holds is already `executing` when the next pick reads, and a slot another pick took
 //! is already in the unique index. The index stays the arbiter all the same.
 
+mod batch;
 mod complete;
 mod control;
 mod decode;
@@ -25,8 +26,8 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use durable_runtime::fsm::store::{
     CancelOutcome, Claimed, Committed, Delivered, FsmStore, InstanceRecord, Lease, ListFilter,
-    NewInstance, NewSignal, OutcomeCommit, PausedQueue, RateLimit, RateLimitRecord, SignalRecord,
-    Swept, Target,
+    NewInstance, NewSignal, OutcomeCommit, PausedQueue, PickRequest, RateLimit, RateLimitRecord,
+    SignalRecord, Swept, Target,
 };
 use durable_runtime::fsm::{InstanceId, SignalId, Status};
 use durable_runtime::storage::StorageError;
@@ -122,24 +123,7 @@ impl SqliteFsmStore {
     ) -> Result<Vec<(i64, Option<i64>)>, StorageError> {
         let rows = instances
             .iter()
-            .map(|(instance, parent)| {
-                Ok(json!({
-                    "fsm": instance.fsm,
-                    "version": instance.fsm_version,
-                    "step": instance.step,
-                    "state": instance.state,
-                    "queue": instance.queue,
-                    "priority": instance.priority,
-                    "eligible_at": to_micros(instance.eligible_at)?,
-                    "key": instance.correlation_key,
-                    "scope": scope_mask(&instance.correlation_scope),
-                    "parent": parent,
-                    "concurrency_key": instance.concurrency_key,
-                    "concurrency_limit": instance.concurrency_limit.max(1),
-                    "rate_limit_key": instance.rate_limit_key,
-                    "rate_limit_units": instance.rate_limit_units.max(1),
-                }))
-            })
+            .map(|(instance, parent)| instance_row(instance, *parent))
             .collect::<Result<Vec<_>, StorageError>>()?;
         let rows = sqlx::query(self.sql.insert.clone())
             .bind(encode(&rows)?)
@@ -271,6 +255,7 @@ impl FsmStore for SqliteFsmStore {
                 lease_until: to_micros(lease_until)?,
                 now: to_micros(now)?,
                 limit: limit(limit_rows),
+                only: None,
             },
         )
         .await
@@ -438,6 +423,36 @@ impl FsmStore for SqliteFsmStore {
     ) -> Result<CancelOutcome, StorageError> {
         self.cancel_on(target, reason, now).await
     }
+
+    async fn pick_registered(
+        &self,
+        request: &PickRequest<'_>,
+    ) -> Result<Vec<Claimed>, StorageError> {
+        if request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        pick::pick(
+            self,
+            &pick::PickBy {
+                queue: request.queue,
+                worker: request.worker,
+                eligible_by: to_micros(request.eligible_by)?,
+                lease_until: to_micros(request.lease_until)?,
+                now: to_micros(request.now)?,
+                limit: limit(request.limit),
+                only: Some(encode(&request.tags())?),
+            },
+        )
+        .await
+    }
+
+    async fn insert_batch(
+        &self,
+        instances: &[NewInstance],
+        now: SystemTime,
+    ) -> Result<Vec<Option<InstanceId>>, StorageError> {
+        batch::insert_batch(self, instances, now).await
+    }
 }
 
 /// Leases as the `[id, token]` pairs the batched statements take.
@@ -446,4 +461,27 @@ fn lease_pairs(leases: &[Lease]) -> Vec<[i64; 2]> {
         .iter()
         .map(|lease| [lease.id.get(), lease.token])
         .collect()
+}
+
+/// One instance as a row of the insert statement's JSON array.
+pub(super) fn instance_row(
+    instance: &NewInstance,
+    parent: Option<i64>,
+) -> Result<serde_json::Value, StorageError> {
+    Ok(json!({
+        "fsm": instance.fsm,
+        "version": instance.fsm_version,
+        "step": instance.step,
+        "state": instance.state,
+        "queue": instance.queue,
+        "priority": instance.priority,
+        "eligible_at": to_micros(instance.eligible_at)?,
+        "key": instance.correlation_key,
+        "scope": scope_mask(&instance.correlation_scope),
+        "parent": parent,
+        "concurrency_key": instance.concurrency_key,
+        "concurrency_limit": instance.concurrency_limit.max(1),
+        "rate_limit_key": instance.rate_limit_key,
+        "rate_limit_units": instance.rate_limit_units.max(1),
+    }))
 }

@@ -31,6 +31,8 @@ pub(super) struct PickBy<'a> {
     pub(super) lease_until: i64,
     pub(super) now: i64,
     pub(super) limit: i64,
+    /// Only rows of these `name:version` tags (a JSON array), when given.
+    pub(super) only: Option<String>,
 }
 
 /// A runnable row the pick may claim.
@@ -52,6 +54,7 @@ pub(super) async fn pick(
             .bind(by.queue)
             .bind(by.eligible_by)
             .bind(by.limit)
+            .bind(by.only.as_deref())
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?

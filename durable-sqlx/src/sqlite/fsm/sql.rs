@@ -120,9 +120,9 @@ impl Sql {
                         r.value ->> 'rate_limit_units'
                  FROM json_each(?1) AS r
                  WHERE true
-                 ORDER BY r.value ->> 'key'
+                 ORDER BY r.value ->> 'key', r.key
                  ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
-                 RETURNING id, parent_id"
+                 RETURNING id, parent_id, correlation_key"
             )),
             // The free-slot filter counts the entries of the unique index of executing rows
             // for this key below the row's limit: at most `limit` of them, whatever the size of
@@ -137,6 +137,7 @@ impl Sql {
                         SELECT count(*) FROM {fsm} e
                         WHERE e.status = 'executing' AND e.concurrency_key = f.concurrency_key
                           AND e.concurrency_slot < f.concurrency_limit) < f.concurrency_limit)
+                   AND (?4 IS NULL OR (f.fsm || ':' || f.fsm_version) IN (SELECT value FROM json_each(?4)))
                  ORDER BY f.priority, f.eligible_at, f.id
                  LIMIT ?3"
             )),

@@ -1,0 +1,9 @@
+// A `#[job]` struct needs `impl Job`.
+use durable_runtime::fsm::job;
+
+#[job]
+pub struct SendEmail {
+    to: String,
+}
+
+fn main() {}
