@@ -83,7 +83,7 @@ impl PickRequest<'_> {
 ///     fsm: "job".into(), fsm_version: 1, step: "perform".into(), state: "{}".into(),
 ///     queue: "default".into(), priority: 0, eligible_at: SystemTime::UNIX_EPOCH,
 ///     correlation_key: key.map(str::to_owned), correlation_scope: Status::ALL.to_vec(),
-///     concurrency_key: None, concurrency_limit: 1,
+///     concurrency_key: None, concurrency_limit: 1, rate_limit_key: None, rate_limit_units: 1,
 /// };
 /// let batch = [row(None), row(Some("k")), row(Some("k")), row(None)];
 /// let returned = vec![(InstanceId::new(7), Some("k".to_owned())), (InstanceId::new(5), None), (InstanceId::new(6), None)];
