@@ -76,6 +76,9 @@ pub struct PostgresStore {
     sql: Arc<Sql>,
     /// Cluster mode: the node's shard table once attached (see [`cluster`]).
     cluster: Arc<cluster::ClusterState>,
+    /// The FSM store over this store's tables, its statements built once (see `fsm()`).
+    #[cfg(feature = "fsm")]
+    fsm: Arc<std::sync::OnceLock<fsm::PostgresFsmStore>>,
 }
 
 impl PostgresStore {
@@ -165,6 +168,8 @@ impl PostgresStore {
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
             cluster: Arc::default(),
+            #[cfg(feature = "fsm")]
+            fsm: Arc::default(),
         };
         if migrate {
             store.migrate().await?;

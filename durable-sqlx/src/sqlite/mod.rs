@@ -83,6 +83,9 @@ pub struct SqliteStore {
     writer: Arc<Writer>,
     /// The background checkpointer, stopped when the last clone of the store is dropped.
     checkpointer: Option<Arc<Checkpointer>>,
+    /// The FSM store over this store's tables, its statements built once (see `fsm()`).
+    #[cfg(feature = "fsm")]
+    fsm: Arc<std::sync::OnceLock<fsm::SqliteFsmStore>>,
 }
 
 impl SqliteStore {
@@ -177,6 +180,8 @@ impl SqliteStore {
             names: Arc::new(names),
             writer: Arc::new(Writer::new(&pool)),
             checkpointer: None,
+            #[cfg(feature = "fsm")]
+            fsm: Arc::default(),
         };
         if migrate {
             store.migrate().await?;

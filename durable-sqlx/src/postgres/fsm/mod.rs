@@ -75,12 +75,17 @@ impl PostgresStore {
     /// # drop(fsm); Ok(()) }
     /// ```
     pub fn fsm(&self) -> PostgresFsmStore {
-        let tables = Tables::new(&self.names);
-        PostgresFsmStore {
-            pool: self.pool.clone(),
-            sql: Arc::new(Sql::new(&tables)),
-            control: Arc::new(ControlSql::new(&tables)),
-        }
+        // Built once per store: commits carrying FSM changes ask for it every time.
+        self.fsm
+            .get_or_init(|| {
+                let tables = Tables::new(&self.names);
+                PostgresFsmStore {
+                    pool: self.pool.clone(),
+                    sql: Arc::new(Sql::new(&tables)),
+                    control: Arc::new(ControlSql::new(&tables)),
+                }
+            })
+            .clone()
     }
 }
 

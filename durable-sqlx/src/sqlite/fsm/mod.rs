@@ -85,12 +85,15 @@ impl SqliteStore {
     /// # drop(fsm); Ok(()) }
     /// ```
     pub fn fsm(&self) -> SqliteFsmStore {
-        SqliteFsmStore {
-            pool: self.pool.clone(),
-            writer: Arc::clone(&self.writer),
-            sql: Arc::new(Sql::new(&self.names)),
-            control: Arc::new(control::ControlSql::new(&self.names)),
-        }
+        // Built once per store: commits carrying FSM changes ask for it every time.
+        self.fsm
+            .get_or_init(|| SqliteFsmStore {
+                pool: self.pool.clone(),
+                writer: Arc::clone(&self.writer),
+                sql: Arc::new(Sql::new(&self.names)),
+                control: Arc::new(control::ControlSql::new(&self.names)),
+            })
+            .clone()
     }
 }
 
