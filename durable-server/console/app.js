@@ -12,6 +12,9 @@ const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 // Stops what the page on show keeps doing (the overview's refreshing).
 let leave = () => {};
+// Counts the pages asked for: a page whose data arrives after a newer one was asked
+// for is dropped instead of replacing the newer page.
+let asked = 0;
 
 function login(failure) {
   nav.hidden = true;
@@ -65,32 +68,39 @@ async function show() {
     else link.removeAttribute('aria-current');
   }
   fill(main, h('p', { class: 'loading' }, 'Loading…'));
+  const turn = ++asked;
+  // Pages that load data are built off-screen and shown only if still the latest.
+  const view = document.createElement('div');
+  const current = () => turn === asked;
   try {
     switch (parts[0]) {
       case 'overview':
         leave = overview(main);
         break;
       case 'objects':
-        await objects(main, parts[1], params);
+        await objects(view, parts[1], params);
         break;
       case 'object':
-        await object(main, parts[1], parts.slice(2).join('/'), params);
+        await object(view, parts[1], parts.slice(2).join('/'), params);
         break;
       case 'dead':
-        await deadAlarms(main, params);
+        await deadAlarms(view, params);
         break;
       case 'fsm':
-        if (parts[1]) await fsmInstance(main, parts[1]);
-        else await fsmInstances(main, params);
+        if (parts[1]) await fsmInstance(view, parts[1]);
+        else await fsmInstances(view, params);
         break;
       case 'types':
       case '':
-        await types(main);
+        await types(view);
         break;
       default:
-        fill(main, h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/types' }, 'Back to the types')));
+        fill(view, h('h1', {}, 'No such page'), h('p', {}, h('a', { href: '#/types' }, 'Back to the types')));
     }
+    if (!current()) return;
+    if (parts[0] !== 'overview') main.replaceChildren(...view.childNodes);
   } catch (failure) {
+    if (!current()) return;
     if (failure instanceof ApiFailure && failure.status === 401) {
       forgetToken();
       login(failure);
