@@ -1,0 +1,432 @@
+//! Node processes on loopback ports, one fresh database, and the signals the scenarios send.
+//!
+//! Every node is the example binary `cluster_node`, started with its own proxy between it and
+//! Postgres ([`Proxy`]). A [`Cluster`] kills its nodes (SIGKILL) and drops its database when
+//! dropped, panicking test included; a test that panics prints the tail of every node's log.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use durable_sqlx::sqlx::{self, Connection, PgConnection, Row};
+
+use super::proxy::Proxy;
+
+/// The lease TTL of every node.
+pub const TTL: Duration = Duration::from_secs(2);
+/// How many shards the test clusters have.
+pub const SHARDS: u32 = 128;
+/// The shared secret of the nodes' internal listeners.
+const SECRET: &str = "chaos-harness-secret";
+/// How long a node may take to print `ready`.
+const START_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The example binary, built once per test process (a no-op when it is up to date).
+///
+/// Cargo builds an integration test's binaries (`CARGO_BIN_EXE_*`), not the package's
+/// examples, so the harness asks the cargo that runs it to build the example into the same
+/// target directory, with the same profile.
+fn node_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        // target/<profile>/deps/cluster_chaos-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>");
+        let target_dir = profile_dir.parent().expect("target directory");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "durable-server",
+                "--example",
+                "cluster_node",
+            ])
+            .arg("--target-dir")
+            .arg(target_dir);
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
+            build.arg("--release");
+        }
+        let status = build
+            .status()
+            .expect("run cargo build --example cluster_node");
+        assert!(
+            status.success(),
+            "cargo build --example cluster_node failed"
+        );
+        let binary = profile_dir.join("examples").join("cluster_node");
+        assert!(binary.exists(), "no example binary at {}", binary.display());
+        binary
+    })
+}
+
+/// A database of its own, created from `DATABASE_URL` (default
+/// `postgres://postgres@127.0.0.1:5432/test`) and dropped at the end.
+pub struct Database {
+    admin_url: String,
+    name: String,
+    /// Where Postgres listens.
+    pub upstream: SocketAddr,
+    /// `postgres://user@host:port/` without the database, for the nodes (through proxies).
+    user: String,
+    url: String,
+}
+
+impl Database {
+    pub async fn create() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let admin_url = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() % 1_000_000_000);
+        let name = format!(
+            "chaos_{}_{stamp}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut conn = PgConnection::connect(&admin_url)
+            .await
+            .expect("connect to DATABASE_URL");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create the test database");
+        conn.close().await.ok();
+        // postgres://user[:password]@host:port/db[?options]
+        let rest = admin_url
+            .strip_prefix("postgres://")
+            .or_else(|| admin_url.strip_prefix("postgresql://"))
+            .expect("DATABASE_URL is a postgres:// URL");
+        let (user, rest) = rest.split_once('@').expect("DATABASE_URL names a user");
+        let user = user.to_owned();
+        let host_port = rest.split('/').next().unwrap_or(rest);
+        let host_port = if host_port.contains(':') {
+            host_port.to_owned()
+        } else {
+            format!("{host_port}:5432")
+        };
+        let upstream = host_port
+            .to_socket_addrs()
+            .expect("resolve the database host")
+            .next()
+            .expect("an address for the database host");
+        let base = admin_url
+            .rsplit_once('/')
+            .map_or(admin_url.as_str(), |(base, _)| base);
+        let url = format!("{base}/{name}");
+        Self {
+            admin_url,
+            name,
+            upstream,
+            user,
+            url,
+        }
+    }
+
+    /// The database's URL through a proxy at `proxy`.
+    pub fn url_through(&self, proxy: SocketAddr) -> String {
+        format!("postgres://{}@{proxy}/{}", self.user, self.name)
+    }
+
+    /// A direct connection (for the harness's own queries).
+    pub async fn connect(&self) -> PgConnection {
+        PgConnection::connect(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio");
+            rt.block_on(async move {
+                let mut conn = PgConnection::connect(&url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut conn)
+                .await?;
+                conn.close().await
+            })
+        })
+        .join();
+        if let Ok(Err(err)) = dropped {
+            eprintln!("could not drop database {}: {err}", self.name);
+        }
+    }
+}
+
+/// One node process.
+pub struct Node {
+    /// Its node id.
+    pub id: String,
+    /// Its public (gateway) address.
+    pub public: SocketAddr,
+    child: Child,
+    /// Its database connection goes through this proxy.
+    pub proxy: Proxy,
+    log: PathBuf,
+    /// Whether it was killed or terminated (its process has ended).
+    pub gone: bool,
+}
+
+impl Node {
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -s {signal} {} failed", self.id);
+    }
+
+    /// SIGKILL, and waits for the process to end.
+    pub fn kill(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        self.gone = true;
+    }
+
+    /// SIGSTOP: the process freezes, sockets open.
+    pub fn stop(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// SIGTERM, and waits (up to `deadline`, failing the test) for a graceful exit.
+    pub fn terminate(&mut self, deadline: Duration) -> Duration {
+        let started = Instant::now();
+        self.signal("TERM");
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the node") {
+                self.gone = true;
+                assert!(
+                    status.success(),
+                    "node {} exited with {status} after SIGTERM",
+                    self.id
+                );
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "node {} did not exit within {deadline:?} of SIGTERM",
+                self.id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn tail_of_log(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+/// The nodes of one test, their database and a directory for their logs.
+pub struct Cluster {
+    /// The nodes, in start order (killed ones stay, marked [`Node::gone`]).
+    pub nodes: Vec<Node>,
+    /// The database.
+    pub db: Database,
+    logs: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts `n` nodes on a fresh database and waits until all of them serve.
+    pub async fn start(n: usize) -> Self {
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            db: Database::create().await,
+            logs: tempfile::tempdir().expect("log directory"),
+        };
+        // The first node creates the cluster's tables; the others join it.
+        cluster.add_node().await;
+        let rest: Vec<_> = (1..n).map(|_| cluster.spawn_node()).collect();
+        for pending in rest {
+            let node = pending.await;
+            cluster.nodes.push(node);
+        }
+        cluster
+    }
+
+    /// Starts one more node and waits until it serves.
+    pub async fn add_node(&mut self) -> usize {
+        let node = self.spawn_node().await;
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    fn spawn_node(&self) -> impl std::future::Future<Output = Node> + 'static {
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        let binary = node_binary().to_owned();
+        let id = format!("node-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let log = self.logs.path().join(format!("{id}.log"));
+        let upstream = self.db.upstream;
+        let (user, name) = (self.db.user.clone(), self.db.name.clone());
+        async move {
+            let proxy = Proxy::start(upstream).await;
+            let url = format!("postgres://{user}@{}/{name}", proxy.address());
+            let stderr = std::fs::File::create(&log).expect("node log");
+            let mut child = Command::new(&binary)
+                .args(["--database-url", &url, "--node-id", &id])
+                .args(["--listen", "127.0.0.1:0", "--internal", "127.0.0.1:0"])
+                .args(["--shards", &SHARDS.to_string()])
+                .args(["--lease-ttl-ms", &TTL.as_millis().to_string()])
+                .args(["--secret", SECRET])
+                .env(
+                    "RUST_LOG",
+                    std::env::var("CHAOS_LOG").unwrap_or_else(|_| "warn".into()),
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(stderr)
+                .spawn()
+                .expect("start cluster_node");
+            let stdout = child.stdout.take().expect("stdout");
+            let (ready, readied) = tokio::sync::oneshot::channel();
+            // Reads stdout to its end so that the node never blocks on a full pipe.
+            std::thread::spawn(move || {
+                let mut ready = Some(ready);
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(rest) = line.strip_prefix("ready ")
+                        && let Some(ready) = ready.take()
+                    {
+                        ready.send(rest.to_owned()).ok();
+                    }
+                }
+            });
+            let mut node = Node {
+                id,
+                public: SocketAddr::from(([127, 0, 0, 1], 0)),
+                child,
+                proxy,
+                log,
+                gone: false,
+            };
+            let line = match tokio::time::timeout(START_DEADLINE, readied).await {
+                Ok(Ok(line)) => line,
+                outcome => {
+                    node.kill();
+                    panic!(
+                        "node {} did not print `ready` within {START_DEADLINE:?} ({outcome:?}); log:\n{}",
+                        node.id,
+                        node.tail_of_log(40)
+                    );
+                }
+            };
+            let public = line.split_whitespace().next().unwrap_or_default();
+            node.public = public
+                .parse()
+                .unwrap_or_else(|_| panic!("`ready {line}`: no public address"));
+            node
+        }
+    }
+
+    /// The public addresses of every node started (including gone ones: a client does not
+    /// know which are down).
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|node| node.public).collect()
+    }
+
+    /// The owner of every held shard, from `durable_shards`.
+    pub async fn shard_owners(&self) -> HashMap<u32, (String, i64)> {
+        let mut conn = self.db.connect().await;
+        let rows = sqlx::query(
+            "SELECT shard, owner, epoch FROM durable_shards \
+             WHERE owner IS NOT NULL AND lease_expires_at > now()",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("read durable_shards");
+        conn.close().await.ok();
+        rows.iter()
+            .map(|row| {
+                let shard: i32 = row.get(0);
+                let owner: String = row.get(1);
+                let epoch: i64 = row.get(2);
+                (u32::try_from(shard).expect("shard"), (owner, epoch))
+            })
+            .collect()
+    }
+
+    /// Waits until every shard is held by a live node and the placement has settled: the
+    /// owners stayed the same for a whole lease TTL.
+    pub async fn settled(&self, deadline: Duration) -> HashMap<u32, (String, i64)> {
+        let started = Instant::now();
+        let mut last = HashMap::new();
+        let mut since = Instant::now();
+        loop {
+            let owners = self.shard_owners().await;
+            if owners != last {
+                last = owners;
+                since = Instant::now();
+            } else if last.len() == SHARDS as usize && since.elapsed() >= TTL {
+                return last;
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "placement did not settle within {deadline:?}: {} shards held",
+                last.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The index of the node called `id`.
+    pub fn index_of(&self, id: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if !node.gone {
+                node.kill();
+            }
+        }
+        if std::thread::panicking() {
+            for node in &self.nodes {
+                eprintln!(
+                    "---- log of {} (last lines) ----\n{}",
+                    node.id,
+                    node.tail_of_log(30)
+                );
+            }
+        }
+    }
+}
+
+/// Runs the scenarios one at a time: each loads the machine, and their timings are measured.
+pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}

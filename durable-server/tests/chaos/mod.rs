@@ -1,0 +1,156 @@
+//! The multi-process cluster harness: node processes and their faults ([`cluster`]), a TCP
+//! proxy that black-holes a node's database ([`proxy`]), a client that records histories
+//! ([`client`]) and the checker that judges them ([`checker`]).
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a module of the test binary; each scenario uses part of the harness"
+)]
+
+pub mod checker;
+pub mod client;
+pub mod cluster;
+pub mod proxy;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use durable_runtime::cluster::shard_of;
+
+use self::checker::{Kind, Outcome};
+use self::client::{Client, Rng, counter_id};
+use self::cluster::SHARDS;
+
+/// Whether the full-size runs were asked for (`CHAOS_FULL=1`).
+pub fn full_size() -> bool {
+    std::env::var("CHAOS_FULL").is_ok_and(|value| !value.is_empty() && value != "0")
+}
+
+/// `ci` normally, `full` under `CHAOS_FULL=1`.
+pub fn scaled(ci: u64, full: u64) -> u64 {
+    if full_size() { full } else { ci }
+}
+
+/// The shard of counter `index`.
+pub fn shard_of_counter(index: usize) -> u32 {
+    shard_of("Counter", &counter_id(index), SHARDS)
+}
+
+/// The counters among `0..counters` whose shard `owners` gives to `node`.
+pub fn counters_of(
+    owners: &HashMap<u32, (String, i64)>,
+    node: &str,
+    counters: usize,
+) -> Vec<usize> {
+    (0..counters)
+        .filter(|&counter| {
+            owners
+                .get(&shard_of_counter(counter))
+                .is_some_and(|(owner, _)| owner == node)
+        })
+        .collect()
+}
+
+/// Reads every counter of `counters` through the nodes at `nodes` until each has answered
+/// once; returns how long after `since` the last one was first answered (measured at the
+/// start of the answered attempt). Fails the test after `deadline`.
+pub async fn served_again(
+    client: &Client,
+    nodes: &[SocketAddr],
+    counters: &[usize],
+    since: Instant,
+    deadline: Duration,
+) -> Duration {
+    let mut waiting: HashSet<usize> = counters.iter().copied().collect();
+    let mut rng = Rng::new(0x5EED);
+    let mut latest = Duration::ZERO;
+    while !waiting.is_empty() {
+        assert!(
+            since.elapsed() < deadline,
+            "{} counters not served again within {deadline:?}",
+            waiting.len()
+        );
+        for counter in waiting.clone() {
+            let node = nodes[rng.below(nodes.len())];
+            let started = Instant::now();
+            if let client::Attempt::Ok(_) = client
+                .attempt(node, &counter_id(counter), "get", None)
+                .await
+            {
+                waiting.remove(&counter);
+                latest = latest.max(started.saturating_duration_since(since));
+            }
+        }
+        if !waiting.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    latest
+}
+
+/// Sends `depth` concurrent increments to each of `counters` at `node` (each call retried
+/// elsewhere if refused, recorded like any other). Returns once the first is answered, the
+/// others still in flight, or after `deadline` if none is.
+pub async fn burst(
+    client: &Client,
+    node: SocketAddr,
+    counters: &[usize],
+    depth: usize,
+) -> tokio::task::JoinSet<()> {
+    let mut calls = tokio::task::JoinSet::new();
+    for (n, &counter) in counters.iter().enumerate() {
+        for k in 0..depth {
+            let client = client.clone();
+            calls.spawn(async move {
+                let mut rng = Rng::new((n * 1000 + k) as u64);
+                client
+                    .call_via(&mut rng, Some(node), counter, Kind::Increment)
+                    .await;
+            });
+        }
+    }
+    calls
+}
+
+/// The final check of a load run: every counter read, the history checked; panics with
+/// every violation. Returns the checker's summary line.
+pub async fn check_history(client: &Client, counters: usize) -> checker::Summary {
+    let finals = client.finals(counters).await;
+    let history = client.history();
+    match checker::check(&history, &finals) {
+        Ok(summary) => summary,
+        Err(violations) => {
+            let shown: Vec<String> = violations
+                .iter()
+                .take(20)
+                .map(ToString::to_string)
+                .collect();
+            panic!(
+                "the history of {} calls breaks {} rules:\n{}",
+                history.len(),
+                violations.len(),
+                shown.join("\n")
+            );
+        }
+    }
+}
+
+/// Whether an outcome was acknowledged.
+pub fn acknowledged(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Ok(_))
+}
+
+/// Prints one scenario's figures in a fixed form, to be quoted.
+pub fn summary(scenario: &str, client: &Client, checked: &checker::Summary, extra: &str) {
+    println!(
+        "[chaos] {scenario}: {}; history: {} increments acknowledged, {} unknown, {} gave up, \
+         {} reads; {extra}",
+        client.stats.line(),
+        checked.acknowledged,
+        checked.unknown,
+        checked.failed,
+        checked.reads,
+    );
+}

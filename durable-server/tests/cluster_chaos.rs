@@ -1,0 +1,400 @@
+//! Cluster mode under faults: node processes (the example `cluster_node`, built by the harness
+//! on first use) on loopback ports, one fresh Postgres database per test, a lease TTL of 2 s.
+//! A client drives increments and reads of `Counter` objects at random nodes, records every
+//! call, and a checker judges the history (`chaos/checker.rs`: no increment applied twice, no
+//! acknowledged write lost, no stale read after an acknowledged write). The faults: SIGKILL,
+//! SIGSTOP/SIGCONT for three TTLs, a black-holed database connection (a TCP proxy between a
+//! node and Postgres), a node joining, a node leaving on SIGTERM.
+//!
+//! Each scenario prints one `[chaos]` line with its figures (calls acknowledged, refused with
+//! nothing applied, unknown; fenced commits; recovery time): run with `--nocapture` to see
+//! them. The scenarios run one at a time.
+//!
+//! Sizes: CI runs small counts (the whole file in well under 3 minutes). `CHAOS_FULL=1` runs
+//! the full sizes — 20,000 increments over 100 counters, 10,000 alarms:
+//!
+//! ```text
+//! CHAOS_FULL=1 cargo test -p durable-server --test cluster_chaos -- --nocapture
+//! ```
+//!
+//! `DATABASE_URL` names the Postgres server (default `postgres://postgres@127.0.0.1:5432/test`);
+//! `CHAOS_LOG` sets the nodes' `RUST_LOG` (default `warn`), `CHAOS_VERBOSE=1` prints every
+//! call with an unknown outcome. A failing scenario prints the tail of each node's log.
+
+mod chaos;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use chaos::client::{CALL_DEADLINE, Client, Load, metric};
+use chaos::cluster::{Cluster, SHARDS, TTL, one_at_a_time};
+use chaos::{burst, check_history, counters_of, scaled, served_again, summary};
+
+const COUNTERS: usize = 100;
+/// How long placement may take to settle after a start, a join or a departure.
+const SETTLE: Duration = Duration::from_secs(40);
+/// How long a whole load run may take.
+const RUN: Duration = Duration::from_secs(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_increments_at_random_nodes() {
+    let _serial = one_at_a_time().await;
+    let cluster = Cluster::start(3).await;
+    let owners = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let increments = scaled(2_000, 20_000);
+    let started = Instant::now();
+    // One call in ten is a read.
+    Load::start(&client, COUNTERS, 16, 1, increments * 10 / 9)
+        .finish(RUN)
+        .await;
+    let took = started.elapsed();
+    let checked = check_history(&client, COUNTERS).await;
+    assert_eq!(
+        client.stats.unknown.load(Ordering::Relaxed),
+        0,
+        "no fault, no unknown outcome"
+    );
+    assert_eq!(client.stats.failed.load(Ordering::Relaxed), 0);
+
+    // Exactly one activation per object: each node holds live exactly the counters of the
+    // shards it owns (its `durable_live_objects` gauge), and the owners did not change.
+    assert_eq!(
+        cluster.shard_owners().await,
+        owners,
+        "placement moved without a fault"
+    );
+    let mut live_total = 0.0;
+    for node in &cluster.nodes {
+        let page = client
+            .get_text(node.public, "/metrics")
+            .await
+            .expect("metrics");
+        let live = metric(&page, "durable_live_objects", "Counter");
+        let owned = counters_of(&owners, &node.id, COUNTERS).len();
+        assert_eq!(
+            live, owned as f64,
+            "{}: live objects vs counters of its shards",
+            node.id
+        );
+        live_total += live;
+    }
+    assert_eq!(
+        live_total, COUNTERS as f64,
+        "one activation per object cluster-wide"
+    );
+    summary(
+        "steady state",
+        &client,
+        &checked,
+        &format!(
+            "{live_total} live objects for {COUNTERS} counters over 3 nodes; load took {took:?}"
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_an_owner_loses_no_acknowledged_write() {
+    let _serial = one_at_a_time().await;
+    let mut cluster = Cluster::start(3).await;
+    let owners = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let load = Load::start(&client, COUNTERS, 12, 1, u64::MAX);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let victim = 1;
+    let orphaned = counters_of(&owners, &cluster.nodes[victim].id, COUNTERS);
+    let shards = owners
+        .values()
+        .filter(|(owner, _)| *owner == cluster.nodes[victim].id)
+        .count();
+    let killed_at = Instant::now();
+    cluster.nodes[victim].kill();
+    let live = [cluster.nodes[0].public, cluster.nodes[2].public];
+    let recovered = served_again(
+        &client,
+        &live,
+        &orphaned,
+        killed_at,
+        Duration::from_secs(20),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    load.stop().await;
+
+    let checked = check_history(&client, COUNTERS).await;
+    let bound = TTL + Duration::from_secs(1);
+    summary(
+        "SIGKILL",
+        &client,
+        &checked,
+        &format!(
+            "killed the owner of {shards}/{SHARDS} shards; its {} counters served again after \
+             {recovered:?} (bound {bound:?})",
+            orphaned.len()
+        ),
+    );
+    assert!(
+        recovered <= bound,
+        "served again after {recovered:?}, over {bound:?}"
+    );
+    // Calls in the gap were refused at once, retryably; none hung to its deadline.
+    assert_eq!(
+        client.stats.timeouts.load(Ordering::Relaxed),
+        0,
+        "a call hung"
+    );
+    let slowest = Duration::from_micros(client.stats.slowest_refusal_us.load(Ordering::Relaxed));
+    assert!(slowest < CALL_DEADLINE, "a refusal took {slowest:?}");
+    assert_eq!(
+        client.stats.failed.load(Ordering::Relaxed),
+        0,
+        "a call never got through"
+    );
+}
+
+/// The split brain: a node frozen past its lease with calls admitted and queued on its
+/// objects (a burst of concurrent increments sent to it, its commits held for a moment by its
+/// database proxy so that they queue), then thawed after three TTLs, by when other nodes
+/// have taken its shards and activated its objects. Its queued calls run and their commits
+/// are refused by the fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_past_the_lease_gets_late_commits_fenced() {
+    let _serial = one_at_a_time().await;
+    let cluster = Cluster::start(3).await;
+    let owners = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let load = Load::start(&client, COUNTERS, 12, 1, u64::MAX);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let victim = &cluster.nodes[1];
+    let mine = counters_of(&owners, &victim.id, COUNTERS);
+    let targets: Vec<usize> = mine.iter().copied().take(8).collect();
+    victim.proxy.blackhole();
+    let calls = burst(&client, victim.public, &targets, 6).await;
+    // The calls reach the node and queue behind their objects' held commits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped_at = Instant::now();
+    victim.stop();
+    victim.proxy.heal();
+    let others = [cluster.nodes[0].public, cluster.nodes[2].public];
+    let recovered =
+        served_again(&client, &others, &mine, stopped_at, Duration::from_secs(20)).await;
+    let frozen = TTL * 3;
+    tokio::time::sleep(frozen.saturating_sub(stopped_at.elapsed())).await;
+    victim.resume();
+    let resumed_at = Instant::now();
+    calls.join_all().await;
+    // Back from its pause, the node serves again once placement gives it shards.
+    cluster.settled(SETTLE).await;
+    load.stop().await;
+
+    let page = client
+        .get_text(victim.public, "/metrics")
+        .await
+        .expect("metrics");
+    let fenced = metric(&page, "durable_fenced_commits_total", "");
+    let checked = check_history(&client, COUNTERS).await;
+    summary(
+        "SIGSTOP",
+        &client,
+        &checked,
+        &format!(
+            "frozen {frozen:?} with {} calls in flight; {fenced} late commits fenced; its \
+             counters served elsewhere after {recovered:?}; settled {:?} after SIGCONT",
+            targets.len() * 6,
+            resumed_at.elapsed()
+        ),
+    );
+    assert!(fenced > 0.0, "no late commit of the frozen node was fenced");
+    assert_eq!(
+        client.stats.failed.load(Ordering::Relaxed),
+        0,
+        "a call never got through"
+    );
+}
+
+/// A partition between one node and the database: its statements (commits, lease renewals)
+/// are held for three TTLs, then delivered. The node stops serving at its local deadline, the
+/// others take over; its held commits reach the database after the take-over and are fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_database_gets_late_commits_fenced() {
+    let _serial = one_at_a_time().await;
+    let cluster = Cluster::start(3).await;
+    let owners = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let load = Load::start(&client, COUNTERS, 12, 1, u64::MAX);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let victim = &cluster.nodes[2];
+    let mine = counters_of(&owners, &victim.id, COUNTERS);
+    let targets: Vec<usize> = mine.iter().copied().take(8).collect();
+    let cut_at = Instant::now();
+    victim.proxy.blackhole();
+    let calls = burst(&client, victim.public, &targets, 6).await;
+    let others = [cluster.nodes[0].public, cluster.nodes[1].public];
+    let recovered = served_again(&client, &others, &mine, cut_at, Duration::from_secs(20)).await;
+    let cut = TTL * 3;
+    tokio::time::sleep(cut.saturating_sub(cut_at.elapsed())).await;
+    victim.proxy.heal();
+    calls.join_all().await;
+    cluster.settled(SETTLE).await;
+    load.stop().await;
+
+    let page = client
+        .get_text(victim.public, "/metrics")
+        .await
+        .expect("metrics");
+    let fenced = metric(&page, "durable_fenced_commits_total", "");
+    let checked = check_history(&client, COUNTERS).await;
+    summary(
+        "black-holed database",
+        &client,
+        &checked,
+        &format!(
+            "cut off {cut:?} with {} calls sent to it; {fenced} late commits fenced; its \
+             counters served elsewhere after {recovered:?}",
+            targets.len() * 6
+        ),
+    );
+    assert!(
+        fenced > 0.0,
+        "no late commit of the cut-off node was fenced"
+    );
+    let bound = TTL + Duration::from_secs(1);
+    assert!(
+        recovered <= bound,
+        "served again after {recovered:?}, over {bound:?}"
+    );
+    assert_eq!(
+        client.stats.failed.load(Ordering::Relaxed),
+        0,
+        "a call never got through"
+    );
+}
+
+/// Shards by owner.
+fn shards_by_owner(owners: &HashMap<u32, (String, i64)>) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for (owner, _) in owners.values() {
+        *counts.entry(owner.clone()).or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fourth_node_joins_under_load_without_a_failed_call() {
+    let _serial = one_at_a_time().await;
+    let mut cluster = Cluster::start(3).await;
+    let before = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let load = Load::start(&client, COUNTERS, 12, 1, u64::MAX);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let joined_at = Instant::now();
+    let newcomer = cluster.add_node().await;
+    client.add_node(cluster.nodes[newcomer].public);
+    let after = cluster.settled(SETTLE).await;
+    let settled_in = joined_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    load.stop().await;
+
+    let id = &cluster.nodes[newcomer].id;
+    let moved: Vec<u32> = after
+        .iter()
+        .filter(|(shard, (owner, _))| before.get(shard).is_none_or(|(old, _)| old != owner))
+        .map(|(shard, _)| *shard)
+        .collect();
+    let taken = after.values().filter(|(owner, _)| owner == id).count();
+    let mut handoffs = 0.0;
+    let mut lost = 0.0;
+    for node in &cluster.nodes {
+        let page = client
+            .get_text(node.public, "/metrics")
+            .await
+            .expect("metrics");
+        handoffs += metric(&page, "durable_cluster_handoffs_total", "");
+        lost += metric(&page, "durable_cluster_lost_shards_total", "");
+    }
+    let checked = check_history(&client, COUNTERS).await;
+    summary(
+        "4th node joins",
+        &client,
+        &checked,
+        &format!(
+            "{} of {SHARDS} shards moved ({taken} to the new node), {handoffs} hand-offs, \
+             {lost} shards lost; settled {settled_in:?} after the start; owners {:?}",
+            moved.len(),
+            shards_by_owner(&after)
+        ),
+    );
+    // Only shards going to the newcomer move, about a quarter of them, each by hand-off.
+    assert_eq!(moved.len(), taken, "a shard moved between the old nodes");
+    let quarter = SHARDS as usize / 4;
+    assert!(
+        (quarter / 2..=quarter * 2).contains(&taken),
+        "{taken} shards moved"
+    );
+    assert_eq!(lost, 0.0, "a shard was lost instead of handed off");
+    assert!(
+        handoffs >= taken as f64,
+        "{handoffs} hand-offs for {taken} moves"
+    );
+    assert_eq!(
+        client.stats.unknown.load(Ordering::Relaxed),
+        0,
+        "a call's outcome is unknown"
+    );
+    assert_eq!(
+        client.stats.failed.load(Ordering::Relaxed),
+        0,
+        "a call never got through"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_leaving_on_sigterm_fails_no_call() {
+    let _serial = one_at_a_time().await;
+    let mut cluster = Cluster::start(3).await;
+    let before = cluster.settled(SETTLE).await;
+    let client = Client::new(cluster.addresses());
+    let load = Load::start(&client, COUNTERS, 12, 1, u64::MAX);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let leaving = 0;
+    let id = cluster.nodes[leaving].id.clone();
+    let held = before.values().filter(|(owner, _)| *owner == id).count();
+    let exited_in = cluster.nodes[leaving].terminate(Duration::from_secs(30));
+    let left_at = Instant::now();
+    let after = cluster.settled(SETTLE).await;
+    let settled_in = left_at.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    load.stop().await;
+
+    let checked = check_history(&client, COUNTERS).await;
+    summary(
+        "SIGTERM",
+        &client,
+        &checked,
+        &format!(
+            "the leaving node held {held} shards, exited {exited_in:?} after SIGTERM; \
+             placement settled {settled_in:?} later; owners {:?}",
+            shards_by_owner(&after)
+        ),
+    );
+    assert!(
+        after.values().all(|(owner, _)| *owner != id),
+        "the leaver still holds shards"
+    );
+    assert_eq!(
+        client.stats.unknown.load(Ordering::Relaxed),
+        0,
+        "a call's outcome is unknown"
+    );
+    assert_eq!(
+        client.stats.failed.load(Ordering::Relaxed),
+        0,
+        "a call never got through"
+    );
+}
