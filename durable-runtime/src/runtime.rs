@@ -110,6 +110,8 @@ impl Runtime {
             idempotency_retention: Duration::from_secs(24 * 3600),
             exposed: crate::exposed::Registry::default(),
             cluster: None,
+            forwarder: None,
+            registered: Vec::new(),
         }
     }
 
@@ -650,6 +652,9 @@ pub struct RuntimeBuilder {
     idempotency_retention: Duration,
     pub(crate) exposed: crate::exposed::Registry,
     cluster: Option<crate::cluster::ClusterConfig>,
+    forwarder: Option<Arc<dyn crate::cluster::Forwarder>>,
+    /// The names of the registered types, to check in cluster mode that each is exposed.
+    registered: Vec<&'static str>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -751,6 +756,9 @@ impl RuntimeBuilder {
     /// ```
     pub fn register_with<O: DurableObject>(mut self, overrides: ObjectOptions) -> Self {
         self.overrides.insert(TypeId::of::<O>(), overrides);
+        if !self.registered.contains(&O::TYPE_NAME) {
+            self.registered.push(O::TYPE_NAME);
+        }
         self.registrations.push(|runtime| {
             runtime.with_type_entry::<O, _>(|_| ());
         });
@@ -1009,8 +1017,45 @@ impl RuntimeBuilder {
         let Some(config) = self.cluster.take() else {
             return Ok(self.build_runtime());
         };
+        // Calls are forwarded by name: a type that is not exposed could not be reached.
+        if let Some(type_name) = self
+            .registered
+            .iter()
+            .copied()
+            .find(|name| !self.exposed.contains(name))
+        {
+            return Err(crate::cluster::ClusterError::NotExposed { type_name });
+        }
         let storage = Arc::clone(&self.storage);
-        crate::cluster::join(storage.as_ref(), config, || self.build_runtime()).await
+        let forwarder = self.forwarder.take();
+        crate::cluster::join(storage.as_ref(), config, forwarder, || self.build_runtime()).await
+    }
+
+    /// In cluster mode, how this node sends a call by name
+    /// ([`Runtime::call_by_name`](crate::Runtime::call_by_name) and the gateway's call route)
+    /// to the node serving its object: see [`Forwarder`](crate::cluster::Forwarder).
+    /// `durable_server::cluster::HttpForwarder` forwards over HTTP/2. Without one, such a call
+    /// fails at once with [`Error::NotOwner`] naming the owner.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{BoxFuture, MemoryStorage, Runtime};
+    /// use durable_runtime::cluster::{ForwardError, ForwardedCall, Forwarder};
+    ///
+    /// struct Nowhere;
+    /// impl Forwarder for Nowhere {
+    ///     fn forward(&self, call: ForwardedCall) -> BoxFuture<'static, Result<serde_json::Value, ForwardError>> {
+    ///         Box::pin(async move { Err(ForwardError::Misdirected { owner: None }) })
+    ///     }
+    /// }
+    ///
+    /// let builder = Runtime::builder(MemoryStorage::new()).forwarder(Nowhere);
+    /// # drop(builder);
+    /// ```
+    pub fn forwarder(mut self, forwarder: impl crate::cluster::Forwarder) -> Self {
+        self.forwarder = Some(Arc::new(forwarder));
+        self
     }
 
     fn build_runtime(self) -> Runtime {

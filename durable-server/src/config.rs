@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::auth::{AuthConfig, PrincipalConfig, PublicEndpoint};
+use crate::cluster::{ClusterSecret, ClusterSettings};
 
 /// The gateway's settings.
 ///
@@ -29,6 +30,17 @@ use crate::auth::{AuthConfig, PrincipalConfig, PublicEndpoint};
 ///   types = ["Counter"]
 ///   handlers = ["*"]
 ///   ops = ["call", "read"]
+///
+/// [cluster]                        # default: none (a single node)
+/// node_id = "node-1"
+/// internal = "10.0.0.1:7100"       # the internal listener, for forwarded calls
+/// advertise = "10.0.0.1:7100"      # default: `internal`
+/// secret_env = "DURABLE_CLUSTER_SECRET"  # or secret_file = "/run/secrets/cluster"
+/// shards = 1024                    # default
+/// lease_ttl = "10s"                # default
+/// margin = "2s"                    # default: a fifth of lease_ttl
+/// drain_timeout = "5s"             # default
+/// hop_limit = 2                    # default
 /// ```
 ///
 /// Authorization is deny-by-default: without principals every request but `/healthz` and
@@ -73,6 +85,11 @@ pub struct ServerConfig {
     /// routes answer `404 fsm_not_enabled`. Set in code ([`ServerConfig::with_fsm`]), never
     /// from the file. Default none.
     pub fsm: Option<durable_runtime::fsm::Engine>,
+    /// Cluster mode: the internal listener, its shared secret, the hop limit and the node's
+    /// cluster settings (see [`cluster`](crate::cluster)). [`serve`](crate::serve) starts the
+    /// internal listener when set; start the runtime with [`cluster::join`](crate::cluster::join).
+    /// Default none.
+    pub cluster: Option<ClusterSettings>,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +102,7 @@ impl Default for ServerConfig {
             auth: AuthConfig::default(),
             console: true,
             fsm: None,
+            cluster: None,
         }
     }
 }
@@ -136,6 +154,9 @@ pub enum ConfigError {
         /// The other principal holding the same hash.
         other: String,
     },
+    /// The cluster section is incomplete or contradicts itself: its message says what.
+    #[error("invalid [cluster] section: {0}")]
+    Cluster(String),
     /// A grant lists no type or no operation, so it grants nothing.
     #[error("a grant of the principal `{name}` lists no type or no operation")]
     EmptyGrant {
@@ -162,6 +183,78 @@ struct ConfigFile {
     #[serde(default)]
     auth: AuthSection,
     console: Option<bool>,
+    cluster: Option<ClusterSection>,
+}
+
+/// `[cluster]`: see [`ServerConfig`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterSection {
+    node_id: String,
+    internal: SocketAddr,
+    advertise: Option<String>,
+    secret_env: Option<String>,
+    secret_file: Option<PathBuf>,
+    shards: Option<u32>,
+    #[serde(default, deserialize_with = "humantime_option")]
+    lease_ttl: Option<Duration>,
+    #[serde(default, deserialize_with = "humantime_option")]
+    margin: Option<Duration>,
+    #[serde(default, deserialize_with = "humantime_option")]
+    drain_timeout: Option<Duration>,
+    hop_limit: Option<u32>,
+}
+
+impl ClusterSection {
+    /// The settings, the secret read from its variable or file (never from the file itself:
+    /// configuration files are shared and logged more freely than secrets).
+    fn settings(self) -> Result<ClusterSettings, ConfigError> {
+        let invalid = |message: String| Err(ConfigError::Cluster(message));
+        let secret = match (&self.secret_env, &self.secret_file) {
+            (Some(var), None) => match std::env::var(var) {
+                Ok(secret) => secret,
+                Err(_) => return invalid(format!("the variable {var} (secret_env) is not set")),
+            },
+            (None, Some(path)) => match std::fs::read_to_string(path) {
+                Ok(secret) => secret.trim_end_matches(['\r', '\n']).to_owned(),
+                Err(error) => {
+                    return invalid(format!(
+                        "cannot read the secret file {} (secret_file): {error}",
+                        path.display()
+                    ));
+                }
+            },
+            _ => return invalid("set exactly one of secret_env and secret_file".to_owned()),
+        };
+        let secret = ClusterSecret::new(secret);
+        if secret.is_empty() {
+            return invalid("the cluster secret is empty".to_owned());
+        }
+        let mut settings = ClusterSettings::new(self.node_id, self.internal, secret);
+        if let Some(advertise) = self.advertise {
+            settings.node.advertise = advertise;
+        }
+        if let Some(shards) = self.shards {
+            settings.node.shards = shards;
+        }
+        if let Some(ttl) = self.lease_ttl {
+            settings.node.lease_ttl = ttl;
+        }
+        settings.node.margin = self.margin;
+        if let Some(drain) = self.drain_timeout {
+            settings.node.drain_timeout = drain;
+        }
+        if let Some(limit) = self.hop_limit {
+            if limit == 0 {
+                return invalid("hop_limit must be at least 1".to_owned());
+            }
+            settings.hop_limit = limit;
+        }
+        if let Err(error) = settings.node.validate() {
+            return invalid(error.to_string());
+        }
+        Ok(settings)
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -248,6 +341,7 @@ impl ServerConfig {
             },
             console: file.console.unwrap_or(defaults.console),
             fsm: None,
+            cluster: file.cluster.map(ClusterSection::settings).transpose()?,
         };
         config.auth.validate()?;
         Ok(config)
@@ -328,6 +422,51 @@ mod tests {
         let open = ServerConfig::from_toml_str("auth.disabled = true").unwrap();
         assert!(open.auth.disabled);
         assert!(open.console, "the console is served unless turned off");
+    }
+
+    #[test]
+    fn the_cluster_section_reads_its_secret_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let text = format!(
+            r#"
+            [cluster]
+            node_id = "n1"
+            internal = "127.0.0.1:7100"
+            secret_file = "{}"
+            shards = 64
+            lease_ttl = "2s"
+            hop_limit = 3
+            "#,
+            path.display()
+        );
+        let config = ServerConfig::from_toml_str(&text).unwrap();
+        let cluster = config.cluster.unwrap();
+        assert!(cluster.secret.matches(b"s3cret"));
+        assert_eq!(cluster.node.advertise, "127.0.0.1:7100");
+        assert_eq!(cluster.node.shards, 64);
+        assert_eq!(cluster.node.lease_ttl, Duration::from_secs(2));
+        assert_eq!(cluster.hop_limit, 3);
+        assert!(!format!("{cluster:?}").contains("s3cret"), "never printed");
+
+        let cluster = |extra: &str| {
+            ServerConfig::from_toml_str(&format!(
+                "[cluster]\nnode_id = \"n1\"\ninternal = \"127.0.0.1:7100\"\n{extra}"
+            ))
+            .unwrap_err()
+        };
+        assert!(matches!(cluster(""), ConfigError::Cluster(_)));
+        let missing = cluster("secret_env = \"DURABLE_TEST_SURELY_UNSET_VARIABLE\"");
+        assert!(
+            missing
+                .to_string()
+                .contains("DURABLE_TEST_SURELY_UNSET_VARIABLE")
+        );
+        let both = format!("secret_env = \"X\"\nsecret_file = \"{}\"", path.display());
+        assert!(matches!(cluster(&both), ConfigError::Cluster(_)));
+        let short = format!("secret_file = \"{}\"\nlease_ttl = \"10ms\"", path.display());
+        assert!(matches!(cluster(&short), ConfigError::Cluster(_)));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use durable_runtime::cluster::ForwardError;
 use durable_runtime::storage::{FsmRefusal, KvLimitExceeded, StorageErrorKind};
 use durable_runtime::{CallByNameError, Error, KvError};
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,8 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
 /// | `forbidden` | 403 | no |
 /// | `method_not_allowed` | 405 | no |
+/// | `misdirected` (cluster's internal route only) | 421 | yes |
+/// | `hop_limit_exceeded` (cluster's internal route only) | 508 | no |
 ///
 /// # Examples
 ///
@@ -137,7 +140,55 @@ pub enum ErrorCode {
     DuplicateInstance,
     /// The FSM instance had already ended; nothing changed.
     InstanceEnded,
+    /// Cluster's internal route: this node does not serve the object's shard (`details.owner`
+    /// names the owner it believes in, or is `null`); nothing ran.
+    Misdirected,
+    /// Cluster's internal route: the forwarded call crossed more nodes than the hop limit
+    /// allows; nothing ran.
+    HopLimitExceeded,
 }
+
+/// Every code, to read one back from its text.
+const ALL_CODES: &[ErrorCode] = &[
+    ErrorCode::HandlerError,
+    ErrorCode::InvalidArguments,
+    ErrorCode::InvalidId,
+    ErrorCode::InvalidRequest,
+    ErrorCode::UnknownType,
+    ErrorCode::UnknownHandler,
+    ErrorCode::UnknownAlarm,
+    ErrorCode::ObjectNotFound,
+    ErrorCode::NotFound,
+    ErrorCode::Overloaded,
+    ErrorCode::TooManyObjects,
+    ErrorCode::TooManyAlarms,
+    ErrorCode::ShuttingDown,
+    ErrorCode::Unavailable,
+    ErrorCode::Timeout,
+    ErrorCode::OutcomeUnknown,
+    ErrorCode::Conflict,
+    ErrorCode::CallCycle,
+    ErrorCode::IdempotencyKeyReused,
+    ErrorCode::HandlerPanicked,
+    ErrorCode::StateDecodeFailed,
+    ErrorCode::StateEncodeFailed,
+    ErrorCode::Internal,
+    ErrorCode::BodyTooLarge,
+    ErrorCode::Unauthenticated,
+    ErrorCode::Forbidden,
+    ErrorCode::MethodNotAllowed,
+    ErrorCode::KvValueTooLarge,
+    ErrorCode::KvKeyLimit,
+    ErrorCode::KvObjectQuota,
+    ErrorCode::KvKeyNotFound,
+    ErrorCode::FsmNotEnabled,
+    ErrorCode::UnknownFsm,
+    ErrorCode::InstanceNotFound,
+    ErrorCode::DuplicateInstance,
+    ErrorCode::InstanceEnded,
+    ErrorCode::Misdirected,
+    ErrorCode::HopLimitExceeded,
+];
 
 impl ErrorCode {
     /// The code as it appears in error bodies (`snake_case`).
@@ -185,7 +236,26 @@ impl ErrorCode {
             Self::InstanceNotFound => "instance_not_found",
             Self::DuplicateInstance => "duplicate_instance",
             Self::InstanceEnded => "instance_ended",
+            Self::Misdirected => "misdirected",
+            Self::HopLimitExceeded => "hop_limit_exceeded",
         }
+    }
+
+    /// The code whose text ([`as_str`](Self::as_str)) is `code`, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_server::ErrorCode;
+    ///
+    /// assert_eq!(ErrorCode::parse("overloaded"), Some(ErrorCode::Overloaded));
+    /// assert_eq!(ErrorCode::parse("nope"), None);
+    /// ```
+    pub fn parse(code: &str) -> Option<Self> {
+        ALL_CODES
+            .iter()
+            .copied()
+            .find(|known| known.as_str() == code)
     }
 
     /// The HTTP status of responses with this code.
@@ -231,6 +301,8 @@ impl ErrorCode {
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            Self::HopLimitExceeded => StatusCode::LOOP_DETECTED,
         }
     }
 
@@ -253,13 +325,14 @@ impl ErrorCode {
                 | Self::ShuttingDown
                 | Self::Unavailable
                 | Self::Conflict
+                | Self::Misdirected
         )
     }
 
     /// Whether responses with this code carry `Retry-After`: the retryable ones answered
     /// 429 or 503.
     fn retry_after(self) -> bool {
-        self.retryable() && self != Self::Conflict
+        self.retryable() && !matches!(self, Self::Conflict | Self::Misdirected)
     }
 }
 
@@ -550,6 +623,7 @@ impl From<CallByNameError> for ApiError {
                 ))
             }
             CallByNameError::Runtime(error) => error.into(),
+            CallByNameError::Forward(error) => forward_error(*error),
             CallByNameError::Kv(error) => kv_error(error),
             other => {
                 tracing::error!(error = %other, "call failed");
@@ -714,6 +788,58 @@ impl From<Error> for ApiError {
                 tracing::error!(error = %other, "request failed");
                 Self::internal("the server failed to handle the request")
             }
+        }
+    }
+}
+
+/// A forwarded call's failure, as the node the call was first sent to answers its caller:
+/// the owner's own error body as the owner gave it, the others as this node's.
+fn forward_error(error: ForwardError) -> ApiError {
+    match error {
+        ForwardError::Remote {
+            code,
+            message,
+            retryable,
+            details,
+        } => {
+            let Some(known) = ErrorCode::parse(&code) else {
+                tracing::error!(%code, %message, "the owner of a forwarded call answered an unknown error code");
+                return ApiError::internal("the node serving the object failed");
+            };
+            let error = ApiError::new(known, message).with_retryable(retryable);
+            if details.is_null() {
+                error
+            } else {
+                error.with_details(*details)
+            }
+        }
+        ForwardError::Handler(details) => {
+            ApiError::new(ErrorCode::HandlerError, "the handler returned an error")
+                .with_details(details)
+        }
+        ForwardError::Misdirected { .. } | ForwardError::Unreachable { .. } => {
+            tracing::warn!(%error, "a forwarded call did not reach the object's owner");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "the node serving the object cannot be reached now (its shard may be moving); nothing was applied",
+            )
+        }
+        ForwardError::Interrupted { .. } => {
+            tracing::warn!(%error, "a forwarded call was interrupted");
+            ApiError::new(
+                ErrorCode::OutcomeUnknown,
+                "the connection to the node serving the object broke during the call: it may or may not have been applied",
+            )
+        }
+        ForwardError::HopLimit { hops, limit } => ApiError::new(
+            ErrorCode::HopLimitExceeded,
+            format!(
+                "the call crossed {hops} nodes, more than the hop limit of {limit}; nothing was applied"
+            ),
+        ),
+        other => {
+            tracing::error!(error = %other, "a forwarded call failed");
+            ApiError::internal("the call could not be forwarded to the node serving the object")
         }
     }
 }

@@ -33,6 +33,8 @@
 //! - [`model`]: the JSON bodies, shared with clients;
 //! - [`audit`], [`metrics`]: the audit trail and `/metrics`;
 //! - [`client`]: a Rust client of the gateway;
+//! - [`cluster`]: cluster mode: the internal listener calls are forwarded to, and the HTTP/2
+//!   client that forwards them;
 //! - [`cli`]: the command line of your own server binary (`serve`, `objects`, `alarms`, ...),
 //!   which is three lines: `durable_server::cli::run(|store| Runtime::builder(store).expose::<Counter>())`.
 //!
@@ -58,6 +60,7 @@ pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 mod config;
 mod console;
 mod error;
@@ -74,7 +77,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{ConfigError, ServerConfig};
 pub use error::{ApiError, ApiErrorBody, ErrorCode, ErrorEnvelope, RETRY_AFTER};
-pub use serve::{serve, serve_with_shutdown, shutdown_signal};
+pub use serve::{serve, serve_cluster_with_shutdown, serve_with_shutdown, shutdown_signal};
 
 use crate::auth::{Authorizer, TokenAuthorizer};
 

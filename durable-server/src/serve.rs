@@ -41,12 +41,61 @@ pub async fn serve(runtime: Runtime, config: ServerConfig) -> std::io::Result<()
     serve_with_shutdown(runtime, config, listener, shutdown_signal()).await
 }
 
+/// Cluster mode: [`serve_with_shutdown`] with the internal listener (calls forwarded by the
+/// other nodes, see [`cluster`](crate::cluster)) on `internal`, already bound: bind both to
+/// port 0 to let the system choose, start the runtime advertising `internal`'s address, then
+/// serve. `config.cluster` must be set (its `internal_bind` is not used). The internal
+/// listener stays up until the runtime has shut down and handed its shards over, so that
+/// calls forwarded meanwhile are answered ("misdirected") rather than refused.
+///
+/// # Errors
+///
+/// Accepting connections failed, or `config.cluster` is not set.
+///
+/// # Examples
+///
+/// ```no_run
+/// use durable_runtime::Runtime;
+/// use durable_server::ServerConfig;
+/// use durable_server::cluster::{ClusterSecret, ClusterSettings};
+/// use durable_sqlx::PostgresStore;
+/// use tokio::net::TcpListener;
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let public = TcpListener::bind("127.0.0.1:0").await?;
+/// let internal = TcpListener::bind("127.0.0.1:0").await?;
+/// let settings = ClusterSettings::new("node-1", internal.local_addr()?, ClusterSecret::new("s3cret"));
+/// let store = PostgresStore::connect("postgres://app@db/app").await?;
+/// let runtime = durable_server::cluster::join(Runtime::builder(store), &settings).await?;
+/// let config = ServerConfig { cluster: Some(settings), ..ServerConfig::default() };
+/// durable_server::serve_cluster_with_shutdown(runtime, config, public, internal, durable_server::shutdown_signal()).await?;
+/// # Ok(()) }
+/// ```
+pub async fn serve_cluster_with_shutdown(
+    runtime: Runtime,
+    config: ServerConfig,
+    listener: TcpListener,
+    internal: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    if config.cluster.is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "serving an internal listener needs the cluster settings (ServerConfig::cluster)",
+        ));
+    }
+    serve_listeners(runtime, config, listener, Some(internal), shutdown).await
+}
+
 /// Serves the gateway over `runtime` on `listener` until `shutdown` completes, then:
 ///
 /// 1. `/readyz` answers `503`, and no new connection is accepted;
 /// 2. the requests in flight finish, for at most `config.shutdown_grace` (past it they are no
 ///    longer waited for);
 /// 3. [`Runtime::shutdown`] handles the calls already queued, commits them and stops.
+///
+/// With [`ServerConfig::cluster`] set, it also binds and serves the internal listener (see
+/// [`serve_cluster_with_shutdown`]).
 ///
 /// It also forwards the runtime's lifecycle events to the audit log
 /// ([`audit::spawn_lifecycle_audit`](crate::audit::spawn_lifecycle_audit)).
@@ -81,6 +130,35 @@ pub async fn serve_with_shutdown(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let internal = match &config.cluster {
+        Some(cluster) => Some(TcpListener::bind(cluster.internal_bind).await?),
+        None => None,
+    };
+    serve_listeners(runtime, config, listener, internal, shutdown).await
+}
+
+/// Serves the public listener, and the internal one if any.
+async fn serve_listeners(
+    runtime: Runtime,
+    config: ServerConfig,
+    listener: TcpListener,
+    internal: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let internal_stopping = CancellationToken::new();
+    let internal_server = match (internal, &config.cluster) {
+        (Some(internal), Some(cluster)) => {
+            if let Ok(address) = internal.local_addr() {
+                tracing::info!(%address, "serving forwarded calls from the cluster's nodes");
+            }
+            let app = crate::cluster::internal_router(runtime.clone(), cluster);
+            let server = axum::serve(internal, app)
+                .with_graceful_shutdown(internal_stopping.clone().cancelled_owned())
+                .into_future();
+            Some(tokio::spawn(server))
+        }
+        _ => None,
+    };
     let stopping = CancellationToken::new();
     let authorizer = Arc::new(TokenAuthorizer::new(&config.auth));
     let app = crate::routes::build(runtime.clone(), &config, authorizer, stopping.clone());
@@ -113,6 +191,16 @@ pub async fn serve_with_shutdown(
     };
     stopping.cancel();
     runtime.shutdown().await;
+    internal_stopping.cancel();
+    if let Some(internal) = internal_server
+        && tokio::time::timeout(config.shutdown_grace, internal)
+            .await
+            .is_err()
+    {
+        tracing::warn!(
+            "forwarded calls still in flight after the grace period are no longer waited for"
+        );
+    }
     audit.abort();
     upkeep.abort();
     tracing::info!("stopped");

@@ -23,7 +23,7 @@ pub struct Counter {
     count: u64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Counter {
     #[handler]
     fn handle_increment(&mut self) -> u64 {
@@ -173,7 +173,7 @@ fn config(node: &str, ttl: Duration) -> ClusterConfig {
 
 async fn node(store: impl Storage, name: &str, ttl: Duration) -> Runtime {
     Runtime::builder(store)
-        .register::<Counter>()
+        .expose::<Counter>()
         .alarm_settings(
             AlarmSettings::default()
                 .with_poll_interval(Duration::from_millis(100))

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ACQUISITIONS, ClusterConfig, ClusterError, HANDOFFS, LEASE_RENEWALS, LOST_SHARDS, Node,
-    OWNED_SHARDS, ShardTable, preferred_node,
+    ACQUISITIONS, ClusterConfig, ClusterError, ClusterView, Forwarder, HANDOFFS, LEASE_RENEWALS,
+    LOST_SHARDS, Node, OWNED_SHARDS, ShardTable, preferred_node,
 };
 use crate::Runtime;
 use crate::object::handle::Shared;
@@ -25,6 +25,7 @@ const DRAIN_POLL: Duration = Duration::from_millis(10);
 pub(crate) async fn join(
     storage: &dyn Storage,
     config: ClusterConfig,
+    forwarder: Option<Arc<dyn Forwarder>>,
     build: impl FnOnce() -> Runtime,
 ) -> Result<Runtime, ClusterError> {
     config.validate()?;
@@ -42,6 +43,7 @@ pub(crate) async fn join(
         backend,
         generation,
         handing_off: Default::default(),
+        forwarder,
     });
     runtime
         .inner
@@ -180,26 +182,7 @@ async fn tick(runtime: &Runtime, node: &Node, state: &mut LoopState, leaving: bo
             return;
         }
     };
-    let addresses: HashMap<&str, &str> = view
-        .nodes
-        .iter()
-        .map(|n| (n.node_id.as_str(), n.address.as_str()))
-        .collect();
-    let mut address_of: HashMap<&str, Arc<str>> = HashMap::new();
-    let owners: Arc<[Option<Arc<str>>]> = view
-        .shards
-        .iter()
-        .map(|row| {
-            let owner = row.owner.as_deref().filter(|_| !row.free)?;
-            let address = addresses.get(owner)?;
-            Some(Arc::clone(
-                address_of
-                    .entry(address)
-                    .or_insert_with(|| Arc::from(*address)),
-            ))
-        })
-        .collect();
-    table.set_owners(owners);
+    table.set_owners(owners_of(&view));
     let me = config.node_id.as_str();
     let mut live: Vec<&str> = view
         .nodes
@@ -242,6 +225,28 @@ async fn tick(runtime: &Runtime, node: &Node, state: &mut LoopState, leaving: bo
         start_hand_off(runtime, node, hand_off);
     }
     metrics::gauge!(OWNED_SHARDS).set(state.held.len() as f64);
+}
+
+/// The owner's address of every shard in `view` (`None`: free, or its owner unknown).
+pub(crate) fn owners_of(view: &ClusterView) -> Arc<[Option<Arc<str>>]> {
+    let addresses: HashMap<&str, &str> = view
+        .nodes
+        .iter()
+        .map(|n| (n.node_id.as_str(), n.address.as_str()))
+        .collect();
+    let mut address_of: HashMap<&str, Arc<str>> = HashMap::new();
+    view.shards
+        .iter()
+        .map(|row| {
+            let owner = row.owner.as_deref().filter(|_| !row.free)?;
+            let address = addresses.get(owner)?;
+            Some(Arc::clone(
+                address_of
+                    .entry(address)
+                    .or_insert_with(|| Arc::from(*address)),
+            ))
+        })
+        .collect()
 }
 
 /// Hands `shards` off in the background: stop admitting their calls, let their objects finish

@@ -19,6 +19,7 @@
 //! model, the guarantees and the operations.
 
 mod backend;
+mod forward;
 mod hash;
 mod lease;
 mod node;
@@ -27,6 +28,7 @@ mod table;
 use std::time::Duration;
 
 pub use backend::{ClusterBackend, ClusterView, NodeRow, ShardRow};
+pub use forward::{DEFAULT_HOP_LIMIT, ForwardError, ForwardedCall, Forwarder};
 pub use hash::{preferred_node, shard_of};
 pub(crate) use lease::join;
 pub(crate) use node::Node;
@@ -47,6 +49,10 @@ pub const LOST_SHARDS: &str = "durable_cluster_lost_shards_total";
 /// Writes refused because another node had taken over their object's shard: each is a call
 /// that failed with [`Error::Fenced`](crate::Error::Fenced).
 pub const FENCED_COMMITS: &str = "durable_fenced_commits_total";
+/// Calls by name this node forwarded to the node serving their object, by `outcome`: `ok`,
+/// `error` (the owner answered with an error), `misdirected` (the node did not serve the
+/// object), `hop_limit`, `unauthorized`, `unreachable`, `interrupted` or `timeout`.
+pub const FORWARDED_CALLS: &str = "durable_cluster_forwarded_calls_total";
 
 /// The default number of shards of a new cluster.
 pub const DEFAULT_SHARDS: u32 = 1024;
@@ -165,6 +171,17 @@ pub enum ClusterError {
         configured: u32,
         /// The database's.
         stored: u32,
+    },
+    /// A registered object type is not exposed: in cluster mode every type must be, so that
+    /// calls to its objects can be forwarded by name to the node serving them.
+    #[error(
+        "the object type `{type_name}` is registered but not exposed: in cluster mode every \
+         type must be exposed (`RuntimeBuilder::expose`, with `#[durable_object(expose)]` on \
+         its impl block) so that its calls can be forwarded to the node serving the object"
+    )]
+    NotExposed {
+        /// The type's name.
+        type_name: &'static str,
     },
     /// The store already serves another node.
     #[error("this store already serves a cluster node: open one store per node")]

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::{ClusterBackend, ClusterConfig, Route, ShardTable};
+use super::{ClusterBackend, ClusterConfig, Forwarder, Route, ShardTable};
 use crate::Runtime;
 use crate::error::Error;
 use crate::object::handle::Objects;
@@ -18,6 +18,8 @@ pub(crate) struct Node {
     pub(crate) generation: u64,
     /// Shards whose hand-off is under way.
     pub(crate) handing_off: Mutex<HashSet<u32>>,
+    /// How calls by name to objects other nodes serve reach them, if set.
+    pub(crate) forwarder: Option<Arc<dyn Forwarder>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -159,6 +161,32 @@ impl Runtime {
 }
 
 impl Runtime {
+    /// In cluster mode, reads the shards' owners from the database now, rather than at the
+    /// next renewal: what a node does when a peer answered that it does not serve a shard
+    /// this node believed it did. Without a cluster it does nothing.
+    ///
+    /// # Errors
+    ///
+    /// The database could not be read; the map is left as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{MemoryStorage, Runtime};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// assert!(Runtime::new(MemoryStorage::new()).refresh_shard_map().await.is_ok());
+    /// # }
+    /// ```
+    pub async fn refresh_shard_map(&self) -> Result<(), crate::storage::StorageError> {
+        let Some(node) = self.inner.cluster.get() else {
+            return Ok(());
+        };
+        let view = node.backend.view(node.config.lease_ttl).await?;
+        node.table.set_owners(super::lease::owners_of(&view));
+        Ok(())
+    }
+
     /// In cluster mode, this node's id ([`ClusterConfig::node_id`]); `None` without a cluster.
     ///
     /// # Examples

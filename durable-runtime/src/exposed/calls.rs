@@ -10,6 +10,10 @@ use crate::activation::options::CallOptions;
 use crate::error::Error;
 use crate::object::handle::Runtime;
 
+/// How long a forwarded call waits without a per-call timeout when its type sets no
+/// `call_timeout` (the runtime's built-in default).
+const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Runtime {
     /// Calls the handler `handler` of the object `(type_name, id)` with arguments given as a
     /// JSON object (field names are argument names; `null` stands for no arguments; an array,
@@ -96,6 +100,65 @@ impl Runtime {
     /// # }
     /// ```
     pub async fn call_by_name_with(
+        &self,
+        type_name: &str,
+        id: &str,
+        handler: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<Value, CallByNameError> {
+        let entry = self.registry().entry(type_name)?;
+        let exposed = entry.handler(handler)?;
+        // Cluster mode: an object another node serves is called there (single-node: one
+        // branch).
+        if let Some(owner) = self.forward_target(type_name, id) {
+            let call_timeout = (entry.options)(self).call_timeout.unwrap_or(DEFAULT_WAIT);
+            return self
+                .forward_call(
+                    owner,
+                    type_name,
+                    id,
+                    exposed,
+                    arguments,
+                    options,
+                    call_timeout,
+                )
+                .await;
+        }
+        (exposed.invoke)(self, id, arguments, options).await
+    }
+
+    /// Cluster mode: serves a call by name that another node forwarded here. Unlike
+    /// [`call_by_name_with`](Runtime::call_by_name_with) it never forwards the call again: an
+    /// object this node does not serve fails at once with [`Error::NotOwner`], nothing run.
+    /// Without a cluster it is `call_by_name_with`.
+    ///
+    /// # Errors
+    ///
+    /// As `call_by_name_with`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::{durable_object, CallOptions, MemoryStorage, Runtime};
+    /// use serde_json::json;
+    ///
+    /// #[durable_object]
+    /// pub struct Counter { count: i64 }
+    ///
+    /// #[durable_object(expose)]
+    /// impl Counter {
+    ///     #[handler]
+    ///     fn handle_add(&mut self, by: i64) -> i64 { self.count += by; self.count }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let rt = Runtime::builder(MemoryStorage::new()).expose::<Counter>().build();
+    /// let reply = rt.call_here_by_name("Counter", "a", "add", json!({"by": 3}), &CallOptions::new()).await;
+    /// assert_eq!(reply.unwrap(), json!(3));
+    /// # }
+    /// ```
+    pub async fn call_here_by_name(
         &self,
         type_name: &str,
         id: &str,
@@ -193,7 +256,8 @@ impl Runtime {
                 path: ".".to_owned(),
                 message: error.to_string(),
             })?;
-        (exposed.invoke)(self, id, arguments, options).await
+        self.call_by_name_with(type_name, id, exposed.name, arguments, options)
+            .await
     }
 }
 

@@ -116,6 +116,11 @@ pub enum CallByNameError {
     #[error(transparent)]
     InvalidCursor(#[from] InvalidCursor),
 
+    /// Cluster mode: the call was forwarded to the node serving its object, and the exchange
+    /// failed (see [`ForwardError`](crate::cluster::ForwardError)).
+    #[error(transparent)]
+    Forward(Box<crate::cluster::ForwardError>),
+
     /// The call could not complete (see [`Error::is_retryable`]).
     #[error(transparent)]
     Runtime(#[from] Error),

@@ -314,6 +314,11 @@ impl Registry {
         entries
     }
 
+    /// Whether a type of that name is exposed.
+    pub(crate) fn contains(&self, type_name: &str) -> bool {
+        self.types.iter().any(|entry| entry.name == type_name)
+    }
+
     pub(super) fn entry(&self, type_name: &str) -> Result<&Entry, CallByNameError> {
         self.types
             .iter()

@@ -15,7 +15,7 @@ pub struct Counter {
     count: u64,
 }
 
-#[durable_object]
+#[durable_object(expose)]
 impl Counter {
     #[handler]
     fn handle_increment(&mut self) -> u64 {
@@ -44,7 +44,7 @@ async fn main() {
     let ids: Vec<String> = args.collect();
     let store = PostgresStore::connect(&url).await.expect("connect");
     let rt = Runtime::builder(store)
-        .register::<Counter>()
+        .expose::<Counter>()
         .cluster(ClusterConfig {
             shards: 32,
             lease_ttl: Duration::from_secs(2),

@@ -1,0 +1,528 @@
+//! Forwarded calls between cluster nodes: two nodes in this process, each with its own
+//! Postgres store on a fresh database, its public listener and its internal listener on
+//! loopback ports. A call made on any node reaches the node serving the object; the internal
+//! route checks the shared secret, the shard's owner and the hop limit before anything runs,
+//! and the caller's deadline travels with the call.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use durable_runtime::cluster::{ClusterError, Route};
+use durable_runtime::{CallByNameError, CallOptions, Error, Runtime, durable_object};
+use durable_server::ServerConfig;
+use durable_server::auth::AuthConfig;
+use durable_server::cluster::{
+    ClusterSecret, ClusterSettings, HOPS_HEADER, INTERNAL_CALL_PATH, JoinError, SECRET_HEADER,
+};
+use durable_sqlx::PostgresStore;
+use durable_sqlx::sqlx::{self, Connection, PgConnection};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long any wait of a test may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(30);
+const SECRET: &str = "the cluster's secret";
+const SHARDS: u32 = 16;
+
+#[durable_object]
+pub struct Account {
+    balance: u64,
+}
+
+/// Why a withdrawal was refused: the handler's own error, as JSON on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Refusal {
+    Insufficient { balance: u64, asked: u64 },
+}
+
+#[durable_object(expose)]
+impl Account {
+    #[handler]
+    fn handle_deposit(&mut self, amount: u64) -> u64 {
+        self.balance += amount;
+        self.balance
+    }
+
+    #[handler]
+    fn handle_withdraw(&mut self, amount: u64) -> Result<u64, Refusal> {
+        if amount > self.balance {
+            return Err(Refusal::Insufficient {
+                balance: self.balance,
+                asked: amount,
+            });
+        }
+        self.balance -= amount;
+        Ok(self.balance)
+    }
+
+    #[handler]
+    fn handle_balance(&self) -> u64 {
+        self.balance
+    }
+
+    /// Takes `millis`, then deposits one.
+    #[handler]
+    async fn handle_slow(&mut self, millis: u64) -> u64 {
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        self.balance += 1;
+        self.balance
+    }
+}
+
+/// A type registered without being exposed.
+#[durable_object]
+pub struct Hidden {
+    n: u64,
+}
+
+#[durable_object]
+impl Hidden {
+    #[handler]
+    fn handle_n(&self) -> u64 {
+        self.n
+    }
+}
+
+/// A database of its own, created from `DATABASE_URL` and dropped at the end.
+struct FreshDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl FreshDatabase {
+    async fn new() -> Option<Self> {
+        let Ok(admin_url) = std::env::var("DATABASE_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "DATABASE_URL must be set when CI is set"
+            );
+            eprintln!("skipped: DATABASE_URL not set");
+            return None;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("forward_{}_{nanos}", std::process::id());
+        let mut conn = PgConnection::connect(&admin_url).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create the test database");
+        conn.close().await.ok();
+        let base = admin_url
+            .rsplit_once('/')
+            .map_or(admin_url.as_str(), |(base, _)| base);
+        let url = format!("{base}/{name}");
+        Some(Self {
+            admin_url,
+            name,
+            url,
+        })
+    }
+
+    async fn store(&self) -> PostgresStore {
+        PostgresStore::connect(&self.url)
+            .await
+            .expect("connect to the test database")
+    }
+}
+
+impl Drop for FreshDatabase {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio");
+            rt.block_on(async move {
+                let mut conn = PgConnection::connect(&url).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut conn)
+                .await?;
+                conn.close().await
+            })
+        })
+        .join();
+        if let Ok(Err(err)) = dropped {
+            eprintln!("could not drop database {}: {err}", self.name);
+        }
+    }
+}
+
+/// A node serving its public and internal listeners.
+struct Node {
+    rt: Runtime,
+    public: SocketAddr,
+    internal: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Node {
+    async fn start(db: &FreshDatabase, name: &str) -> Self {
+        let public = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let internal = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (public_address, internal_address) =
+            (public.local_addr().unwrap(), internal.local_addr().unwrap());
+        let mut settings = ClusterSettings::new(name, internal_address, ClusterSecret::new(SECRET));
+        settings.node.shards = SHARDS;
+        settings.node.lease_ttl = Duration::from_secs(2);
+        settings.node.drain_timeout = Duration::from_secs(1);
+        let builder = Runtime::builder(db.store().await).expose::<Account>();
+        let rt = durable_server::cluster::join(builder, &settings)
+            .await
+            .expect("join the cluster");
+        let config = ServerConfig {
+            bind: public_address,
+            shutdown_grace: Duration::from_secs(5),
+            auth: AuthConfig {
+                disabled: true,
+                ..AuthConfig::default()
+            },
+            console: false,
+            cluster: Some(settings),
+            ..ServerConfig::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(durable_server::serve_cluster_with_shutdown(
+            rt.clone(),
+            config,
+            public,
+            internal,
+            async {
+                stopped.await.ok();
+            },
+        ));
+        Self {
+            rt,
+            public: public_address,
+            internal: internal_address,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.send(()).ok();
+        }
+        if let Some(server) = self.server.take() {
+            tokio::time::timeout(DEADLINE, server)
+                .await
+                .expect("the node stops in time")
+                .expect("the server task")
+                .expect("the server");
+        }
+    }
+
+    async fn balance(&self, id: &str) -> Value {
+        self.rt
+            .call_here_by_name("Account", id, "balance", json!({}), &CallOptions::new())
+            .await
+            .expect("read the balance at its owner")
+    }
+}
+
+/// Two nodes, with the shards split between them and each knowing the other's, and for
+/// each node `per_node` ids it serves.
+async fn two_nodes(db: &FreshDatabase, per_node: usize) -> (Node, Node, Vec<String>, Vec<String>) {
+    let a = Node::start(db, "a").await;
+    let b = Node::start(db, "b").await;
+    let ids: Vec<String> = (0..200).map(|i| format!("acct-{i}")).collect();
+    let started = Instant::now();
+    loop {
+        let settled =
+            ids.iter().all(
+                |id| match (a.rt.route("Account", id), b.rt.route("Account", id)) {
+                    (Route::Local, Route::Remote(owner)) => *owner == *a.internal.to_string(),
+                    (Route::Remote(owner), Route::Local) => *owner == *b.internal.to_string(),
+                    _ => false,
+                },
+            );
+        if settled {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the shards did not settle between the two nodes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let of = |node: &Node| -> Vec<String> {
+        ids.iter()
+            .filter(|id| node.rt.route("Account", id) == Route::Local)
+            .take(per_node)
+            .cloned()
+            .collect()
+    };
+    let (at_a, at_b) = (of(&a), of(&b));
+    assert_eq!((at_a.len(), at_b.len()), (per_node, per_node));
+    (a, b, at_a, at_b)
+}
+
+/// Posts `arguments` to `handler` of `Account/id` on a node's public route.
+async fn public_call(node: &Node, id: &str, handler: &str, arguments: Value) -> (u16, Value) {
+    let url = format!(
+        "http://{}/v1/objects/Account/{id}/call/{handler}",
+        node.public
+    );
+    let response = reqwest::Client::new()
+        .post(url)
+        .json(&arguments)
+        .timeout(DEADLINE)
+        .send()
+        .await
+        .expect("the public route answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON body"))
+}
+
+/// Posts a forwarded call straight to a node's internal route, with `headers`.
+async fn internal_call(
+    node: &Node,
+    id: &str,
+    handler: &str,
+    arguments: Value,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut request = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap()
+        .post(format!("http://{}{INTERNAL_CALL_PATH}", node.internal))
+        .json(&json!({"type": "Account", "id": id, "handler": handler, "arguments": arguments}))
+        .timeout(DEADLINE);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("the internal route answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON body"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_on_any_node_reaches_the_owner() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let (a, b, at_a, at_b) = two_nodes(&db, 5).await;
+    for id in at_a.iter().chain(&at_b) {
+        // Over HTTP on both nodes (one of them forwards), then by name in Rust on both.
+        for (n, node) in [&a, &b].into_iter().enumerate() {
+            let (status, body) = public_call(node, id, "deposit", json!({"amount": 1})).await;
+            assert_eq!(
+                (status, &body["result"]),
+                (200, &json!(n + 1)),
+                "{id}: {body}"
+            );
+        }
+        for (n, node) in [&a, &b].into_iter().enumerate() {
+            let reply = node
+                .rt
+                .call_by_name("Account", id, "deposit", json!({"amount": 10}))
+                .await
+                .unwrap_or_else(|error| panic!("{id}: {error}"));
+            assert_eq!(reply, json!(2 + 10 * (n + 1)));
+        }
+    }
+    // Every deposit was applied once, at the owner.
+    for id in &at_a {
+        assert_eq!(a.balance(id).await, json!(22));
+    }
+    for id in &at_b {
+        assert_eq!(b.balance(id).await, json!(22));
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_error_crosses_the_hop_intact() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let (a, b, _, at_b) = two_nodes(&db, 1).await;
+    let id = &at_b[0];
+    let (status, body) = public_call(&b, id, "deposit", json!({"amount": 3})).await;
+    assert_eq!(status, 200, "{body}");
+    let at_owner = public_call(&b, id, "withdraw", json!({"amount": 5})).await;
+    let forwarded = public_call(&a, id, "withdraw", json!({"amount": 5})).await;
+    assert_eq!(at_owner.0, 422);
+    assert_eq!(
+        at_owner.1["error"]["details"],
+        json!({"Insufficient": {"balance": 3, "asked": 5}})
+    );
+    assert_eq!(forwarded, at_owner, "the same answer through the forward");
+    // An error of the runtime too (arguments that do not fit): the owner's body, as it is.
+    let at_owner = public_call(&b, id, "withdraw", json!({"amout": 5})).await;
+    let forwarded = public_call(&a, id, "withdraw", json!({"amout": 5})).await;
+    assert_eq!(at_owner.0, 400);
+    assert_eq!(forwarded, at_owner);
+    // In Rust, the handler's own error comes back typed.
+    let error =
+        a.rt.call_by_name("Account", id, "withdraw", json!({"amount": 5}))
+            .await
+            .unwrap_err();
+    match error {
+        CallByNameError::Handler { handler, error } => {
+            assert_eq!(handler, "withdraw");
+            assert_eq!(error, json!({"Insufficient": {"balance": 3, "asked": 5}}));
+        }
+        other => panic!("expected the handler's error, got {other:?}"),
+    }
+    assert_eq!(b.balance(id).await, json!(3), "nothing withdrawn");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_internal_route_checks_secret_owner_and_hops_before_running() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let (a, b, _, at_b) = two_nodes(&db, 1).await;
+    let id = &at_b[0];
+    let deposit = json!({"amount": 1});
+    // A wrong or missing secret: 401, nothing runs.
+    for headers in [
+        &[(SECRET_HEADER, "not the secret"), (HOPS_HEADER, "1")][..],
+        &[(SECRET_HEADER, ""), (HOPS_HEADER, "1")][..],
+        &[(HOPS_HEADER, "1")][..],
+    ] {
+        let (status, body) = internal_call(&b, id, "deposit", deposit.clone(), headers).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (401, Some("unauthenticated"))
+        );
+    }
+    assert_eq!(b.balance(id).await, json!(0));
+    // At a node that does not serve the object: 421 naming the owner, nothing runs.
+    let secret = (SECRET_HEADER, SECRET);
+    let (status, body) = internal_call(
+        &a,
+        id,
+        "deposit",
+        deposit.clone(),
+        &[secret, (HOPS_HEADER, "1")],
+    )
+    .await;
+    assert_eq!(status, 421, "{body}");
+    assert_eq!(body["error"]["code"], "misdirected");
+    assert_eq!(
+        body["error"]["details"]["owner"],
+        json!(b.internal.to_string())
+    );
+    assert_eq!(b.balance(id).await, json!(0));
+    // Past the hop limit (2): refused, nothing runs.
+    let (status, body) = internal_call(
+        &b,
+        id,
+        "deposit",
+        deposit.clone(),
+        &[secret, (HOPS_HEADER, "3")],
+    )
+    .await;
+    assert_eq!(status, 508, "{body}");
+    assert_eq!(body["error"]["code"], "hop_limit_exceeded");
+    assert_eq!(b.balance(id).await, json!(0));
+    // No hop count at all: a malformed call.
+    let (status, _) = internal_call(&b, id, "deposit", deposit.clone(), &[secret]).await;
+    assert_eq!(status, 400);
+    assert_eq!(b.balance(id).await, json!(0));
+    // With everything right, the call runs at the owner.
+    let (status, body) = internal_call(
+        &b,
+        id,
+        "deposit",
+        deposit.clone(),
+        &[secret, (HOPS_HEADER, "2")],
+    )
+    .await;
+    assert_eq!((status, &body["result"]), (200, &json!(1)), "{body}");
+    assert_eq!(b.balance(id).await, json!(1));
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_travels_with_the_call() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let (a, b, _, at_b) = two_nodes(&db, 2).await;
+    // The handler takes 6 s; the caller waits 300 ms and gets its timeout well before.
+    let slow = json!({"millis": 6000});
+    let options = CallOptions::new().with_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let error =
+        a.rt.call_by_name_with("Account", &at_b[0], "slow", slow.clone(), &options)
+            .await
+            .unwrap_err();
+    let waited = started.elapsed();
+    assert!(
+        matches!(error, CallByNameError::Runtime(Error::Timeout { .. })),
+        "{error:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    // The owner itself stops waiting at the deadline it is given.
+    let started = Instant::now();
+    let (status, body) = internal_call(
+        &b,
+        &at_b[1],
+        "slow",
+        slow,
+        &[
+            (SECRET_HEADER, SECRET),
+            (HOPS_HEADER, "1"),
+            ("durable-deadline-ms", "300"),
+        ],
+    )
+    .await;
+    let waited = started.elapsed();
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (504, Some("timeout"))
+    );
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_type_not_exposed_refuses_to_join() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let settings = ClusterSettings::new(
+        "lonely",
+        "127.0.0.1:1".parse().unwrap(),
+        ClusterSecret::new(SECRET),
+    );
+    let builder = Runtime::builder(db.store().await)
+        .expose::<Account>()
+        .register::<Hidden>();
+    let error = durable_server::cluster::join(builder, &settings)
+        .await
+        .unwrap_err();
+    match &error {
+        JoinError::Cluster(ClusterError::NotExposed { type_name }) => {
+            assert_eq!(*type_name, "Hidden");
+        }
+        other => panic!("expected NotExposed, got {other:?}"),
+    }
+    assert!(error.to_string().contains("`Hidden`"), "{error}");
+    // Exposed, it joins.
+    let builder = Runtime::builder(db.store().await).expose::<Account>();
+    let rt = durable_server::cluster::join(builder, &settings)
+        .await
+        .expect("join");
+    rt.shutdown().await;
+}
