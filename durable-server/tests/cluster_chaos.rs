@@ -112,14 +112,7 @@ async fn sigkill_of_an_owner_loses_no_acknowledged_write() {
     let killed_at = Instant::now();
     cluster.nodes[victim].kill();
     let live = [cluster.nodes[0].public, cluster.nodes[2].public];
-    let recovered = served_again(
-        &client,
-        &live,
-        &orphaned,
-        killed_at,
-        Duration::from_secs(20),
-    )
-    .await;
+    let recovered = served_again(&live, &orphaned, killed_at, Duration::from_secs(40)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     load.stop().await;
 
@@ -178,12 +171,13 @@ async fn sigstop_past_the_lease_gets_late_commits_fenced() {
     let stopped_at = Instant::now();
     victim.stop();
     victim.proxy.heal();
-    let others = [cluster.nodes[0].public, cluster.nodes[2].public];
-    let recovered =
-        served_again(&client, &others, &mine, stopped_at, Duration::from_secs(20)).await;
+    let others = vec![cluster.nodes[0].public, cluster.nodes[2].public];
+    let probe = probe_recovery(others, &mine, stopped_at);
     let frozen = TTL * 3;
     tokio::time::sleep(frozen.saturating_sub(stopped_at.elapsed())).await;
+    let stuck = cluster.stuck_sessions().await;
     victim.resume();
+    let recovered = probe.await.expect("probe");
     let resumed_at = Instant::now();
     calls.join_all().await;
     // Back from its pause, the node serves again once placement gives it shards.
@@ -202,7 +196,8 @@ async fn sigstop_past_the_lease_gets_late_commits_fenced() {
         &checked,
         &format!(
             "frozen {frozen:?} with {} calls in flight; {fenced} late commits fenced; its \
-             counters served elsewhere after {recovered:?}; settled {:?} after SIGCONT",
+             counters served elsewhere after {recovered:?}; settled {:?} after SIGCONT; \
+             sessions (idle in transaction, waiting for a lock) before SIGCONT: {stuck:?}",
             targets.len() * 6,
             resumed_at.elapsed()
         ),
@@ -233,11 +228,13 @@ async fn blackholed_database_gets_late_commits_fenced() {
     let cut_at = Instant::now();
     victim.proxy.blackhole();
     let calls = burst(&client, victim.public, &targets, 6).await;
-    let others = [cluster.nodes[0].public, cluster.nodes[1].public];
-    let recovered = served_again(&client, &others, &mine, cut_at, Duration::from_secs(20)).await;
+    let others = vec![cluster.nodes[0].public, cluster.nodes[1].public];
+    let probe = probe_recovery(others, &mine, cut_at);
     let cut = TTL * 3;
     tokio::time::sleep(cut.saturating_sub(cut_at.elapsed())).await;
+    let stuck = cluster.stuck_sessions().await;
     victim.proxy.heal();
+    let recovered = probe.await.expect("probe");
     calls.join_all().await;
     cluster.settled(SETTLE).await;
     load.stop().await;
@@ -254,7 +251,8 @@ async fn blackholed_database_gets_late_commits_fenced() {
         &checked,
         &format!(
             "cut off {cut:?} with {} calls sent to it; {fenced} late commits fenced; its \
-             counters served elsewhere after {recovered:?}",
+             counters served elsewhere after {recovered:?}; sessions (idle in transaction, \
+             waiting for a lock) before the heal: {stuck:?}",
             targets.len() * 6
         ),
     );
@@ -272,6 +270,19 @@ async fn blackholed_database_gets_late_commits_fenced() {
         0,
         "a call never got through"
     );
+}
+
+/// Measures, in the background, when every counter of `counters` is served again through
+/// `nodes` after `since`; 40 s at most.
+fn probe_recovery(
+    nodes: Vec<std::net::SocketAddr>,
+    counters: &[usize],
+    since: Instant,
+) -> tokio::task::JoinHandle<Duration> {
+    let counters = counters.to_vec();
+    tokio::spawn(
+        async move { served_again(&nodes, &counters, since, Duration::from_secs(40)).await },
+    )
 }
 
 /// Shards by owner.

@@ -171,7 +171,8 @@ impl Client {
         };
         let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         match status {
-            200 => Attempt::Ok(value),
+            // `{"result": <the handler's output>}`
+            200 => Attempt::Ok(value["result"].clone()),
             421 => Attempt::NotApplied("421 misdirected".to_owned()),
             _ if value["error"]["retryable"] == Value::Bool(true) => {
                 Attempt::NotApplied(format!("{status} {}", value["error"]["code"]))

@@ -299,7 +299,7 @@ impl Cluster {
                 .args(["--secret", SECRET])
                 .env(
                     "RUST_LOG",
-                    std::env::var("CHAOS_LOG").unwrap_or_else(|_| "warn".into()),
+                    std::env::var("CHAOS_LOG").unwrap_or_else(|_| "warn,tower_http=off".into()),
                 )
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -372,6 +372,28 @@ impl Cluster {
                 (u32::try_from(shard).expect("shard"), (owner, epoch))
             })
             .collect()
+    }
+
+    /// Sessions on the database now: how many are idle inside an open transaction, and the
+    /// statements waiting for a lock (a frozen node's open transaction blocks the others).
+    pub async fn stuck_sessions(&self) -> (i64, Vec<String>) {
+        let mut conn = self.db.connect().await;
+        let idle: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("read pg_stat_activity");
+        let waiting: Vec<String> = sqlx::query_scalar(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("read pg_stat_activity");
+        conn.close().await.ok();
+        (idle, waiting)
     }
 
     /// Waits until every shard is held by a live node and the placement has settled: the
