@@ -55,6 +55,8 @@ pub struct Op {
     pub end: Instant,
     /// The answer.
     pub outcome: Outcome,
+    /// The node that answered (to explain a violation; the checker ignores it).
+    pub node: Option<std::net::SocketAddr>,
 }
 
 /// A rule the history broke.
@@ -303,6 +305,7 @@ mod tests {
                 start,
                 end,
                 outcome,
+                node: None,
             });
             self
         }

@@ -205,7 +205,8 @@ impl Client {
             Kind::Increment => "increment",
             Kind::Read => "get",
         };
-        let (outcome, reply, start, end) = self.call_handler(rng, first, &id, handler, None).await;
+        let (outcome, reply, start, end, node) =
+            self.call_handler(rng, first, &id, handler, None).await;
         let outcome = match (outcome, &reply) {
             (Outcome::Ok(_), Some(value)) => Outcome::Ok(
                 value
@@ -220,13 +221,14 @@ impl Client {
             start,
             end,
             outcome,
+            node: Some(node),
         });
         (outcome, reply)
     }
 
     /// Calls `handler` of counter `id` with `args` like [`call`](Self::call), unrecorded.
     /// Returns the outcome (`Ok(0)` for any acknowledged reply), the reply, and when the
-    /// answered attempt started and ended.
+    /// answered attempt started and ended, and the node it was sent to.
     pub async fn call_handler(
         &self,
         rng: &mut Rng,
@@ -234,7 +236,7 @@ impl Client {
         id: &str,
         handler: &str,
         args: Option<&Value>,
-    ) -> (Outcome, Option<Value>, Instant, Instant) {
+    ) -> (Outcome, Option<Value>, Instant, Instant, SocketAddr) {
         let began = Instant::now();
         let mut pause = Duration::from_millis(10);
         loop {
@@ -248,18 +250,18 @@ impl Client {
             match attempt {
                 Attempt::Ok(value) => {
                     self.stats.ok.fetch_add(1, Ordering::Relaxed);
-                    return (Outcome::Ok(0), Some(value), start, end);
+                    return (Outcome::Ok(0), Some(value), start, end, node);
                 }
                 Attempt::Unknown(why) => {
                     self.stats.unknown.fetch_add(1, Ordering::Relaxed);
                     tracing_line(&format!("{handler} {id} at {node}: unknown: {why}"));
-                    return (Outcome::Unknown, None, start, end);
+                    return (Outcome::Unknown, None, start, end, node);
                 }
                 Attempt::NotApplied(_) => {
                     self.stats.refused(end - start);
                     if began.elapsed() > CALL_BUDGET {
                         self.stats.failed.fetch_add(1, Ordering::Relaxed);
-                        return (Outcome::Failed, None, start, end);
+                        return (Outcome::Failed, None, start, end, node);
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
@@ -280,7 +282,7 @@ impl Client {
         let mut finals = Vec::with_capacity(counters);
         for counter in 0..counters {
             let id = counter_id(counter);
-            let (outcome, reply, _, _) = self.call_handler(&mut rng, None, &id, "get", None).await;
+            let (outcome, reply, ..) = self.call_handler(&mut rng, None, &id, "get", None).await;
             let value = match (outcome, reply) {
                 (Outcome::Ok(_), Some(value)) => value.as_u64().expect("a count"),
                 (outcome, _) => panic!("final read of {id}: {outcome:?}"),
