@@ -239,8 +239,13 @@ async fn two_nodes(db: &FreshDatabase, per_node: usize) -> (Node, Node, Vec<Stri
     let ids: Vec<String> = (0..200).map(|i| format!("acct-{i}")).collect();
     let started = Instant::now();
     loop {
-        let settled =
-            ids.iter().all(
+        let (served_a, served_b) = (
+            a.rt.serving_shards().unwrap_or_default().len(),
+            b.rt.serving_shards().unwrap_or_default().len(),
+        );
+        let split = served_a > 0 && served_b > 0 && served_a + served_b == SHARDS as usize;
+        let settled = split
+            && ids.iter().all(
                 |id| match (a.rt.route("Account", id), b.rt.route("Account", id)) {
                     (Route::Local, Route::Remote(owner)) => *owner == *a.internal.to_string(),
                     (Route::Remote(owner), Route::Local) => *owner == *b.internal.to_string(),
