@@ -16,7 +16,9 @@
 //! latency of instances with a concurrency key with 10 and with 10,000 executing rows),
 //! `fsm-insert` (instances inserted per second by one producer, `insert` awaited one by one
 //! next to batched `insert_async`), and `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
-//! 1,000,000 stored for later: fired/s, lateness, CPU per firing). On SQLite, `spread` also runs its
+//! 1,000,000 stored for later: fired/s, lateness, CPU per firing), and `forward` (on Postgres:
+//! calls by name through a two-node cluster, to objects the called node serves next to objects
+//! it forwards to the other node over HTTP/2). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
 //! formed) run by run, and reports its ratio to it. Each figure prints one JSON line; a table
 //! follows at the end.
@@ -34,6 +36,7 @@
 mod alarms_scale;
 mod baseline;
 mod commits;
+mod forward;
 mod fsm;
 mod fsm_claim;
 mod fsm_insert;
@@ -201,6 +204,8 @@ fn parse_args() -> Result<Settings, String> {
             "fsm-claim" => settings.scenarios.push("fsm-claim".to_owned()),
             // `insert` one by one against `insert_async` batches (memory, sqlite or postgres).
             "fsm-insert" => settings.scenarios.push("fsm-insert".to_owned()),
+            // Calls by name through a two-node cluster, local next to forwarded (postgres).
+            "forward" => settings.scenarios.push("forward".to_owned()),
             name if ALL.contains(&name) => settings.scenarios.push(name.to_owned()),
             other => return Err(format!("unknown argument `{other}`; scenarios: {ALL:?}")),
         }

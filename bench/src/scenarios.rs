@@ -88,6 +88,23 @@ pub(crate) async fn open(settings: &Settings) -> Result<Opened, String> {
     })
 }
 
+/// A second store on the Postgres schema of `first` (dropped with `first` only).
+pub(crate) async fn reopen(first: &Opened) -> Result<Opened, String> {
+    let Some((_, schema)) = &first.schema else {
+        return Err("only a Postgres store can be opened twice".into());
+    };
+    let store = durable_sqlx::PostgresStore::builder(&database_url()?)
+        .schema(schema)
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Opened {
+        store: Arc::new(store),
+        _dir: None,
+        schema: None,
+    })
+}
+
 /// A SQLite store at `path` with the run's settings.
 pub(crate) async fn sqlite_store(
     settings: &Settings,
@@ -188,6 +205,7 @@ pub(crate) async fn run(name: &str, settings: &Settings) -> Result<Vec<Figure>, 
         "fsm-claim" => crate::fsm_claim::run(settings).await,
         "fsm-insert" => crate::fsm_insert::run(settings).await,
         "gateway" => crate::gateway::gateway(settings).await,
+        "forward" => crate::forward::forward(settings).await,
         "scale" => crate::scale::run(settings).await,
         other => Err(format!("unknown scenario `{other}` on {}", backend.name())),
     }

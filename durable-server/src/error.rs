@@ -831,6 +831,10 @@ fn forward_error(error: ForwardError) -> ApiError {
                 "the connection to the node serving the object broke during the call: it may or may not have been applied",
             )
         }
+        ForwardError::Timeout => ApiError::new(
+            ErrorCode::Timeout,
+            "the node serving the object did not answer in time: the outcome is unknown (the call may still be applied)",
+        ),
         ForwardError::HopLimit { hops, limit } => ApiError::new(
             ErrorCode::HopLimitExceeded,
             format!(

@@ -7,12 +7,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use durable_runtime::cluster::{ClusterError, Route};
-use durable_runtime::{CallByNameError, CallOptions, Error, Runtime, durable_object};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use durable_runtime::cluster::{ClusterError, ForwardError, ForwardedCall, Forwarder, Route};
+use durable_runtime::{BoxFuture, CallByNameError, CallOptions, Error, Runtime, durable_object};
 use durable_server::ServerConfig;
 use durable_server::auth::AuthConfig;
 use durable_server::cluster::{
-    ClusterSecret, ClusterSettings, HOPS_HEADER, INTERNAL_CALL_PATH, JoinError, SECRET_HEADER,
+    ClusterSecret, ClusterSettings, HOPS_HEADER, HttpForwarder, INTERNAL_CALL_PATH, JoinError,
+    SECRET_HEADER,
 };
 use durable_sqlx::PostgresStore;
 use durable_sqlx::sqlx::{self, Connection, PgConnection};
@@ -167,7 +171,7 @@ struct Node {
 }
 
 impl Node {
-    async fn start(db: &FreshDatabase, name: &str) -> Self {
+    async fn start(db: &FreshDatabase, name: &str, forwarder: Option<MisdirectFirst>) -> Self {
         let public = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let internal = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (public_address, internal_address) =
@@ -177,9 +181,18 @@ impl Node {
         settings.node.lease_ttl = Duration::from_secs(2);
         settings.node.drain_timeout = Duration::from_secs(1);
         let builder = Runtime::builder(db.store().await).expose::<Account>();
-        let rt = durable_server::cluster::join(builder, &settings)
-            .await
-            .expect("join the cluster");
+        let rt = match forwarder {
+            None => durable_server::cluster::join(builder, &settings)
+                .await
+                .map_err(|error| error.to_string()),
+            Some(forwarder) => builder
+                .forwarder(forwarder)
+                .cluster(settings.node.clone())
+                .join()
+                .await
+                .map_err(|error| error.to_string()),
+        }
+        .expect("join the cluster");
         let config = ServerConfig {
             bind: public_address,
             shutdown_grace: Duration::from_secs(5),
@@ -234,13 +247,27 @@ impl Node {
 /// Two nodes, with the shards split between them and each knowing the other's, and for
 /// each node `per_node` ids it serves.
 async fn two_nodes(db: &FreshDatabase, per_node: usize) -> (Node, Node, Vec<String>, Vec<String>) {
-    let a = Node::start(db, "a").await;
-    let b = Node::start(db, "b").await;
+    two_nodes_with(db, per_node, None).await
+}
+
+/// [`two_nodes`], node `a` forwarding with `forwarder` if given.
+async fn two_nodes_with(
+    db: &FreshDatabase,
+    per_node: usize,
+    forwarder: Option<MisdirectFirst>,
+) -> (Node, Node, Vec<String>, Vec<String>) {
+    let a = Node::start(db, "a", forwarder).await;
+    let b = Node::start(db, "b", None).await;
     let ids: Vec<String> = (0..200).map(|i| format!("acct-{i}")).collect();
     let started = Instant::now();
     loop {
-        let settled =
-            ids.iter().all(
+        let (served_a, served_b) = (
+            a.rt.serving_shards().unwrap_or_default().len(),
+            b.rt.serving_shards().unwrap_or_default().len(),
+        );
+        let split = served_a > 0 && served_b > 0 && served_a + served_b == SHARDS as usize;
+        let settled = split
+            && ids.iter().all(
                 |id| match (a.rt.route("Account", id), b.rt.route("Account", id)) {
                     (Route::Local, Route::Remote(owner)) => *owner == *a.internal.to_string(),
                     (Route::Remote(owner), Route::Local) => *owner == *b.internal.to_string(),
@@ -525,4 +552,75 @@ async fn a_node_with_a_type_not_exposed_refuses_to_join() {
         .await
         .expect("join");
     rt.shutdown().await;
+}
+
+/// The real HTTP/2 forwarder, except that while `misdirect` is above zero, calls are answered
+/// "misdirected" as by a node that just lost the shard; records every call it is given.
+#[derive(Clone)]
+struct MisdirectFirst {
+    misdirect: Arc<AtomicUsize>,
+    http: HttpForwarder,
+    seen: Arc<Mutex<Vec<ForwardedCall>>>,
+}
+
+impl Forwarder for MisdirectFirst {
+    fn forward(&self, call: ForwardedCall) -> BoxFuture<'static, Result<Value, ForwardError>> {
+        self.seen.lock().unwrap().push(call.clone());
+        let misdirected = self
+            .misdirect
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok();
+        if misdirected {
+            return Box::pin(async { Err(ForwardError::Misdirected { owner: None }) });
+        }
+        self.http.forward(call)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misdirected_forward_is_sent_again_once_then_refused_retryably() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let forwarder = MisdirectFirst {
+        misdirect: Arc::new(AtomicUsize::new(0)),
+        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
+        seen: Arc::default(),
+    };
+    let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
+    let (id, other) = (&at_b[0], &at_b[1]);
+    // Misdirected once: the map is refreshed and the call sent again at hop 2, applied once.
+    forwarder.misdirect.store(1, Ordering::Release);
+    let reply =
+        a.rt.call_by_name("Account", id, "deposit", json!({"amount": 1}))
+            .await
+            .expect("the second send reaches the owner");
+    assert_eq!(reply, json!(1));
+    let seen = std::mem::take(&mut *forwarder.seen.lock().unwrap());
+    assert_eq!(
+        seen.iter().map(|call| call.hops).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(
+        seen.iter()
+            .all(|call| call.deadline.is_some() && call.id == *id)
+    );
+    assert_eq!(b.balance(id).await, json!(1));
+    // Misdirected twice: refused with the retryable NotOwner, sent again once only, nothing
+    // applied.
+    forwarder.misdirect.store(2, Ordering::Release);
+    let error =
+        a.rt.call_by_name("Account", other, "deposit", json!({"amount": 1}))
+            .await
+            .unwrap_err();
+    assert!(
+        matches!(&error, CallByNameError::Runtime(error @ Error::NotOwner { .. }) if error.is_retryable()),
+        "{error:?}"
+    );
+    assert_eq!(forwarder.seen.lock().unwrap().len(), 2);
+    assert_eq!(b.balance(other).await, json!(0));
+    a.stop().await;
+    b.stop().await;
 }

@@ -118,6 +118,10 @@ pub enum ForwardError {
         /// Why.
         message: String,
     },
+    /// No answer within the call's deadline: the call may or may not have been applied (as
+    /// [`Error::Timeout`]).
+    #[error("the node serving the object did not answer within the deadline")]
+    Timeout,
     /// The exchange broke after the call was sent: it may or may not have been applied.
     #[error("the call to the node at {owner} was interrupted: {message}")]
     Interrupted {
@@ -160,6 +164,7 @@ impl ForwardError {
             Self::Unauthorized => "unauthorized",
             Self::Unreachable { .. } => "unreachable",
             Self::Interrupted { .. } => "interrupted",
+            Self::Timeout => "timeout",
         }
     }
 }
@@ -272,6 +277,13 @@ impl Runtime {
             };
             metrics::counter!(FORWARDED_CALLS, "outcome" => error.outcome()).increment(1);
             match error {
+                ForwardError::Timeout => {
+                    return Err(Error::Timeout {
+                        key: key(),
+                        handler: exposed.name,
+                    }
+                    .into());
+                }
                 ForwardError::Handler(error) => {
                     return Err(CallByNameError::Handler {
                         handler: exposed.name,

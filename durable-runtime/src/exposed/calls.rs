@@ -70,6 +70,11 @@ impl Runtime {
     /// one stored by an earlier call with the same key and the same handler and arguments, if
     /// any, as JSON.
     ///
+    /// In cluster mode with a [`Forwarder`](crate::cluster::Forwarder), a call to an object
+    /// another node serves is forwarded there with the time left to its deadline (the
+    /// timeout, or the type's `call_timeout`) and its key; see
+    /// [`RuntimeBuilder::forwarder`](crate::RuntimeBuilder::forwarder).
+    ///
     /// # Errors
     ///
     /// As `call_by_name`; a key already used by a different call is

@@ -107,7 +107,9 @@ impl Forwarder for HttpForwarder {
 
 /// The failure of a request that got no response.
 fn sent_error(owner: &str, error: &reqwest::Error) -> ForwardError {
-    if error.is_connect() {
+    if error.is_timeout() {
+        ForwardError::Timeout
+    } else if error.is_connect() {
         ForwardError::Unreachable {
             owner: owner.to_owned(),
             message: error_chain(error),
@@ -118,6 +120,9 @@ fn sent_error(owner: &str, error: &reqwest::Error) -> ForwardError {
 }
 
 fn interrupted(owner: &str, error: &reqwest::Error) -> ForwardError {
+    if error.is_timeout() {
+        return ForwardError::Timeout;
+    }
     ForwardError::Interrupted {
         owner: owner.to_owned(),
         message: error_chain(error),
@@ -165,6 +170,8 @@ fn decode(owner: &str, status: StatusCode, body: &[u8]) -> Result<Value, Forward
             limit: number(&details["limit"]),
         },
         "handler_error" => ForwardError::Handler(details),
+        // The owner stopped waiting at the deadline it was given.
+        "timeout" => ForwardError::Timeout,
         _ => ForwardError::Remote {
             code: error.code,
             message: error.message,
