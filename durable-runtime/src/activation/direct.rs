@@ -43,6 +43,13 @@ where
     if !B::IN_PLACE || runtime.is_closing() || runtime.validates_reads() {
         return Err(body);
     }
+    // Cluster mode: the queued path refuses the call if this node no longer serves the
+    // object's shard; answering from memory here would skip that check.
+    if let Some(node) = runtime.cluster_node()
+        && node.admit(O::TYPE_NAME, id).is_err()
+    {
+        return Err(body);
+    }
     runtime.with_type_entry::<O, _>(|entry| {
         let Some(inbox) = entry.idle_inbox(id) else {
             return Err(body);

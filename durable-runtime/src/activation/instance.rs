@@ -582,6 +582,18 @@ impl<O: DurableObject> Instance<O> {
             };
             call = unanswered;
         }
+        // Cluster mode: a read answers from memory, so it runs only while this node still
+        // serves the object's shard (a write is fenced in its commit instead).
+        if call.access() == Access::Read
+            && let Some(node) = self.runtime().cluster_node()
+            && let Err(error) = node.admit(O::TYPE_NAME, &self.key().object_id)
+        {
+            self.entry
+                .call_metrics
+                .finished(handler, "not_owner", started.elapsed());
+            call.fail(error);
+            return;
+        }
         let activated = if call.access() == Access::Read && self.runtime().validates_reads() {
             self.activate_validated().await
         } else {

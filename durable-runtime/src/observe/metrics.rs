@@ -53,7 +53,9 @@ use crate::activation::registry::Residency;
 
 /// Calls handled, by `type`, `handler` and `outcome`, counted when the reply goes out: `ok`,
 /// `handler_error`, `panicked`, `timeout`, `encode_failed`, `persistence_failed` (the commit
-/// the reply waited for failed or conflicted) or `activation_failed`.
+/// the reply waited for failed or conflicted), `activation_failed` or, in cluster mode,
+/// `not_owner` (a read queued while this node still served the object's shard, refused once
+/// it no longer did).
 pub const CALLS: &str = "durable_calls_total";
 /// Call duration in seconds, from the object taking the call to its reply (queueing excluded,
 /// the commit the reply waited for included), by `type` and `handler`.
