@@ -121,7 +121,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     settings.node.lease_ttl = Duration::from_millis(args.lease_ttl_ms);
     settings.node.drain_timeout = settings.node.lease_ttl;
 
-    let store = PostgresStore::connect(&args.database_url).await?;
+    // A node stopped mid-transaction must not hold its row locks past its lease: the node
+    // taking its shards over would wait for them.
+    let store = PostgresStore::builder(&args.database_url)
+        .idle_in_transaction_timeout(Some(settings.node.lease_ttl / 2))
+        .connect()
+        .await?;
     let builder = Runtime::builder(store)
         .expose::<Counter>()
         .alarm_settings(AlarmSettings::default().with_poll_interval(Duration::from_millis(100)));

@@ -14,6 +14,9 @@ use super::{PostgresStore, db_err};
 use crate::error::Error;
 use crate::schema::{MAX_PREFIX_LEN, MAX_SCHEMA_LEN, Names, validate_name};
 
+/// The default of [`PostgresStoreBuilder::idle_in_transaction_timeout`].
+const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Settings for connecting a [`PostgresStore`], from [`PostgresStore::builder`] or
 /// [`PostgresStore::builder_with_pool`].
 ///
@@ -41,6 +44,7 @@ pub struct PostgresStoreBuilder {
     max_connections: u32,
     acquire_timeout: Duration,
     commit_timeout: Duration,
+    idle_in_transaction_timeout: Option<Duration>,
     application_name: String,
     migrate: bool,
 }
@@ -68,6 +72,10 @@ impl std::fmt::Debug for PostgresStoreBuilder {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("commit_timeout", &self.commit_timeout)
+            .field(
+                "idle_in_transaction_timeout",
+                &self.idle_in_transaction_timeout,
+            )
             .field("application_name", &self.application_name)
             .field("migrate", &self.migrate)
             .finish()
@@ -83,6 +91,7 @@ impl PostgresStoreBuilder {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(10),
             commit_timeout: Duration::from_secs(30),
+            idle_in_transaction_timeout: Some(DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT),
             application_name: "durable".to_owned(),
             migrate: true,
         }
@@ -151,6 +160,29 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long the server lets one of the store's connections sit inside a transaction
+    /// without sending anything before it ends the session and rolls the transaction back
+    /// (PostgreSQL's `idle_in_transaction_session_timeout`; default 5 s, `None` for the
+    /// server's setting). The store's transactions never wait between their statements, so
+    /// only a client that stalled mid-transaction (a paused process, a cut network) reaches
+    /// it, and its row locks are then released instead of blocking the object's next writer
+    /// until it comes back. In cluster mode keep it below the lease TTL, so that the node
+    /// taking over a shard is not held up by the locks of the node that lost it. Not applied
+    /// to a pool given to [`PostgresStore::builder_with_pool`] (set it on that pool's
+    /// connect options).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = durable_sqlx::PostgresStore::builder("postgres://localhost/app")
+    ///     .idle_in_transaction_timeout(Some(std::time::Duration::from_secs(1)));
+    /// # drop(builder);
+    /// ```
+    pub fn idle_in_transaction_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_in_transaction_timeout = timeout;
         self
     }
 
@@ -236,6 +268,13 @@ impl PostgresStoreBuilder {
                 let options = PgConnectOptions::from_str(url)
                     .map_err(|err| Error::InvalidLocation(Box::new(err)))?
                     .application_name(&self.application_name);
+                let options = match self.idle_in_transaction_timeout {
+                    Some(timeout) => options.options([(
+                        "idle_in_transaction_session_timeout",
+                        format!("{}ms", timeout.as_millis().max(1)),
+                    )]),
+                    None => options,
+                };
                 // The pool retries a refused connection until its acquire timeout and then
                 // reports only that it timed out: one direct connection first fails at once,
                 // with the cause.
