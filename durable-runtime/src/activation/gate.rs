@@ -103,8 +103,9 @@ pub(crate) struct Next<O> {
     pub(crate) alarms: Vec<AlarmChange>,
     /// Key-value changes, in order.
     pub(crate) kv: Vec<KvChange>,
-    /// The reply of a call with an idempotency key, stored with the write.
-    pub(crate) idempotency: Option<IdempotentReply>,
+    /// The reply of a call with an idempotency key, stored with the write (boxed: rare, and
+    /// the gate is part of every live object's task).
+    pub(crate) idempotency: Option<Box<IdempotentReply>>,
     /// FSM inserts and signals, in order.
     pub(crate) fsm: FsmChanges,
 }

@@ -6,12 +6,11 @@
 //! activation away so that the next call reloads what storage holds.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
-use tokio::time::{Instant, Sleep, sleep_until};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::activation::call::{Access, Outcome, Run};
@@ -81,7 +80,7 @@ enum Slot {
     /// gate waits for); `version` is the last committed version (a deleted object's tombstone's,
     /// or 0, while `stored` is false).
     Active {
-        committed: Vec<u8>,
+        committed: Box<[u8]>,
         version: u64,
         /// Whether storage holds the object. One that was never stored (or was deleted) runs
         /// on its default state without a row until a change: its first write carries the
@@ -90,11 +89,12 @@ enum Slot {
     },
     /// Woken from dormancy (or hibernated while the object could not go dormant): the
     /// committed bytes wake it without a storage read.
-    Hibernated { committed: Vec<u8>, version: u64 },
+    Hibernated { committed: Box<[u8]>, version: u64 },
     /// Started with what storage held, read together with other objects' (the alarm
     /// scheduler reads the objects of a claimed batch at once): the first call loads from
-    /// it without a storage read of its own.
-    Fetched(Loaded),
+    /// it without a storage read of its own. (Boxed: rare, and the slot is part of every live
+    /// object's task.)
+    Fetched(Box<Loaded>),
 }
 
 /// What a new instance starts from.
@@ -163,10 +163,10 @@ impl<O: DurableObject> Instance<O> {
         let slot = match origin {
             Origin::Storage => Slot::Unloaded,
             Origin::Dormant(dormant) => Slot::Hibernated {
-                committed: dormant.committed().to_vec(),
+                committed: dormant.committed().into(),
                 version: dormant.version(),
             },
-            Origin::Fetched(stored) => Slot::Fetched(stored),
+            Origin::Fetched(stored) => Slot::Fetched(Box::new(stored)),
         };
         inbox.touch(runtime.uptime_millis_at(Instant::now()));
         Self {
@@ -200,12 +200,8 @@ impl<O: DurableObject> Instance<O> {
     )]
     pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
         async move {
-            // The idle timer lives across calls: arming a timer costs a registration with
-            // tokio's timer wheel, so it is re-armed only when it fires early (the object was
-            // used since) or when a deadline moves earlier, not around every call.
-            let mut idle = std::pin::pin!(None::<Sleep>);
             loop {
-                match self.next_wake(idle.as_mut()).await {
+                match self.next_wake().await {
                     Wake::Envelope(envelope) => {
                         let started = Instant::now();
                         if let Err(envelope) = self.handle_in_place(envelope, started) {
@@ -246,18 +242,17 @@ impl<O: DurableObject> Instance<O> {
 
     /// Waits for what the task does next. A future of its own, so that the task's future
     /// holds either this wait or a running envelope, never both.
-    async fn next_wake(&mut self, mut idle: Pin<&mut Option<Sleep>>) -> Wake<O> {
+    async fn next_wake(&mut self) -> Wake<O> {
         loop {
             // Idle transitions wait until every reply is out; new calls wait while the gate
             // already holds a queue's worth.
             let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
             if let Some((at, _)) = deadline {
-                // A timer armed no later than the deadline is kept.
-                match idle.as_mut().as_pin_mut() {
-                    Some(sleep) if sleep.deadline() > at => sleep.reset(at),
-                    Some(_) => {}
-                    None => idle.set(Some(sleep_until(at))),
-                }
+                // The idle timer lives across calls: it is armed again only when it fires
+                // early (the object was used since) or when a deadline moves earlier, not
+                // around every call. (A timer armed no later than the deadline is kept.)
+                let at = self.runtime().uptime_millis_at(at);
+                self.entry.idle_timers.arm(self.runtime(), &self.inbox, at);
             }
             let accepting = self.gate.held() < self.entry.settings.queue_capacity;
             return tokio::select! {
@@ -272,14 +267,10 @@ impl<O: DurableObject> Instance<O> {
                     envelope.map_or(Wake::Closed, Wake::Envelope)
                 }
                 // Computed again: reads in callers' tasks may have used the object meanwhile.
-                () = fired(idle.as_mut()), if deadline.is_some() => match self.next_deadline() {
-                    // The timer was armed for an earlier deadline: the object was used since.
-                    Some((at, _)) if at > Instant::now() => {
-                        if let Some(sleep) = idle.as_mut().as_pin_mut() {
-                            sleep.reset(at);
-                        }
-                        continue;
-                    }
+                () = self.inbox.timer(), if deadline.is_some() => match self.next_deadline() {
+                    // The timer was armed for an earlier deadline: the object was used since
+                    // (armed again above).
+                    Some((at, _)) if at > Instant::now() => continue,
                     Some((_, transition)) => Wake::Idle(transition),
                     None => continue,
                 },
@@ -371,10 +362,10 @@ impl<O: DurableObject> Instance<O> {
         let write = ObjectWrite {
             key: self.ctx.key().clone(),
             expected_version: *version,
-            state: (self.gate.next.state_changed || !*stored).then(|| committed.clone()),
+            state: (self.gate.next.state_changed || !*stored).then(|| committed.to_vec()),
             alarms,
             kv,
-            idempotency: self.gate.next.idempotency.take(),
+            idempotency: self.gate.next.idempotency.take().map(|reply| *reply),
             fsm: std::mem::take(&mut self.gate.next.fsm),
         };
         let outcome = self.ctx.runtime().committer().submit(write);
@@ -791,7 +782,7 @@ impl<O: DurableObject> Instance<O> {
             }
         };
         let replying = stored.is_some();
-        self.gate.next.idempotency = stored;
+        self.gate.next.idempotency = stored.map(Box::new);
         let held = match outcome {
             Outcome::Returned if access == Access::Read => {
                 self.ctx.discard_changes();
@@ -856,7 +847,7 @@ impl<O: DurableObject> Instance<O> {
                 load.await
             }
             Slot::Fetched(stored) => {
-                let load = Box::pin(self.activate_from_storage(Some(stored)));
+                let load = Box::pin(self.activate_from_storage(Some(*stored)));
                 load.await
             }
         }
@@ -1009,11 +1000,10 @@ impl<O: DurableObject> Instance<O> {
             committed_version += 1;
             now_stored = true;
         }
-        let mut after = after;
-        after.shrink_to_fit();
         *self.inbox.state() = Some(state);
         self.slot = Slot::Active {
-            committed: after,
+            // Without the encoder's spare capacity.
+            committed: after.into_boxed_slice(),
             version: committed_version,
             stored: now_stored,
         };
@@ -1051,7 +1041,7 @@ impl<O: DurableObject> Instance<O> {
         };
         // A new encoding that would not decode back is refused like one that failed.
         let staged = encoded.and_then(|encoded| {
-            let changed = encoded != *committed;
+            let changed = encoded[..] != committed[..];
             if changed {
                 codec::check_round_trip::<O>(&encoded)?;
             }
@@ -1075,9 +1065,7 @@ impl<O: DurableObject> Instance<O> {
         }
         if changed {
             // Kept until the next change: without the encoder's spare capacity.
-            let mut encoded = encoded;
-            encoded.shrink_to_fit();
-            *committed = encoded;
+            *committed = encoded.into_boxed_slice();
         }
         if !alarms.is_empty() {
             // Before the write commits: a later call of this object (or a held alarm about to
@@ -1201,15 +1189,6 @@ fn in_flight<O: 'static>(
         Some(in_flight) => std::pin::Pin::new(&mut in_flight.outcome)
             .poll(cx)
             .map(|outcome| outcome.unwrap_or_else(|_| Err(crate::commit::committer::stopped()))),
-        None => std::task::Poll::Pending,
-    })
-}
-
-/// Waits for the idle timer; pending forever while none is armed.
-fn fired(idle: Pin<&mut Option<Sleep>>) -> impl Future<Output = ()> + '_ {
-    let mut idle = idle;
-    std::future::poll_fn(move |cx| match idle.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.poll(cx),
         None => std::task::Poll::Pending,
     })
 }

@@ -24,6 +24,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::activation::call::Invocation;
+use crate::activation::idle::IdleTimers;
 use crate::activation::instance::{Instance, Origin, Settings};
 use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
@@ -143,19 +144,71 @@ pub(crate) struct Inbox<O> {
     /// Nothing more is accepted; the task ends once the queue is empty. Read and written only
     /// under the queue's lock (kept out of the queue, where it would cost a padded word).
     closed: AtomicBool,
+    /// The deadline (uptime milliseconds) the object's idle timer is armed for among its
+    /// type's [`IdleTimers`](crate::activation::idle::IdleTimers); `u64::MAX` if none.
+    timer_at: AtomicU64,
+    /// The armed timer fired and the task has not seen it yet. Read and written only under
+    /// the queue's lock, like `closed`.
+    timer_fired: AtomicBool,
 }
 
 struct Queue<O> {
-    envelopes: VecDeque<Envelope<O>>,
+    envelopes: Envelopes<O>,
     /// The task waiting for the next envelope.
     waker: Option<Waker>,
+}
+
+/// A first-in first-out queue whose first envelope is held inline: an object mostly has one
+/// envelope queued at a time, and a `VecDeque` keeps the buffer of its first push (four
+/// envelopes) for the object's whole life.
+struct Envelopes<O> {
+    first: Option<Envelope<O>>,
+    /// The ones behind `first` (empty while `first` is).
+    rest: VecDeque<Envelope<O>>,
+}
+
+impl<O> Default for Envelopes<O> {
+    fn default() -> Self {
+        Self {
+            first: None,
+            rest: VecDeque::new(),
+        }
+    }
+}
+
+impl<O> Envelopes<O> {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn push_back(&mut self, envelope: Envelope<O>) {
+        if self.first.is_none() {
+            self.first = Some(envelope);
+        } else {
+            self.rest.push_back(envelope);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Envelope<O>> {
+        let first = self.first.take()?;
+        self.first = self.rest.pop_front();
+        if self.rest.is_empty() && self.rest.capacity() > 0 {
+            // A burst is over: its buffer goes with it.
+            self.rest = VecDeque::new();
+        }
+        Some(first)
+    }
 }
 
 impl<O> Inbox<O> {
     pub(crate) fn new(residency: Residency, key: ObjectKey, kv: crate::kv::KvLimits) -> Self {
         Self {
             queue: Mutex::new(Queue {
-                envelopes: VecDeque::new(),
+                envelopes: Envelopes::default(),
                 waker: None,
             }),
             state: Mutex::new(None),
@@ -165,6 +218,8 @@ impl<O> Inbox<O> {
             last_used: AtomicU64::new(0),
             gate_busy: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            timer_at: AtomicU64::new(u64::MAX),
+            timer_fired: AtomicBool::new(false),
         }
     }
 
@@ -203,6 +258,47 @@ impl<O> Inbox<O> {
             }
             if self.closed.load(Ordering::Relaxed) {
                 return Poll::Ready(None);
+            }
+            match &queue.waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => queue.waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+    }
+
+    /// Records `at` (uptime milliseconds) as the idle timer's deadline unless one no later is
+    /// armed. Returns whether the timer is to be armed for `at`.
+    pub(crate) fn arm_timer(&self, at: u64) -> bool {
+        self.timer_at.fetch_min(at, Ordering::AcqRel) > at
+    }
+
+    /// The idle timer armed for `at` fired: the task is woken to see it (unless it armed an
+    /// earlier one since, which fired or will).
+    pub(crate) fn timer_fired(&self, at: u64) {
+        let waker = {
+            let queue = &mut *self.lock();
+            if self
+                .timer_at
+                .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return;
+            }
+            self.timer_fired.store(true, Ordering::Relaxed);
+            queue.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Waits until the idle timer fires. (A `poll_fn`, like [`recv`](Self::recv).)
+    pub(crate) fn timer(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut queue = self.lock();
+            if self.timer_fired.swap(false, Ordering::Relaxed) {
+                return Poll::Ready(());
             }
             match &queue.waker {
                 Some(waker) if waker.will_wake(cx.waker()) => {}
@@ -389,6 +485,8 @@ pub(crate) struct TypeEntry<O> {
     /// Wakes the sweeper when an earlier expiry is queued.
     expiries_changed: Notify,
     sweeper_started: AtomicBool,
+    /// The live objects' idle timers.
+    pub(crate) idle_timers: Arc<IdleTimers<O>>,
     /// How many entries left the map. State read from storage while this did not move is
     /// still the latest: an object's state only changes in storage while it is registered.
     removals: AtomicU64,
@@ -403,6 +501,7 @@ impl<O: DurableObject> TypeEntry<O> {
             expiries: Mutex::new(BinaryHeap::new()),
             expiries_changed: Notify::new(),
             sweeper_started: AtomicBool::new(false),
+            idle_timers: Arc::new(IdleTimers::new()),
             removals: AtomicU64::new(0),
             settings,
             call_metrics: crate::observe::metrics::CallMetrics::new(O::TYPE_NAME),
@@ -1126,5 +1225,40 @@ mod tests {
         assert_eq!(rt.live_objects::<Probe>(), 1);
         tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
         assert_eq!(rt.live_objects::<Probe>(), 0);
+    }
+
+    #[test]
+    fn an_inbox_queue_is_first_in_first_out_across_its_inline_first_envelope() {
+        use super::{Envelope, Envelopes};
+        let mut queue = Envelopes::<Probe>::default();
+        let mut receivers = Vec::new();
+        let mut push = |queue: &mut Envelopes<Probe>| {
+            let (reply, receiver) = tokio::sync::oneshot::channel();
+            queue.push_back(Envelope::Delete(reply));
+            receivers.push(receiver);
+        };
+        // Interleaved pushes and pops: every envelope comes out once, in order.
+        push(&mut queue);
+        push(&mut queue);
+        push(&mut queue);
+        assert_eq!(queue.len(), 3);
+        let mut popped = Vec::new();
+        popped.push(queue.pop_front());
+        push(&mut queue);
+        while let Some(envelope) = queue.pop_front() {
+            popped.push(Some(envelope));
+        }
+        assert!(queue.is_empty());
+        assert_eq!(queue.len(), 0, "nothing counted");
+        assert_eq!(popped.len(), 4);
+        for (n, envelope) in popped.into_iter().enumerate() {
+            let Some(Envelope::Delete(reply)) = envelope else {
+                panic!("envelope {n} missing");
+            };
+            reply.send(Ok(n % 2 == 0)).expect("receiver kept");
+        }
+        for (n, mut receiver) in receivers.into_iter().enumerate() {
+            assert_eq!(receiver.try_recv().expect("answered").ok(), Some(n % 2 == 0));
+        }
     }
 }

@@ -1,0 +1,115 @@
+//! The idle timers of one object type's live objects, kept together rather than as a tokio
+//! timer in each object's task.
+//!
+//! A timer in every task would cost each live object a tokio `Sleep` (over a hundred bytes,
+//! for the object's whole life). Here an object arms its timer once per idle deadline: the
+//! entry is its inbox's weak handle under the deadline's millisecond, and one task per type
+//! sleeps until the earliest and then flags each due inbox, waking its task. An entry whose
+//! object re-armed earlier since, or ended, is skipped when it comes due.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::activation::registry::Inbox;
+use crate::object::handle::{Runtime, Shared};
+
+/// Deadlines (uptime milliseconds) and the inboxes armed for each.
+type Armed<O> = BTreeMap<u64, Vec<Weak<Inbox<O>>>>;
+
+/// The idle timers of one type's live objects.
+pub(crate) struct IdleTimers<O> {
+    armed: Mutex<Armed<O>>,
+    /// Wakes the timer task when an earlier deadline is armed.
+    changed: Notify,
+    started: AtomicBool,
+}
+
+impl<O: Send + 'static> IdleTimers<O> {
+    pub(crate) fn new() -> Self {
+        Self {
+            armed: Mutex::new(BTreeMap::new()),
+            changed: Notify::new(),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Armed<O>> {
+        self.armed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Arms `inbox`'s timer for `at` (uptime milliseconds) unless it is armed no later,
+    /// starting the timer task on first use.
+    pub(crate) fn arm(self: &Arc<Self>, runtime: &Runtime, inbox: &Arc<Inbox<O>>, at: u64) {
+        if !inbox.arm_timer(at) {
+            return;
+        }
+        let earliest = {
+            let mut armed = self.lock();
+            let earliest = armed.keys().next().is_none_or(|first| at < *first);
+            armed.entry(at).or_default().push(Arc::downgrade(inbox));
+            earliest
+        };
+        if !self.started.swap(true, Ordering::AcqRel) {
+            runtime.spawn_task(run(
+                Arc::clone(self),
+                runtime.downgrade(),
+                runtime.shutdown_token(),
+            ));
+        } else if earliest {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Takes the inboxes armed for `now` or earlier.
+    fn take_due(&self, now: u64) -> Vec<(u64, Vec<Weak<Inbox<O>>>)> {
+        let mut armed = self.lock();
+        let later = armed.split_off(&now.saturating_add(1));
+        std::mem::replace(&mut *armed, later).into_iter().collect()
+    }
+
+    fn earliest(&self) -> Option<u64> {
+        self.lock().keys().next().copied()
+    }
+}
+
+/// The timer task of one type: sleeps until the earliest deadline, then flags the inboxes due.
+async fn run<O: Send + 'static>(
+    timers: Arc<IdleTimers<O>>,
+    runtime: Weak<Shared>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let due = match (timers.earliest(), Runtime::upgrade(&runtime)) {
+            (Some(at), Some(runtime)) => Some(runtime.instant_at_uptime(at)),
+            (None, Some(_)) => None,
+            (_, None) => return,
+        };
+        let sleep = async {
+            match due {
+                Some(due) => tokio::time::sleep_until(due).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = timers.changed.notified() => continue,
+            () = sleep => {}
+        }
+        let Some(runtime) = Runtime::upgrade(&runtime) else {
+            return;
+        };
+        let now = runtime.uptime_millis();
+        drop(runtime);
+        for (at, inboxes) in timers.take_due(now) {
+            for inbox in inboxes.iter().filter_map(Weak::upgrade) {
+                inbox.timer_fired(at);
+            }
+        }
+    }
+}
