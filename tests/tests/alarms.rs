@@ -933,6 +933,68 @@ async fn until(rt: &Runtime, start: SystemTime, at: Duration) {
     tokio::time::sleep(at.saturating_sub(now)).await;
 }
 
+/// Whether an event loading the object `id` was published since the last look.
+fn drained_a_load(events: &mut tokio::sync::broadcast::Receiver<Event>, id: &str) -> bool {
+    let mut loaded = false;
+    while let Ok(event) = events.try_recv() {
+        loaded |= matches!(event, Event::Loaded { ref key } if key.object_id == id);
+    }
+    loaded
+}
+
+/// Writes, through a runtime that fires nothing, the alarm `first` of `id` due `after_ms` on.
+async fn write_alarm(store: &FaultyStorage<durable_runtime::storage::MemoryStorage>, id: &str, after_ms: u64) {
+    let writer = Runtime::builder(store.clone())
+        .clock_follows_tokio()
+        .manual_alarms()
+        .build();
+    Reminder::schedule(&writer, id, "first".into(), after_ms)
+        .await
+        .unwrap();
+    writer.shutdown().await;
+}
+
+/// An alarm claimed ahead fires as one call of its object: the object the claim's batched read
+/// started decodes its state when the alarm fires, with no call of its own before. One that
+/// read missed (it failed) still loads ahead of the due time, so that its load is not paid late.
+#[tokio::test(start_paused = true)]
+async fn an_alarm_claimed_ahead_fires_as_one_call_and_a_missed_object_loads_ahead() {
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    write_alarm(&store, "batched", 3_000).await;
+    let loads = store.loads();
+    let rt = paused_runtime(store.clone(), Duration::from_secs(5));
+    let mut events = rt.subscribe();
+    let start = rt.now();
+    until(&rt, start, Duration::from_secs(1)).await;
+    assert!(rt.list_alarms::<Reminder>("batched").await.unwrap()[0]
+        .claimed_at
+        .is_some());
+    assert_eq!(rt.live_objects::<Reminder>(), 1, "started from the batch");
+    assert!(
+        !drained_a_load(&mut events, "batched"),
+        "decoded before its alarm fired"
+    );
+    until(&rt, start, Duration::from_millis(3_100)).await;
+    assert_eq!(fired(&rt, "batched").await, ["first"]);
+    assert!(drained_a_load(&mut events, "batched"), "decoded when it fired");
+    assert_eq!(store.loads(), loads, "no object read its state on its own");
+    rt.shutdown().await;
+
+    write_alarm(&store, "missed", 3_000).await;
+    let loads = store.loads();
+    // The claim's batched read fails: the object loads on its own, ahead of its due time.
+    store.fail_loads(1);
+    let rt = paused_runtime(store.clone(), Duration::from_secs(5));
+    let mut events = rt.subscribe();
+    let start = rt.now();
+    until(&rt, start, Duration::from_secs(1)).await;
+    assert!(drained_a_load(&mut events, "missed"), "not loaded ahead");
+    assert_eq!(store.loads(), loads + 1);
+    until(&rt, start, Duration::from_millis(3_100)).await;
+    assert_eq!(fired(&rt, "missed").await, ["first"]);
+    rt.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_that_moves_a_claimed_alarm_leaves_it_firing_at_its_time() {
     let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
