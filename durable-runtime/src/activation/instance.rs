@@ -204,6 +204,16 @@ impl<O: DurableObject> Instance<O> {
             // tokio's timer wheel, so it is re-armed only when it fires early (the object was
             // used since) or when a deadline moves earlier, not around every call.
             let mut idle = std::pin::pin!(None::<Sleep>);
+            if matches!(self.slot, Slot::Fetched(_)) {
+                // Started ahead of an alarm from its claim's batched read: decoded now, before
+                // the alarm is due, so that its call finds the state ready without a call of
+                // its own to activate it. A failure leaves it unloaded: the alarm's call loads
+                // again and reports it.
+                let activate = Box::pin(self.activate());
+                if let Err(error) = activate.await {
+                    tracing::debug!(%error, object = %self.key(), "activating an object ahead of its alarm failed");
+                }
+            }
             loop {
                 match self.next_wake(idle.as_mut()).await {
                     Wake::Envelope(envelope) => {
