@@ -92,8 +92,8 @@ enum Slot {
     /// committed bytes wake it without a storage read.
     Hibernated { committed: Vec<u8>, version: u64 },
     /// Started with what storage held, read together with other objects' (the alarm
-    /// scheduler reads the objects of a claimed batch at once): the first call loads from
-    /// it without a storage read of its own.
+    /// scheduler reads the objects of a claimed batch at once): the task decodes it as it
+    /// starts, without a storage read of its own.
     Fetched(Loaded),
 }
 

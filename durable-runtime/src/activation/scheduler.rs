@@ -398,9 +398,9 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
     };
     let claims = runtime.scheduler().claims();
     if alarm.due_at > runtime.now() {
-        // An object the claim's batched read started holds its state already, and decodes it
-        // when the alarm's call comes: activating it ahead would cost a call of its own. Only
-        // one that batch did not start (its read failed, or there was no room) loads now.
+        // An object the claim's batched read started decodes that state as its task starts:
+        // activating it too would cost a call of its own. Only one that batch did not start
+        // (its read failed, or there was no room) is activated, loading its state, now.
         if let Some(target) = runtime.alarm_target(&alarm.key.object_type)
             && target.fetch_epoch(&runtime, &alarm.key.object_id).is_some()
         {
