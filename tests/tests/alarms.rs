@@ -933,6 +933,105 @@ async fn until(rt: &Runtime, start: SystemTime, at: Duration) {
     tokio::time::sleep(at.saturating_sub(now)).await;
 }
 
+/// Whether an event loading the object `id` was published since the last look.
+fn drained_a_load(events: &mut tokio::sync::broadcast::Receiver<Event>, id: &str) -> bool {
+    let mut loaded = false;
+    while let Ok(event) = events.try_recv() {
+        loaded |= matches!(event, Event::Loaded { ref key } if key.object_id == id);
+    }
+    loaded
+}
+
+/// Writes, through a runtime that fires nothing, the alarm `first` of `id` due `after_ms` on.
+async fn write_alarm(
+    store: &FaultyStorage<durable_runtime::storage::MemoryStorage>,
+    id: &str,
+    after_ms: u64,
+) {
+    let writer = Runtime::builder(store.clone())
+        .clock_follows_tokio()
+        .manual_alarms()
+        .build();
+    Reminder::schedule(&writer, id, "first".into(), after_ms)
+        .await
+        .unwrap();
+    writer.shutdown().await;
+}
+
+/// A snapshot of a local metrics recorder.
+type Snapshot = Vec<(
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    metrics_util::debugging::DebugValue,
+)>;
+
+/// How many calls of `handler` went out, in `snapshot`.
+fn calls_of(snapshot: &Snapshot, handler: &str) -> u64 {
+    snapshot
+        .iter()
+        .filter(|(key, ..)| {
+            key.key().name() == durable_runtime::metrics::CALLS
+                && key
+                    .key()
+                    .labels()
+                    .any(|label| label.key() == "handler" && label.value() == handler)
+        })
+        .map(|(.., value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => *n,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// An alarm claimed ahead fires as one call of its object: the object the claim's batched read
+/// started decodes its state as it starts, ahead of the due time, with no call of its own. One
+/// that read missed (it failed) is activated by a call ahead of the due time, loading its state
+/// on its own, so that its load is not paid late either.
+#[tokio::test(start_paused = true)]
+async fn an_alarm_claimed_ahead_fires_as_one_call_and_a_missed_object_loads_ahead() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // This test's tasks all run on this thread (a current-thread runtime).
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    write_alarm(&store, "batched", 3_000).await;
+    let loads = store.loads();
+    let rt = paused_runtime(store.clone(), Duration::from_secs(5));
+    let mut events = rt.subscribe();
+    let start = rt.now();
+    until(&rt, start, Duration::from_secs(1)).await;
+    assert!(
+        rt.list_alarms::<Reminder>("batched").await.unwrap()[0]
+            .claimed_at
+            .is_some()
+    );
+    assert!(drained_a_load(&mut events, "batched"), "not loaded ahead");
+    assert_eq!(store.loads(), loads, "no object read its state on its own");
+    until(&rt, start, Duration::from_millis(3_100)).await;
+    let snapshot = snapshotter.snapshot().into_vec();
+    assert_eq!(calls_of(&snapshot, "activate"), 0, "activated by a call");
+    assert_eq!(calls_of(&snapshot, "alarm"), 1);
+    assert_eq!(fired(&rt, "batched").await, ["first"]);
+    rt.shutdown().await;
+
+    write_alarm(&store, "missed", 3_000).await;
+    let loads = store.loads();
+    // The claim's batched read fails: the object loads on its own, ahead of its due time.
+    store.fail_loads(1);
+    let rt = paused_runtime(store.clone(), Duration::from_secs(5));
+    let mut events = rt.subscribe();
+    let start = rt.now();
+    until(&rt, start, Duration::from_secs(1)).await;
+    assert!(drained_a_load(&mut events, "missed"), "not loaded ahead");
+    assert_eq!(store.loads(), loads + 1);
+    let snapshot = snapshotter.snapshot().into_vec();
+    assert_eq!(calls_of(&snapshot, "activate"), 1);
+    until(&rt, start, Duration::from_millis(3_100)).await;
+    assert_eq!(fired(&rt, "missed").await, ["first"]);
+    rt.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_that_moves_a_claimed_alarm_leaves_it_firing_at_its_time() {
     let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());

@@ -91,9 +91,9 @@ enum Slot {
     /// committed bytes wake it without a storage read.
     Hibernated { committed: Box<[u8]>, version: u64 },
     /// Started with what storage held, read together with other objects' (the alarm
-    /// scheduler reads the objects of a claimed batch at once): the first call loads from
-    /// it without a storage read of its own. (Boxed: rare, and the slot is part of every live
-    /// object's task.)
+    /// scheduler reads the objects of a claimed batch at once): the task decodes it as it
+    /// starts, without a storage read of its own. (Boxed: rare, and the slot is part of
+    /// every live object's task.)
     Fetched(Box<Loaded>),
 }
 
@@ -200,6 +200,16 @@ impl<O: DurableObject> Instance<O> {
     )]
     pub(crate) fn run(mut self) -> impl Future<Output = ()> + Send + 'static {
         async move {
+            if matches!(self.slot, Slot::Fetched(_)) {
+                // Started ahead of an alarm from its claim's batched read: decoded now, before
+                // the alarm is due, so that its call finds the state ready without a call of
+                // its own to activate it. A failure leaves it unloaded: the alarm's call loads
+                // again and reports it.
+                let activate = Box::pin(self.activate());
+                if let Err(error) = activate.await {
+                    tracing::debug!(%error, object = %self.key(), "activating an object ahead of its alarm failed");
+                }
+            }
             loop {
                 match self.next_wake().await {
                     Wake::Envelope(envelope) => {

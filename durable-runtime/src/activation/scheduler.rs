@@ -5,8 +5,9 @@
 //! whenever this runtime commits an alarm due before that. It then claims the alarms due
 //! within `claim_ahead` (longer when looks at storage are slow: see [`LookTime`]) in one
 //! storage round trip, starts their objects from one batched read of their states, and gives
-//! each alarm a timer task that activates the object and fires the alarm when it is due, so
-//! that neither the claim nor the object's load is paid at the due time.
+//! each alarm a timer task that fires the alarm when it is due, so that neither the claim nor
+//! the object's load is paid at the due time (an object the batched read did not start is
+//! activated, loading its state, before the wait).
 //!
 //! A claim taken ahead is *held* in memory until it fires. A call of this runtime that
 //! schedules or cancels the alarm before then *revokes* it (in the same step that stages the
@@ -397,7 +398,12 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
     };
     let claims = runtime.scheduler().claims();
     if alarm.due_at > runtime.now() {
-        if let Some(target) = runtime.alarm_target(&alarm.key.object_type) {
+        // An object the claim's batched read started decodes that state as its task starts:
+        // activating it too would cost a call of its own. Only one that batch did not start
+        // (its read failed, or there was no room) is activated, loading its state, now.
+        if let Some(target) = runtime.alarm_target(&alarm.key.object_type)
+            && target.fetch_epoch(&runtime, &alarm.key.object_id).is_some()
+        {
             target.activate(&runtime, &alarm.key.object_id).await;
         }
         // Re-read the clock: a jump while activating moves the wait, capped by the claim
