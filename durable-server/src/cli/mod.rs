@@ -46,6 +46,8 @@
 //! fsm pause QUEUE | fsm resume QUEUE | fsm paused             (gateway only)
 //! types
 //! openapi
+//! cluster nodes                                              (gateway or Postgres)
+//! cluster shards [--owner NODE]                              (gateway or Postgres)
 //! migrations status                                          (database only)
 //! migrations rollback --offline                              (database only)
 //! ```
@@ -62,6 +64,7 @@
 //! refuses the token or grant (see [`Exit`]).
 
 pub(crate) mod args;
+mod cluster;
 mod database;
 pub(crate) mod direct;
 pub(crate) mod failure;
