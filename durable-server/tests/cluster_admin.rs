@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Counter, DEADLINE};
-use durable_runtime::cluster::ClusterConfig;
+use durable_runtime::cluster::{ClusterConfig, ClusterError, shard_of};
 use durable_runtime::{MemoryStorage, Runtime};
 use durable_server::ServerConfig;
 use durable_server::auth::hash_token;
@@ -165,18 +165,27 @@ impl Gateway {
 
 /// A node `name` of the cluster in `db`, leases of `ttl`.
 async fn node(db: &FreshDatabase, name: &str, ttl: Duration) -> Runtime {
+    join(db, name, ttl, SHARDS).await.expect("join the cluster")
+}
+
+/// Starts node `name` of a cluster of `shards` shards in `db`.
+async fn join(
+    db: &FreshDatabase,
+    name: &str,
+    ttl: Duration,
+    shards: u32,
+) -> Result<Runtime, ClusterError> {
     let store = PostgresStore::connect(&db.url).await.expect("connect");
     Runtime::builder(store)
         .expose::<Counter>()
         .cluster(ClusterConfig {
-            shards: SHARDS,
+            shards,
             lease_ttl: ttl,
             drain_timeout: Duration::from_secs(2),
             ..ClusterConfig::new(name, format!("{name}.test:7100"))
         })
         .join()
         .await
-        .expect("join the cluster")
 }
 
 /// Waits until `check` returns `Some`, polling every 50 ms; fails the test past [`DEADLINE`].
@@ -483,4 +492,116 @@ fn a_gateway_not_in_cluster_mode_answers_cluster_not_enabled() {
     assert_eq!(exit, Exit::NotFound, "{err}");
     assert!(err.contains("cluster_not_enabled"), "{err}");
     tokio.block_on(single.stop());
+}
+
+/// `durable cluster reshard` changes a stopped cluster's shard count: refused while a node
+/// runs or without `--offline`; then every object's shard is computed again, a node with the
+/// old count is refused, and a node with the new one serves every object with its state and
+/// writes it (the new shards' epochs are above the fences already written).
+#[test]
+fn a_stopped_cluster_is_resharded_and_serves_every_object_again() {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = tokio.block_on(FreshDatabase::new("reshard")) else {
+        return;
+    };
+    let ttl = Duration::from_secs(2);
+    let ids: Vec<String> = (0..20).map(|n| format!("c{n}")).collect();
+    let a = tokio.block_on(async {
+        let a = node(&db, "rs-a", ttl).await;
+        eventually("a holds every shard", || async {
+            (a.serving_shards()?.len() == SHARDS as usize).then_some(())
+        })
+        .await;
+        for id in &ids {
+            Counter::increment(&a, id, 2).await.unwrap();
+        }
+        // Restarted: its shards are taken again at a higher epoch, and the objects' fences
+        // rise with their next activation, above the epochs a new cluster would start at.
+        a.shutdown().await;
+        let a = node(&db, "rs-a", ttl).await;
+        eventually("a holds every shard again", || async {
+            (a.serving_shards()?.len() == SHARDS as usize).then_some(())
+        })
+        .await;
+        for id in &ids {
+            Counter::increment(&a, id, 1).await.unwrap();
+        }
+        a
+    });
+    let reshard = |more: &[&str]| {
+        let args = [
+            &[
+                "cluster",
+                "reshard",
+                "--shards",
+                "4",
+                "--database-url",
+                db.url.as_str(),
+            ][..],
+            more,
+        ]
+        .concat();
+        durable(&args)
+    };
+    let (exit, _, err) = reshard(&["--output", "json"]);
+    assert_eq!(exit, Exit::Error);
+    assert_eq!(json(&err)["error"]["code"], "offline_required");
+    let (exit, _, err) = reshard(&["--offline", "--output", "json"]);
+    assert_eq!(exit, Exit::Error);
+    let error = json(&err);
+    assert_eq!(error["error"]["code"], "cluster_running", "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("rs-a"));
+
+    // Stopped gracefully: its leases released, it left.
+    tokio.block_on(a.shutdown());
+    let (exit, out, err) = reshard(&["--offline", "--output", "json"]);
+    assert_eq!(exit, Exit::Ok, "{err}");
+    let done = json(&out);
+    assert_eq!(done["from"], SHARDS);
+    assert_eq!(done["to"], 4);
+    assert_eq!(done["objects"], ids.len());
+    assert!(done["epoch"].as_u64().unwrap() >= 2, "{done}");
+
+    tokio.block_on(async {
+        let mut conn = PgConnection::connect(&db.url).await.unwrap();
+        let rows: Vec<(String, String, i32)> =
+            sqlx::query_as("SELECT object_type, object_id, shard FROM durable_objects")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        assert_eq!(rows.len(), ids.len());
+        for (ty, id, shard) in rows {
+            assert_eq!(shard as u32, shard_of(&ty, &id, 4), "{ty}/{id}");
+        }
+        let shards: i64 = sqlx::query_scalar("SELECT count(*) FROM durable_shards")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(shards, 4);
+        conn.close().await.ok();
+
+        let refused = join(&db, "rs-old", ttl, SHARDS).await;
+        assert!(
+            matches!(
+                refused,
+                Err(ClusterError::ShardCountMismatch {
+                    configured: SHARDS,
+                    stored: 4
+                })
+            ),
+            "{refused:?}"
+        );
+        let b = join(&db, "rs-b", ttl, 4)
+            .await
+            .expect("join with the new count");
+        eventually("b holds every shard", || async {
+            (b.serving_shards()?.len() == 4).then_some(())
+        })
+        .await;
+        for id in &ids {
+            assert_eq!(Counter::get(&b, id).await.unwrap(), 3, "{id}");
+            assert_eq!(Counter::increment(&b, id, 1).await.unwrap(), 4, "{id}");
+        }
+        b.shutdown().await;
+    });
 }

@@ -156,6 +156,16 @@ pub(crate) enum ClusterCommand {
         #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
         lease_ttl: Duration,
     },
+    /// Change the shard count of a stopped cluster (database only, needs --offline).
+    Reshard {
+        /// The new shard count.
+        #[arg(long, value_name = "N")]
+        shards: u32,
+        /// The cluster's lease TTL: a node whose heartbeat is younger than this is running,
+        /// and the command refuses.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        lease_ttl: Duration,
+    },
 }
 
 /// `migrations ...`: run on the database itself (`--database-url`), never through a gateway.

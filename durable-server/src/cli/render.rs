@@ -83,6 +83,7 @@ pub(crate) enum Reply {
     FsmPaused(crate::model::fsm_control::PausedQueues),
     ClusterNodes(crate::model::cluster::ClusterNodes),
     ClusterShards(crate::model::cluster::ClusterShards),
+    Resharded(super::cluster::ReshardReport),
 }
 
 impl Reply {
@@ -123,6 +124,7 @@ impl Reply {
             Self::FsmPaused(reply) => json(out, reply),
             Self::ClusterNodes(reply) => json(out, reply),
             Self::ClusterShards(reply) => json(out, reply),
+            Self::Resharded(reply) => json(out, reply),
         }
     }
 
@@ -347,6 +349,11 @@ impl Reply {
             }
             Self::ClusterNodes(reply) => cluster_nodes(out, reply),
             Self::ClusterShards(reply) => cluster_shards(out, reply),
+            Self::Resharded(reply) => writeln!(
+                out,
+                "resharded: {} -> {} shards, {} objects placed again, shards start at epoch {}",
+                reply.from, reply.to, reply.objects, reply.epoch
+            ),
             Self::FsmSignalled(reply) => match reply.signal {
                 Some(signal) => writeln!(
                     out,
