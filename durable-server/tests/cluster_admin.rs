@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{Counter, DEADLINE};
-use durable_runtime::cluster::{ClusterConfig, ClusterError, shard_of};
+use durable_runtime::cluster::{ClusterConfig, ClusterError, preferred_node, shard_of};
 use durable_runtime::{MemoryStorage, Runtime};
 use durable_server::ServerConfig;
 use durable_server::auth::hash_token;
@@ -269,16 +269,20 @@ fn two_nodes_are_listed_with_their_shards_by_routes_cli_and_metrics() {
     });
 
     let (nodes, shards) = tokio.block_on(async {
-        // Settled when the database shows both nodes holding shards and none unheld.
+        // Settled when every shard is held by the node rendezvous hashing prefers: no
+        // hand-off is left to make.
         let shards = eventually("the shards split between a and b", || async {
             let shards = a.client().cluster().shards(None).await.unwrap();
-            let counts = &shards.summary.per_node;
-            let settled = shards.summary.unowned == 0
-                && counts.get("adm-a").is_some_and(|&n| n > 0)
-                && counts.get("adm-b").is_some_and(|&n| n > 0);
+            let settled = shards
+                .shards
+                .iter()
+                .all(|row| row.owner.as_deref() == preferred_node(["adm-a", "adm-b"], row.shard));
             settled.then_some(shards)
         })
         .await;
+        let counts = &shards.summary.per_node;
+        assert!(counts["adm-a"] > 0 && counts["adm-b"] > 0, "{counts:?}");
+        assert_eq!(shards.summary.unowned, 0);
         let nodes = b.client().cluster().nodes().await.unwrap();
         (nodes, shards)
     });
