@@ -43,6 +43,7 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// | `kv_key_limit`, `kv_object_quota` | 422 | no |
 /// | `kv_key_not_found` | 404 | no |
 /// | `fsm_not_enabled` | 404 | no |
+/// | `cluster_not_enabled` | 404 | no |
 /// | `unknown_fsm`, `instance_not_found` | 404 | no |
 /// | `duplicate_instance` | 409 | no |
 /// | `unauthenticated` | 401 + `WWW-Authenticate` | no |
@@ -131,6 +132,9 @@ pub enum ErrorCode {
     KvKeyNotFound,
     /// The server was given no FSM engine: the `/fsm` routes are off.
     FsmNotEnabled,
+    /// The server's runtime does not run in cluster mode: the `/cluster` routes have nothing
+    /// to show.
+    ClusterNotEnabled,
     /// No FSM of that name is registered with the server's engine.
     UnknownFsm,
     /// No FSM instance with that id, or no live instance with that id or correlation key
@@ -232,6 +236,7 @@ impl ErrorCode {
             Self::KvObjectQuota => "kv_object_quota",
             Self::KvKeyNotFound => "kv_key_not_found",
             Self::FsmNotEnabled => "fsm_not_enabled",
+            Self::ClusterNotEnabled => "cluster_not_enabled",
             Self::UnknownFsm => "unknown_fsm",
             Self::InstanceNotFound => "instance_not_found",
             Self::DuplicateInstance => "duplicate_instance",
@@ -281,7 +286,7 @@ impl ErrorCode {
             | Self::UnknownFsm
             | Self::InstanceNotFound
             | Self::NotFound => StatusCode::NOT_FOUND,
-            Self::FsmNotEnabled => StatusCode::NOT_FOUND,
+            Self::FsmNotEnabled | Self::ClusterNotEnabled => StatusCode::NOT_FOUND,
             Self::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             Self::TooManyObjects
             | Self::ShuttingDown

@@ -2,6 +2,7 @@
 //! reads them with the same definitions. Times are RFC 3339 strings in UTC
 //! (`2026-11-25T18:00:00.123Z`), durations humantime strings (`"5m"`).
 
+pub mod cluster;
 pub mod fsm;
 pub mod fsm_control;
 

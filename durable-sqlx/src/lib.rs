@@ -102,7 +102,7 @@ pub use error::Error;
 #[cfg(all(feature = "postgres", feature = "fsm"))]
 pub use postgres::fsm::PostgresFsmStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresStoreBuilder};
+pub use postgres::{PostgresStore, PostgresStoreBuilder, ReshardError, Resharded};
 #[cfg(all(feature = "sqlite", feature = "fsm"))]
 pub use sqlite::fsm::SqliteFsmStore;
 #[cfg(feature = "sqlite")]

@@ -884,3 +884,58 @@ async fn fsm_changes_ride_the_fenced_commit() {
     assert_eq!(loaded.object().map(|o| o.version), Some(3));
     a.shutdown().await;
 }
+
+/// Reads rest on the local lease deadline unless validated: a node whose leases ended in the
+/// database while it still believes in them (as a paused node's would), with
+/// `validate_reads`, never answers a read from its stale copy once the new owner wrote. Its
+/// read sees the newer stored version, tries to reload, finds the newer fence and fails
+/// retryably; the new owner serves the latest state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validated_reads_never_answer_from_a_stale_owner() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    // A long TTL: neither node renews during the test, so `a` keeps believing.
+    let ttl = Duration::from_secs(600);
+    let a = Runtime::builder(db.store().await)
+        .register::<Counter>()
+        .validate_reads()
+        .cluster(config("a", ttl))
+        .join()
+        .await
+        .expect("join the cluster");
+    within(Duration::from_secs(5), "a takes every shard", || {
+        serving(&a).len() == SHARDS as usize
+    })
+    .await;
+    for _ in 0..3 {
+        Counter::increment(&a, "x").await.unwrap();
+    }
+    assert_eq!(Counter::get(&a, "x").await.unwrap(), 3);
+    let mut conn = PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("UPDATE durable_shards SET lease_expires_at = now() - interval '1 hour'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.ok();
+    let b = node(db.store().await, "b", ttl).await;
+    assert_eq!(serving(&b).len(), SHARDS as usize);
+    assert_eq!(a.route("Counter", "x"), Route::Local, "a still believes");
+    assert_eq!(Counter::increment(&b, "x").await.unwrap(), 4);
+    // `a` holds 3 in memory; the validated read must not answer it.
+    match Counter::get(&a, "x").await {
+        Ok(count) => assert_eq!(count, 4, "a stale read"),
+        Err(error) => assert!(error.is_retryable(), "{error:?}"),
+    }
+    // Whatever that read did, `a` answers nothing stale afterwards either.
+    match Counter::get(&a, "x").await {
+        Ok(count) => assert_eq!(count, 4, "a stale read"),
+        Err(error) => assert!(
+            matches!(error, Error::NotOwner { .. } | Error::Fenced { .. }),
+            "{error:?}"
+        ),
+    }
+    assert_eq!(Counter::get(&b, "x").await.unwrap(), 4);
+    a.shutdown().await;
+    b.shutdown().await;
+}

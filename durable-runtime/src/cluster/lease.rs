@@ -117,7 +117,7 @@ async fn leave(runtime: &Runtime, node: &Node, state: &mut LoopState) {
     for (shard, epoch) in held {
         node.table.lose(shard, epoch);
     }
-    metrics::gauge!(OWNED_SHARDS).set(0.0);
+    owned_shards(node, 0);
     if let Err(error) = node
         .backend
         .leave(&node.config.node_id, node.generation)
@@ -172,6 +172,8 @@ async fn tick(runtime: &Runtime, node: &Node, state: &mut LoopState, leaving: bo
         runtime.close_shards(table, &dropped);
     }
     state.held = now_held;
+    // Also here: a tick that cannot read the cluster below still reports its losses.
+    owned_shards(node, state.held.len());
     if leaving {
         return;
     }
@@ -224,7 +226,13 @@ async fn tick(runtime: &Runtime, node: &Node, state: &mut LoopState, leaving: bo
     if !hand_off.is_empty() {
         start_hand_off(runtime, node, hand_off);
     }
-    metrics::gauge!(OWNED_SHARDS).set(state.held.len() as f64);
+    owned_shards(node, state.held.len());
+}
+
+/// Sets the gauge of the shards `node` holds (labelled by node: several nodes may share a
+/// process, in tests).
+fn owned_shards(node: &Node, held: usize) {
+    metrics::gauge!(OWNED_SHARDS, "node" => node.config.node_id.clone()).set(held as f64);
 }
 
 /// The owner's address of every shard in `view` (`None`: free, or its owner unknown).

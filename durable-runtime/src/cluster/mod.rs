@@ -24,6 +24,7 @@ mod hash;
 mod lease;
 mod node;
 mod table;
+mod view;
 
 use std::time::Duration;
 
@@ -33,10 +34,11 @@ pub use hash::{preferred_node, shard_of};
 pub(crate) use lease::join;
 pub(crate) use node::Node;
 pub use table::ShardTable;
+pub use view::ClusterViewError;
 
 use crate::storage::StorageError;
 
-/// Shards owned by this node now (a gauge).
+/// Shards held by this node now (a gauge, labelled `node` with the node's id).
 pub const OWNED_SHARDS: &str = "durable_cluster_owned_shards";
 /// Shard leases renewed by this node.
 pub const LEASE_RENEWALS: &str = "durable_cluster_lease_renewals_total";

@@ -131,6 +131,41 @@ pub(crate) enum Operation {
     /// The store's schema migrations (on a database directly).
     #[command(subcommand)]
     Migrations(MigrationsCommand),
+    /// The nodes and shards of a cluster (through a gateway, or on its database directly).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+/// `cluster ...`: the admin routes of a gateway in cluster mode, or the cluster's tables read
+/// directly.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClusterCommand {
+    /// List the nodes, each with how many shards it holds.
+    Nodes {
+        /// Directly on a database: a node whose heartbeat is older than this is not live (the
+        /// cluster's lease TTL; a gateway uses its own).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        lease_ttl: Duration,
+    },
+    /// List the shards with their owners and epochs, and a summary per node.
+    Shards {
+        /// Only the shards this node holds.
+        #[arg(long, value_name = "NODE")]
+        owner: Option<String>,
+        /// Directly on a database: the cluster's lease TTL (see `cluster nodes`).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        lease_ttl: Duration,
+    },
+    /// Change the shard count of a stopped cluster (database only, needs --offline).
+    Reshard {
+        /// The new shard count.
+        #[arg(long, value_name = "N")]
+        shards: u32,
+        /// The cluster's lease TTL: a node whose heartbeat is younger than this is running,
+        /// and the command refuses.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        lease_ttl: Duration,
+    },
 }
 
 /// `migrations ...`: run on the database itself (`--database-url`), never through a gateway.

@@ -77,6 +77,7 @@ impl Direct {
             Operation::Alarms(command) => self.alarms(command).await,
             Operation::Kv(command) => self.kv(command).await,
             Operation::Fsm(_) => Err(fsm_needs_a_gateway()),
+            Operation::Cluster(command) => super::cluster::direct(&self.store, command).await,
             // Run before a store is opened for the other commands (see `cli::execute`).
             Operation::Migrations(_) => Err(super::gateway::migrations_need_a_database()),
         }

@@ -22,6 +22,7 @@ pub(crate) async fn run(client: &Client, operation: Operation) -> Result<Reply, 
         Operation::Alarms(command) => alarms(client, command).await?,
         Operation::Kv(command) => kv(client, command).await?,
         Operation::Fsm(command) => fsm(client, command).await?,
+        Operation::Cluster(command) => super::cluster::gateway(client, command).await?,
         Operation::Migrations(_) => return Err(migrations_need_a_database()),
     })
 }

@@ -46,6 +46,9 @@
 //! fsm pause QUEUE | fsm resume QUEUE | fsm paused             (gateway only)
 //! types
 //! openapi
+//! cluster nodes                                              (gateway or Postgres)
+//! cluster shards [--owner NODE]                              (gateway or Postgres)
+//! cluster reshard --shards N --offline                       (Postgres only, cluster stopped)
 //! migrations status                                          (database only)
 //! migrations rollback --offline                              (database only)
 //! ```
@@ -62,6 +65,7 @@
 //! refuses the token or grant (see [`Exit`]).
 
 pub(crate) mod args;
+mod cluster;
 mod database;
 pub(crate) mod direct;
 pub(crate) mod failure;
@@ -317,6 +321,11 @@ impl App {
             }
             (None, Some(_)) if matches!(operation, Operation::Fsm(_)) => {
                 Err(direct::fsm_needs_a_gateway())
+            }
+            (None, Some(url)) if cluster::is_reshard(&operation) => {
+                cluster::reshard(&url, &tables, operation, globals.offline)
+                    .await
+                    .map(Some)
             }
             (None, Some(url)) if matches!(operation, Operation::Migrations(_)) => {
                 let Operation::Migrations(command) = operation else {

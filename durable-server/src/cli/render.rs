@@ -81,6 +81,9 @@ pub(crate) enum Reply {
     FsmCancelled(crate::model::fsm_control::CancelledInstance),
     FsmQueue(crate::model::fsm_control::QueueState),
     FsmPaused(crate::model::fsm_control::PausedQueues),
+    ClusterNodes(crate::model::cluster::ClusterNodes),
+    ClusterShards(crate::model::cluster::ClusterShards),
+    Resharded(super::cluster::ReshardReport),
 }
 
 impl Reply {
@@ -119,6 +122,9 @@ impl Reply {
             Self::FsmCancelled(reply) => json(out, reply),
             Self::FsmQueue(reply) => json(out, reply),
             Self::FsmPaused(reply) => json(out, reply),
+            Self::ClusterNodes(reply) => json(out, reply),
+            Self::ClusterShards(reply) => json(out, reply),
+            Self::Resharded(reply) => json(out, reply),
         }
     }
 
@@ -341,6 +347,13 @@ impl Reply {
                 }
                 Ok(())
             }
+            Self::ClusterNodes(reply) => cluster_nodes(out, reply),
+            Self::ClusterShards(reply) => cluster_shards(out, reply),
+            Self::Resharded(reply) => writeln!(
+                out,
+                "resharded: {} -> {} shards, {} objects placed again, shards start at epoch {}",
+                reply.from, reply.to, reply.objects, reply.epoch
+            ),
             Self::FsmSignalled(reply) => match reply.signal {
                 Some(signal) => writeln!(
                     out,
@@ -356,6 +369,73 @@ impl Reply {
             },
         }
     }
+}
+
+/// `cluster nodes` for people: one node a line, then the shards nobody holds.
+fn cluster_nodes(
+    out: &mut dyn Write,
+    reply: &crate::model::cluster::ClusterNodes,
+) -> io::Result<()> {
+    let mut rows = new_table(["NODE", "ADDRESS", "GENERATION", "LIVE", "SHARDS"]);
+    for node in &reply.nodes {
+        let me = reply.node.as_deref() == Some(node.node_id.as_str());
+        rows.add_row(vec![
+            if me {
+                format!("{} (answering)", node.node_id)
+            } else {
+                node.node_id.clone()
+            },
+            node.address.clone(),
+            node.generation.to_string(),
+            yes_no(node.live).to_owned(),
+            node.shards.to_string(),
+        ]);
+    }
+    table(out, rows)?;
+    writeln!(
+        out,
+        "{} shards, {} held by no node",
+        reply.shard_count, reply.unowned
+    )
+}
+
+/// `cluster shards` for people: one shard a line, then the summary.
+fn cluster_shards(
+    out: &mut dyn Write,
+    reply: &crate::model::cluster::ClusterShards,
+) -> io::Result<()> {
+    let mut rows = new_table(["SHARD", "OWNER", "EPOCH", "FREE"]);
+    for shard in &reply.shards {
+        rows.add_row(vec![
+            shard.shard.to_string(),
+            shard.owner.clone().unwrap_or_else(|| "-".to_owned()),
+            shard.epoch.to_string(),
+            yes_no(shard.free).to_owned(),
+        ]);
+    }
+    table(out, rows)?;
+    let summary = &reply.summary;
+    let per_node: Vec<String> = summary
+        .per_node
+        .iter()
+        .map(|(node, shards)| format!("{node}: {shards}"))
+        .collect();
+    writeln!(
+        out,
+        "{} shards; per node: {}; held by no node: {}; highest epoch: {}",
+        summary.total,
+        if per_node.is_empty() {
+            "none".to_owned()
+        } else {
+            per_node.join(", ")
+        },
+        summary.unowned,
+        summary.max_epoch
+    )
+}
+
+fn yes_no(flag: bool) -> &'static str {
+    if flag { "yes" } else { "no" }
 }
 
 /// Prints a failure: its error body as JSON, or one line for people.

@@ -19,6 +19,7 @@
 //! Every method maps one route of the gateway (under `/v1`); a reply with an error status is
 //! [`ClientError::Api`] with the gateway's error body.
 
+mod cluster;
 mod error;
 mod fsm;
 mod fsm_control;
@@ -33,6 +34,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use cluster::Cluster;
 pub use error::{ApiErrorBody, ClientError, ErrorReply};
 pub use fsm::{Fsm, FsmListing};
 pub use kv::Kv;

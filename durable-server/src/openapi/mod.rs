@@ -26,7 +26,7 @@ use utoipa::openapi::{Ref, Required};
 use crate::auth::PublicEndpoint;
 use crate::config::ServerConfig;
 use crate::model::AccessView;
-use crate::routes::{Catalog, alarms, fsm, fsm_control, kv, meta, objects, operate};
+use crate::routes::{Catalog, alarms, cluster, fsm, fsm_control, kv, meta, objects, operate};
 
 /// The name of the bearer security scheme.
 const BEARER: &str = "bearer";
@@ -65,6 +65,8 @@ const BEARER: &str = "bearer";
         fsm_control::pause,
         fsm_control::resume,
         fsm_control::paused,
+        cluster::nodes,
+        cluster::shards,
         meta::types,
         meta::openapi,
         meta::metrics,
@@ -78,6 +80,7 @@ const BEARER: &str = "bearer";
         (name = "storage", description = "An object's key-value storage"),
         (name = "types", description = "The exposed object types"),
         (name = "fsm", description = "FSM instances: insert, signal, read, list and cancel; pause and resume queues"),
+        (name = "cluster", description = "The nodes and shards of a cluster (admin)"),
         (name = "server", description = "Health, readiness, metrics and this document"),
     ),
 )]

@@ -3,6 +3,7 @@
 //! aliases.
 
 pub(crate) mod alarms;
+pub(crate) mod cluster;
 pub(crate) mod fsm;
 pub(crate) mod fsm_control;
 pub(crate) mod kv;
@@ -330,6 +331,8 @@ fn api() -> Router<AppState> {
         .route("/fsm/queues/paused", get(fsm_control::paused))
         .route("/fsm/queues/{queue}/pause", post(fsm_control::pause))
         .route("/fsm/queues/{queue}/resume", post(fsm_control::resume))
+        .route("/cluster/nodes", get(cluster::nodes))
+        .route("/cluster/shards", get(cluster::shards))
         .route("/types", get(meta::types))
         .route("/openapi.json", get(meta::openapi))
         .method_not_allowed_fallback(meta::method_not_allowed)
