@@ -1258,7 +1258,10 @@ mod tests {
             reply.send(Ok(n % 2 == 0)).expect("receiver kept");
         }
         for (n, mut receiver) in receivers.into_iter().enumerate() {
-            assert_eq!(receiver.try_recv().expect("answered").ok(), Some(n % 2 == 0));
+            assert_eq!(
+                receiver.try_recv().expect("answered").ok(),
+                Some(n % 2 == 0)
+            );
         }
     }
 }
