@@ -898,7 +898,7 @@ async fn validated_reads_never_answer_from_a_stale_owner() {
     // A long TTL: neither node renews during the test, so `a` keeps believing.
     let ttl = Duration::from_secs(600);
     let a = Runtime::builder(db.store().await)
-        .register::<Counter>()
+        .expose::<Counter>()
         .validate_reads()
         .cluster(config("a", ttl))
         .join()

@@ -1189,15 +1189,21 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_object_started_from_a_read_and_never_called_leaves_when_idle() {
-        let rt = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_millis(5)));
+        // Decoded as it starts (ahead of its alarm), it is then an idle object like any
+        // other: hibernated, then shut down.
+        let rt = runtime(
+            ObjectOptions::new()
+                .with_hibernate_after(Duration::from_millis(5))
+                .with_shutdown_after(Duration::from_millis(8)),
+        );
         let started = rt.with_type_entry::<Probe, _>(|entry| {
             let epoch = entry.fetch_epoch("idle").expect("not registered");
             entry.start_fetched(&rt, "idle", stored(1), epoch)
         });
         assert!(started);
         assert_eq!(rt.live_objects::<Probe>(), 1);
-        // Past `hibernate_after` (virtual time).
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Past `shutdown_after` (virtual time).
+        tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(rt.live_objects::<Probe>(), 0, "still live");
         rt.shutdown().await;
     }
