@@ -4,6 +4,8 @@
 //! through a gateway and from the database directly; the cluster metrics are on `/metrics`;
 //! a gateway not in cluster mode answers `404 cluster_not_enabled`.
 
+mod fresh_database;
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -18,82 +20,12 @@ use durable_server::cli::{App, Exit};
 use durable_server::client::{Client, ClientError};
 use durable_sqlx::PostgresStore;
 use durable_sqlx::sqlx::{self, Connection, PgConnection};
+use fresh_database::FreshDatabase;
 use serde_json::Value;
 
 const TOKEN: &str = "admin-token";
 const READER_TOKEN: &str = "reader-token";
 const SHARDS: u32 = 16;
-
-/// A database of its own, created from `DATABASE_URL` and dropped at the end.
-struct FreshDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    /// `None` (the test is skipped) when `DATABASE_URL` is unset outside CI.
-    async fn new(test: &str) -> Option<Self> {
-        let Ok(admin_url) = std::env::var("DATABASE_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "DATABASE_URL must be set when CI is set"
-            );
-            eprintln!("skipped: DATABASE_URL not set");
-            return None;
-        };
-        let name = format!("cluster_admin_{test}_{}", std::process::id());
-        let mut conn = PgConnection::connect(&admin_url).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create the test database");
-        conn.close().await.ok();
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        Some(Self {
-            admin_url,
-            name,
-            url,
-        })
-    }
-
-    async fn execute(&self, statement: &str) {
-        let mut conn = PgConnection::connect(&self.url).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_owned()))
-            .execute(&mut conn)
-            .await
-            .expect("run the statement");
-        conn.close().await.ok();
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        let (url, name) = (self.admin_url.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio");
-            rt.block_on(async move {
-                let mut conn = PgConnection::connect(&url).await?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if let Ok(Err(err)) = dropped {
-            eprintln!("could not drop database {}: {err}", self.name);
-        }
-    }
-}
 
 /// The gateway's settings: `admin` may administer the server, `reader` only read counters.
 fn server_config() -> ServerConfig {
@@ -253,7 +185,7 @@ fn json(text: &str) -> Value {
 #[test]
 fn two_nodes_are_listed_with_their_shards_by_routes_cli_and_metrics() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = tokio.block_on(FreshDatabase::new("two_nodes")) else {
+    let Some(db) = tokio.block_on(FreshDatabase::new("cluster_admin_two_nodes")) else {
         return;
     };
     let ttl = Duration::from_secs(2);
@@ -505,7 +437,7 @@ fn a_gateway_not_in_cluster_mode_answers_cluster_not_enabled() {
 #[test]
 fn a_stopped_cluster_is_resharded_and_serves_every_object_again() {
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let Some(db) = tokio.block_on(FreshDatabase::new("reshard")) else {
+    let Some(db) = tokio.block_on(FreshDatabase::new("cluster_admin_reshard")) else {
         return;
     };
     let ttl = Duration::from_secs(2);

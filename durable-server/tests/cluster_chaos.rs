@@ -175,7 +175,7 @@ async fn sigstop_past_the_lease_gets_late_commits_fenced() {
     let probe = probe_recovery(others, &mine, stopped_at);
     let frozen = TTL * 3;
     tokio::time::sleep(frozen.saturating_sub(stopped_at.elapsed())).await;
-    let stuck = cluster.stuck_sessions().await;
+    let stuck = cluster.stuck_connections().await;
     victim.resume();
     let recovered = probe.await.expect("probe");
     let resumed_at = Instant::now();
@@ -197,7 +197,7 @@ async fn sigstop_past_the_lease_gets_late_commits_fenced() {
         &format!(
             "frozen {frozen:?} with {} calls in flight; {fenced} late commits fenced; its \
              counters served elsewhere after {recovered:?}; settled {:?} after SIGCONT; \
-             sessions (idle in transaction, waiting for a lock) before SIGCONT: {stuck:?}",
+             connections (idle in transaction, waiting for a lock) before SIGCONT: {stuck:?}",
             targets.len() * 6,
             resumed_at.elapsed()
         ),
@@ -233,7 +233,7 @@ async fn blackholed_database_gets_late_commits_fenced() {
     let probe = probe_recovery(others, &mine, cut_at);
     let cut = TTL * 3;
     tokio::time::sleep(cut.saturating_sub(cut_at.elapsed())).await;
-    let stuck = cluster.stuck_sessions().await;
+    let stuck = cluster.stuck_connections().await;
     eprintln!(
         "black hole on {} ({}) from {:?} to {:?} after the load started",
         victim.id,
@@ -259,7 +259,7 @@ async fn blackholed_database_gets_late_commits_fenced() {
         &checked,
         &format!(
             "cut off {cut:?} with {} calls sent to it; {fenced} late commits fenced; its \
-             counters served elsewhere after {recovered:?}; sessions (idle in transaction, \
+             counters served elsewhere after {recovered:?}; connections (idle in transaction, \
              waiting for a lock) before the heal: {stuck:?}",
             targets.len() * 6
         ),
@@ -270,7 +270,7 @@ async fn blackholed_database_gets_late_commits_fenced() {
     );
     // No bound on `recovered` here: an object whose commit transaction the cut node left open
     // stays locked in Postgres (the new owner's activation waits for the row) until the
-    // connection heals or the database ends the session.
+    // connection heals or the database closes the connection.
     assert_eq!(
         client.stats.failed.load(Ordering::Relaxed),
         0,

@@ -4,6 +4,8 @@
 //! route checks the shared secret, the shard's owner and the hop limit before anything runs,
 //! and the caller's deadline travels with the call.
 
+mod fresh_database;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -18,8 +20,7 @@ use durable_server::cluster::{
     ClusterSecret, ClusterSettings, HOPS_HEADER, HttpForwarder, INTERNAL_CALL_PATH, JoinError,
     SECRET_HEADER,
 };
-use durable_sqlx::PostgresStore;
-use durable_sqlx::sqlx::{self, Connection, PgConnection};
+use fresh_database::FreshDatabase;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -87,77 +88,6 @@ impl Hidden {
     #[handler]
     fn handle_n(&self) -> u64 {
         self.n
-    }
-}
-
-/// A database of its own, created from `DATABASE_URL` and dropped at the end.
-struct FreshDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn new() -> Option<Self> {
-        let Ok(admin_url) = std::env::var("DATABASE_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "DATABASE_URL must be set when CI is set"
-            );
-            eprintln!("skipped: DATABASE_URL not set");
-            return None;
-        };
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let name = format!("forward_{}_{nanos}", std::process::id());
-        let mut conn = PgConnection::connect(&admin_url).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create the test database");
-        conn.close().await.ok();
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
-        Some(Self {
-            admin_url,
-            name,
-            url,
-        })
-    }
-
-    async fn store(&self) -> PostgresStore {
-        PostgresStore::connect(&self.url)
-            .await
-            .expect("connect to the test database")
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        let (url, name) = (self.admin_url.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio");
-            rt.block_on(async move {
-                let mut conn = PgConnection::connect(&url).await?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if let Ok(Err(err)) = dropped {
-            eprintln!("could not drop database {}: {err}", self.name);
-        }
     }
 }
 
@@ -337,7 +267,7 @@ async fn internal_call(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_any_node_reaches_the_owner() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let (a, b, at_a, at_b) = two_nodes(&db, 5).await;
@@ -373,7 +303,7 @@ async fn a_call_on_any_node_reaches_the_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_error_crosses_the_hop_intact() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let (a, b, _, at_b) = two_nodes(&db, 1).await;
@@ -412,7 +342,7 @@ async fn a_handler_error_crosses_the_hop_intact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_internal_route_checks_secret_owner_and_hops_before_running() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let (a, b, _, at_b) = two_nodes(&db, 1).await;
@@ -481,7 +411,7 @@ async fn the_internal_route_checks_secret_owner_and_hops_before_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_travels_with_the_call() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let (a, b, _, at_b) = two_nodes(&db, 2).await;
@@ -525,7 +455,7 @@ async fn the_deadline_travels_with_the_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_type_not_exposed_refuses_to_join() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let settings = ClusterSettings::new(
@@ -581,7 +511,7 @@ impl Forwarder for MisdirectFirst {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misdirected_forward_is_sent_again_once_then_refused_retryably() {
-    let Some(db) = FreshDatabase::new().await else {
+    let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
     let forwarder = MisdirectFirst {

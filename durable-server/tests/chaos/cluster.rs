@@ -374,9 +374,9 @@ impl Cluster {
             .collect()
     }
 
-    /// Sessions on the database now: how many are idle inside an open transaction, and the
+    /// Connections to the database now: how many are idle inside an open transaction, and the
     /// statements waiting for a lock (a frozen node's open transaction blocks the others).
-    pub async fn stuck_sessions(&self) -> (i64, Vec<String>) {
+    pub async fn stuck_connections(&self) -> (i64, Vec<String>) {
         let mut conn = self.db.connect().await;
         let idle: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity \
