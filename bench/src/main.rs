@@ -32,6 +32,8 @@
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
 //! and `--stored` (comma-separated counts). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
+//! Built with the `jemalloc` feature, the program allocates with jemalloc instead of the
+//! system allocator (the `memory` figures name the allocator in their backend column).
 
 mod alarms_scale;
 mod baseline;
@@ -50,10 +52,30 @@ mod scenarios;
 
 use std::time::Duration;
 
-use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+use stats_alloc::StatsAlloc;
+
+/// The allocator under the counting one: the system's (glibc), or jemalloc with the
+/// `jemalloc` feature.
+#[cfg(not(feature = "jemalloc"))]
+type Allocator = std::alloc::System;
+#[cfg(not(feature = "jemalloc"))]
+const ALLOCATOR: Allocator = std::alloc::System;
+#[cfg(feature = "jemalloc")]
+type Allocator = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "jemalloc")]
+const ALLOCATOR: Allocator = tikv_jemallocator::Jemalloc;
+
+/// The allocator's name in the `memory` figures.
+pub(crate) const ALLOCATOR_NAME: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else {
+    "system"
+};
+
+static COUNTING: StatsAlloc<Allocator> = StatsAlloc::new(ALLOCATOR);
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+static GLOBAL: &StatsAlloc<Allocator> = &COUNTING;
 
 /// Where objects are stored during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

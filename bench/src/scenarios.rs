@@ -710,9 +710,9 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
 }
 
 /// The `memory` figures of `count` objects. Resident memory is measured first, from where
-/// it stood before any of them started (freed memory of an earlier, smaller count may be
+/// it settled before any of them started (freed memory of an earlier, smaller count may be
 /// reused: it makes a later figure lower, not higher), through their calls, hibernation and
-/// shutdown; then the heap each live object holds.
+/// shutdown, each right away and settled; then the heap each live object holds.
 async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let ids: Arc<Vec<String>> = Arc::new((0..count).map(|i| format!("obj-{i:07}")).collect());
     let per_object = |bytes: f64| bytes / count as f64;
@@ -722,7 +722,8 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let rt = Runtime::builder(NullStorage)
         .default_options(ObjectOptions::new().with_hibernate_after(hibernate_after))
         .build();
-    let rss_before = resident_bytes();
+    // Settled first: what an earlier count freed may still be going back to the system.
+    let rss_before = settled_resident_bytes().await;
     let region = Region::new(GLOBAL);
     touch_all(&rt, &ids).await?;
     tokio::time::sleep(hibernate_after * 3).await;
@@ -730,9 +731,12 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
     let hibernated_bytes =
         per_object(hibernated.bytes_allocated as f64 - hibernated.bytes_deallocated as f64);
     let hibernated_rss = per_object(resident_bytes() - rss_before);
+    // An allocator may hand freed pages back over time (jemalloc's decay: 10 s).
+    let hibernated_settled_rss = per_object(settled_resident_bytes().await - rss_before);
     rt.shutdown().await;
     drop(rt);
     let shut_down_rss = per_object(resident_bytes() - rss_before);
+    let shut_down_settled_rss = per_object(settled_resident_bytes().await - rss_before);
     // Live: nothing hibernates while the objects are created and measured.
     let live_bytes = {
         let rt = Runtime::builder(NullStorage)
@@ -744,18 +748,28 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
         rt.shutdown().await;
         per_object(live.bytes_allocated as f64 - live.bytes_deallocated as f64)
     };
-    let mut live_figure = Figure::new(format!("memory-live-{count}"), "none", "bytes/object");
+    let allocator = crate::ALLOCATOR_NAME;
+    let mut live_figure = Figure::new(format!("memory-live-{count}"), allocator, "bytes/object");
     live_figure.runs.push(live_bytes);
     live_figure.extra.push(("objects", count as f64));
     live_figure.peak_rss_mib = peak_rss_mib();
-    let mut hibernated_figure = Figure::new(format!("memory-hib-{count}"), "none", "bytes/object");
+    let mut hibernated_figure =
+        Figure::new(format!("memory-hib-{count}"), allocator, "bytes/object");
     hibernated_figure.runs.push(hibernated_bytes);
     hibernated_figure
         .extra
         .push(("rss bytes/hibernated object", hibernated_rss));
+    hibernated_figure.extra.push((
+        "rss bytes/hibernated object, settled",
+        hibernated_settled_rss,
+    ));
     hibernated_figure
         .extra
         .push(("rss bytes/object after shutdown", shut_down_rss));
+    hibernated_figure.extra.push((
+        "rss bytes/object after shutdown, settled",
+        shut_down_settled_rss,
+    ));
     hibernated_figure.peak_rss_mib = peak_rss_mib();
     Ok(vec![live_figure, hibernated_figure])
 }
@@ -768,6 +782,20 @@ fn resident_bytes() -> f64 {
         .ok()
         .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<f64>().ok())
         .map_or(0.0, |pages| pages * PAGE)
+}
+
+/// The process's resident memory once the allocator has given back what it returns over
+/// time: jemalloc returns freed pages along its decay curve, within 10 s by default (its
+/// purging starts slowly, so a pause in the fall says nothing); the system allocator returns
+/// nothing over time.
+async fn settled_resident_bytes() -> f64 {
+    let settle = if cfg!(feature = "jemalloc") {
+        Duration::from_secs(12)
+    } else {
+        Duration::from_secs(1)
+    };
+    tokio::time::sleep(settle).await;
+    resident_bytes()
 }
 
 /// Calls every object once (64 callers), starting each.
