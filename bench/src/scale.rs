@@ -11,6 +11,14 @@
 //! and anything else written, counted by the kernel in cache pages as they are dirtied; and
 //! its `wchar`, the bytes handed to `write` calls; SQLite only, since a Postgres server writes
 //! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws calls/s and p99 against N as an SVG.
+//!
+//! On SQLite each figure has its same-work baseline, measured in the same run on the same
+//! database once the runtime has stopped: plain sqlx committing, through a connection made from
+//! the store pool's options (page size, cache, memory map; the store's checkpointer still
+//! running), batches of the sizes group commit formed in each run, of random rows of the N-row
+//! table, with states of the same size (`raw-spread`'s work, see `baseline.rs`). `× raw` is the
+//! median of the runs' ratios, each run against the baseline replaying its batches; `raw ×
+//! first` tells whether the baseline falls with N and state size as the figure does.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,16 +119,20 @@ impl ScaleCounter {
 /// The stored state of an object with `pad` bytes of padding: letters that do not repeat in a
 /// pattern, as a real state's bytes would not, so that the bytes written are not flattered.
 fn state(pad: usize, seed: u64) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "count": 0, "pad": padding(pad, seed) })).expect("JSON")
+}
+
+/// `pad` letters that do not repeat in a pattern.
+fn padding(pad: usize, seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let pad: String = (0..pad)
+    (0..pad)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             char::from(b'a' + (x % 26) as u8)
         })
-        .collect();
-    serde_json::to_vec(&serde_json::json!({ "count": 0, "pad": pad })).expect("JSON")
+        .collect()
 }
 
 pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
@@ -152,18 +164,35 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
     Ok(by_count)
 }
 
-/// Adds each figure's throughput and p99 relative to the first one's.
+/// Adds each figure's throughput and p99 relative to the first one's, and its baseline's
+/// relative to the first one's baseline.
 fn relate(figures: &mut [Figure], name: &'static str) {
     let Some(first) = figures.first() else { return };
     let (rate, p99) = (first.median(), first.latency_us.map_or(0.0, |l| l[1]));
+    let raw = extra(first, RAW_RATE);
     for figure in figures.iter_mut() {
         let ratio = figure.median() / rate;
         figure.extra.push((name, ratio));
         if let Some([_, fig_p99, _]) = figure.latency_us {
             figure.extra.push(("p99 × first", fig_p99 / p99));
         }
+        if let (Some(first), Some(this)) = (raw, extra(figure, RAW_RATE)) {
+            figure.extra.push(("raw × first", this / first));
+        }
     }
 }
+
+/// The extra value `name` of `figure`, if it has one.
+fn extra(figure: &Figure, name: &str) -> Option<f64> {
+    figure
+        .extra
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+}
+
+/// The baseline's rows/s.
+const RAW_RATE: &str = "raw rows/s";
 
 /// A store of `objects` objects of `pad` bytes of padding, its calls measured `settings.runs`
 /// times.
@@ -192,14 +221,13 @@ async fn measure(
     let mut latency = MedianLatency::default();
     let mut bytes_per_call = Vec::new();
     let mut syscall_bytes_per_call = Vec::new();
+    let mut batches = Vec::new();
     for _ in 0..settings.runs {
         // Each run starts with an empty WAL: what it writes is its own.
         if let Some(pool) = &pool {
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                .execute(pool)
-                .await
-                .map_err(|e| e.to_string())?;
+            truncate_wal(pool).await?;
         }
+        crate::commits::start()?;
         let before = written_bytes();
         let (rate, calls, histogram) = drive(&rt, &ids, settings.secs).await?;
         if let (Some(before), Some(after)) = (before, written_bytes()) {
@@ -207,9 +235,17 @@ async fn measure(
             bytes_per_call.push(after.0.saturating_sub(before.0) as f64 / calls);
             syscall_bytes_per_call.push(after.1.saturating_sub(before.1) as f64 / calls);
         }
+        batches.push((rate, crate::commits::take()?.sizes));
         latency.offer(&mut figure, rate, histogram);
     }
     latency.finish(&mut figure);
+    // The baseline writes the same rows with versions of its own: the runtime, whose objects
+    // hold the versions they committed, stops first.
+    rt.shutdown().await;
+    let raw = match &pool {
+        Some(pool) => Some(raw_runs(settings, pool, &ids, pad, &batches).await?),
+        None => None,
+    };
     let encoded = state(pad, 0).len() as f64;
     figure.extra.push(("objects", objects as f64));
     figure.extra.push(("encoded state bytes", encoded));
@@ -225,15 +261,107 @@ async fn measure(
             .extra
             .push(("bytes to write calls ÷ state", bytes / encoded));
     }
+    if let Some(raw) = raw {
+        figure.extra.extend([
+            (RAW_RATE, raw.rate),
+            ("raw p99 µs", raw.p99_us),
+            ("× raw", raw.ratio),
+            ("raw writes per batch (mean)", raw.per_batch),
+        ]);
+        if let Some(bytes) = raw.bytes_per_row {
+            figure.extra.push(("raw bytes written per row", bytes));
+        }
+    }
     figure.extra.push(("populate s", populated));
     figure.extra.push(("activate s", warmed));
-    rt.shutdown().await;
     opened.close().await;
     Ok(figure)
 }
 
+/// What the same-work baseline of one figure measured.
+struct Raw {
+    /// Median rows/s.
+    rate: f64,
+    /// p99 of a batch's commit, of the median run.
+    p99_us: f64,
+    /// Median of the runs' ratios, each run of the figure over its baseline.
+    ratio: f64,
+    /// Mean rows per batch, over the runs.
+    per_batch: f64,
+    /// Median bytes written per row, as `/proc/self/io` counts them.
+    bytes_per_row: Option<f64>,
+}
+
+/// The baseline of each run in `batches` (its calls/s and the batch sizes group commit formed):
+/// the same batch sizes of random rows of the store's `ids` with states of `pad` bytes,
+/// committed with plain sqlx for as long as a run, on a connection made from the store pool's
+/// options.
+async fn raw_runs(
+    settings: &Settings,
+    pool: &sqlx::SqlitePool,
+    ids: &[String],
+    pad: usize,
+    batches: &[(f64, Vec<u32>)],
+) -> Result<Raw, String> {
+    use sqlx::{ConnectOptions, Connection};
+
+    let padding = padding(pad, u64::MAX);
+    let state = |count: usize| format!(r#"{{"count":{count},"pad":"{padding}"}}"#);
+    let mut conn = pool
+        .connect_options()
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut figure = Figure::new("raw", settings.backend.name(), "rows/s");
+    let mut latency = MedianLatency::default();
+    let (mut ratios, mut bytes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+    for (rate, batch_sizes) in batches {
+        if batch_sizes.is_empty() {
+            return Err("scale: a run formed no batch to replay".to_owned());
+        }
+        truncate_wal(pool).await?;
+        let before = written_bytes();
+        let (raw_rate, histogram) = crate::baseline::raw_spread(
+            &mut conn,
+            "ScaleCounter",
+            ids,
+            batch_sizes,
+            &state,
+            settings.secs,
+        )
+        .await?;
+        if let (Some(before), Some(after)) = (before, written_bytes()) {
+            let rows = (raw_rate * settings.secs.as_secs_f64()).max(1.0);
+            bytes.push(after.0.saturating_sub(before.0) as f64 / rows);
+        }
+        ratios.push(rate / raw_rate);
+        sizes.extend(batch_sizes.iter().map(|&n| f64::from(n)));
+        latency.offer(&mut figure, raw_rate, histogram);
+    }
+    let _ = conn.close().await;
+    latency.finish(&mut figure);
+    Ok(Raw {
+        rate: figure.median(),
+        p99_us: figure.latency_us.map_or(0.0, |l| l[1]),
+        ratio: median(&mut ratios),
+        per_batch: sizes.iter().sum::<f64>() / sizes.len().max(1) as f64,
+        bytes_per_row: (!bytes.is_empty()).then(|| median(&mut bytes)),
+    })
+}
+
+/// Checkpoints the whole WAL and starts it over, so that what a run writes is its own.
+async fn truncate_wal(pool: &sqlx::SqlitePool) -> Result<(), String> {
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(pool)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// The backend, and its pool when it is SQLite.
-async fn open_store(settings: &Settings) -> Result<(Opened, Option<sqlx::SqlitePool>), String> {
+pub(crate) async fn open_store(
+    settings: &Settings,
+) -> Result<(Opened, Option<sqlx::SqlitePool>), String> {
     match settings.backend {
         BackendKind::Sqlite | BackendKind::SqliteNormal => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -345,7 +473,8 @@ fn written_bytes() -> Option<(u64, u64)> {
     Some((dirtied, field("wchar:")?))
 }
 
-/// Draws calls/s (left axis) and p99 in ms (right axis) against N (log scale) to `path`.
+/// Draws calls/s (left axis) and p99 in ms (right axis) against N (log scale) to `path`, and
+/// the same-work baseline's rows/s where it was measured.
 fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(), String> {
     use plotters::prelude::*;
 
@@ -364,7 +493,16 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
         (lo.min(p.0), hi.max(p.0))
     });
     let x = (low / 2.0)..(high * 2.0);
-    let max_rate = points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.15;
+    let raw: Vec<(f64, f64)> = figures
+        .iter()
+        .filter_map(|f| Some((extra(f, "objects")?, extra(f, RAW_RATE)?)))
+        .collect();
+    let max_rate = points
+        .iter()
+        .map(|p| p.1)
+        .chain(raw.iter().map(|r| r.1))
+        .fold(0.0, f64::max)
+        * 1.15;
     let max_p99 = points.iter().map(|p| p.2).fold(0.0, f64::max).max(1.0) * 1.15;
 
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
@@ -407,6 +545,14 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
                 .map(|p| Circle::new((p.0, p.1), 4, BLUE.filled())),
         )
         .map_err(err)?;
+    if !raw.is_empty() {
+        let dashed = BLUE.mix(0.5).stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(raw.iter().copied(), 6, 4, dashed))
+            .map_err(err)?
+            .label("same-work baseline, rows/s")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], dashed));
+    }
     let red = RED.stroke_width(2);
     chart
         .draw_secondary_series(LineSeries::new(points.iter().map(|p| (p.0, p.2)), red))
