@@ -194,7 +194,7 @@ pub(crate) async fn raw_batch(pool: &RawPool, duration: Duration) -> Result<f64,
 /// in order and over again: those group commit formed in `spread`. Like the store's batches,
 /// the transaction is one query (`BEGIN IMMEDIATE; ..; COMMIT`), so that the baseline does not
 /// pay hand-offs to sqlx's connection thread that the store does not. Each row's new state is
-/// `state(count)`. Returns rows/s and the latency of each batch's commit.
+/// `state(count)`. Returns rows/s, the rows written and the latency of each batch's commit.
 pub(crate) async fn raw_spread(
     conn: &mut SqliteConnection,
     object_type: &str,
@@ -202,7 +202,7 @@ pub(crate) async fn raw_spread(
     sizes: &[u32],
     state: &dyn Fn(usize) -> String,
     duration: Duration,
-) -> Result<(f64, Histogram<u64>), String> {
+) -> Result<(f64, u64, Histogram<u64>), String> {
     if sizes.is_empty() || ids.is_empty() {
         return Err("raw-spread needs the batch sizes of a spread run and rows".to_owned());
     }
@@ -270,7 +270,7 @@ pub(crate) async fn raw_spread(
             "raw-spread wrote {rows} rows but the versions add up to {versions}, not {expected}"
         ));
     }
-    Ok((rate, histogram))
+    Ok((rate, rows, histogram))
 }
 
 /// The sum of the versions of the stored objects of `object_type`.

@@ -10,15 +10,17 @@
 //! `write_bytes` of `/proc/self/io`: the WAL, the checkpoints' copies into the database file
 //! and anything else written, counted by the kernel in cache pages as they are dirtied; and
 //! its `wchar`, the bytes handed to `write` calls; SQLite only, since a Postgres server writes
-//! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws calls/s and p99 against N as an SVG.
+//! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws
+//! calls/s and p99 against N as an SVG, with the baseline's rows/s.
 //!
-//! On SQLite each figure has its same-work baseline, measured in the same run on the same
-//! database once the runtime has stopped: plain sqlx committing, through a connection made from
-//! the store pool's options (page size, cache, memory map; the store's checkpointer still
-//! running), batches of the sizes group commit formed in each run, of random rows of the N-row
-//! table, with states of the same size (`raw-spread`'s work, see `baseline.rs`). `× raw` is the
-//! median of the runs' ratios, each run against the baseline replaying its batches; `raw ×
-//! first` tells whether the baseline falls with N and state size as the figure does.
+//! On SQLite each run has its same-work baseline, measured right after it on the same database
+//! (the runtime stopped, and started again for the next run): plain sqlx committing, through a
+//! connection made from the store pool's options (page size, cache, memory map; the store's
+//! checkpointer still running), batches of the sizes group commit formed in the run, of random
+//! rows of the N-row table, with states of the same size (`raw-spread`'s work, see
+//! `baseline.rs`). `× raw` is the median of the runs' ratios, each run over the baseline
+//! replaying its batches; `raw × first` tells whether the baseline falls with N and state size
+//! as the figure does.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -211,18 +213,20 @@ async fn measure(
     let started = Instant::now();
     populate(opened.store.as_ref(), objects, pad).await?;
     let populated = started.elapsed().as_secs_f64();
-    let rt = Runtime::builder(Arc::clone(&opened.store))
-        .expose::<ScaleCounter>()
-        .build();
     let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
     let started = Instant::now();
-    warm(&rt, &ids).await?;
+    let mut rt = start_runtime(&opened, &ids).await?;
     let warmed = started.elapsed().as_secs_f64();
     let mut latency = MedianLatency::default();
     let mut bytes_per_call = Vec::new();
     let mut syscall_bytes_per_call = Vec::new();
-    let mut batches = Vec::new();
-    for _ in 0..settings.runs {
+    let mut raw = pool.as_ref().map(|_| RawBaseline::new(settings, pad));
+    for run in 0..settings.runs {
+        if run > 0 && raw.is_some() {
+            // The baseline wrote the rows since the last run: every object is activated again,
+            // outside the measurement.
+            rt = start_runtime(&opened, &ids).await?;
+        }
         // Each run starts with an empty WAL: what it writes is its own.
         if let Some(pool) = &pool {
             truncate_wal(pool).await?;
@@ -235,17 +239,21 @@ async fn measure(
             bytes_per_call.push(after.0.saturating_sub(before.0) as f64 / calls);
             syscall_bytes_per_call.push(after.1.saturating_sub(before.1) as f64 / calls);
         }
-        batches.push((rate, crate::commits::take()?.sizes));
+        let sizes = crate::commits::take()?.sizes;
         latency.offer(&mut figure, rate, histogram);
+        // The baseline of this run, right after it: the machine's disk and load change by the
+        // minute. It writes the same rows with versions of its own, so the runtime, whose
+        // objects hold the versions they committed, stops first.
+        if let (Some(pool), Some(raw)) = (&pool, &mut raw) {
+            rt.shutdown().await;
+            raw.run(pool, &ids, rate, &sizes).await?;
+        }
     }
     latency.finish(&mut figure);
-    // The baseline writes the same rows with versions of its own: the runtime, whose objects
-    // hold the versions they committed, stops first.
-    rt.shutdown().await;
-    let raw = match &pool {
-        Some(pool) => Some(raw_runs(settings, pool, &ids, pad, &batches).await?),
-        None => None,
-    };
+    if raw.is_none() {
+        rt.shutdown().await;
+    }
+    let raw = raw.map(RawBaseline::finish);
     let encoded = state(pad, 0).len() as f64;
     figure.extra.push(("objects", objects as f64));
     figure.extra.push(("encoded state bytes", encoded));
@@ -292,61 +300,96 @@ struct Raw {
     bytes_per_row: Option<f64>,
 }
 
-/// The baseline of each run in `batches` (its calls/s and the batch sizes group commit formed):
-/// the same batch sizes of random rows of the store's `ids` with states of `pad` bytes,
-/// committed with plain sqlx for as long as a run, on a connection made from the store pool's
-/// options.
-async fn raw_runs(
-    settings: &Settings,
-    pool: &sqlx::SqlitePool,
-    ids: &[String],
-    pad: usize,
-    batches: &[(f64, Vec<u32>)],
-) -> Result<Raw, String> {
-    use sqlx::{ConnectOptions, Connection};
+/// The runs of a figure's same-work baseline.
+struct RawBaseline {
+    duration: Duration,
+    /// The padding of every state it writes.
+    padding: String,
+    figure: Figure,
+    latency: MedianLatency,
+    ratios: Vec<f64>,
+    bytes: Vec<f64>,
+    sizes: Vec<f64>,
+}
 
-    let padding = padding(pad, u64::MAX);
-    let state = |count: usize| format!(r#"{{"count":{count},"pad":"{padding}"}}"#);
-    let mut conn = pool
-        .connect_options()
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut figure = Figure::new("raw", settings.backend.name(), "rows/s");
-    let mut latency = MedianLatency::default();
-    let (mut ratios, mut bytes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
-    for (rate, batch_sizes) in batches {
-        if batch_sizes.is_empty() {
+impl RawBaseline {
+    fn new(settings: &Settings, pad: usize) -> Self {
+        Self {
+            duration: settings.secs,
+            padding: padding(pad, u64::MAX),
+            figure: Figure::new("raw", settings.backend.name(), "rows/s"),
+            latency: MedianLatency::default(),
+            ratios: Vec::new(),
+            bytes: Vec::new(),
+            sizes: Vec::new(),
+        }
+    }
+
+    /// The baseline of a run of `rate` calls/s whose group commit formed batches of `sizes`:
+    /// batches of those sizes of random rows of the store's `ids`, with states of the run's
+    /// size, committed with plain sqlx for as long as a run, on a connection made from the
+    /// store pool's options.
+    async fn run(
+        &mut self,
+        pool: &sqlx::SqlitePool,
+        ids: &[String],
+        rate: f64,
+        sizes: &[u32],
+    ) -> Result<(), String> {
+        use sqlx::{ConnectOptions, Connection};
+
+        if sizes.is_empty() {
             return Err("scale: a run formed no batch to replay".to_owned());
         }
+        let padding = &self.padding;
+        let state = |count: usize| format!(r#"{{"count":{count},"pad":"{padding}"}}"#);
+        let mut conn = pool
+            .connect_options()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
         truncate_wal(pool).await?;
         let before = written_bytes();
-        let (raw_rate, histogram) = crate::baseline::raw_spread(
+        let done = crate::baseline::raw_spread(
             &mut conn,
             "ScaleCounter",
             ids,
-            batch_sizes,
+            sizes,
             &state,
-            settings.secs,
+            self.duration,
         )
-        .await?;
+        .await;
+        let _ = conn.close().await;
+        let (raw_rate, rows, histogram) = done?;
         if let (Some(before), Some(after)) = (before, written_bytes()) {
-            let rows = (raw_rate * settings.secs.as_secs_f64()).max(1.0);
-            bytes.push(after.0.saturating_sub(before.0) as f64 / rows);
+            self.bytes
+                .push(after.0.saturating_sub(before.0) as f64 / rows.max(1) as f64);
         }
-        ratios.push(rate / raw_rate);
-        sizes.extend(batch_sizes.iter().map(|&n| f64::from(n)));
-        latency.offer(&mut figure, raw_rate, histogram);
+        self.ratios.push(rate / raw_rate);
+        self.sizes.extend(sizes.iter().map(|&n| f64::from(n)));
+        self.latency.offer(&mut self.figure, raw_rate, histogram);
+        Ok(())
     }
-    let _ = conn.close().await;
-    latency.finish(&mut figure);
-    Ok(Raw {
-        rate: figure.median(),
-        p99_us: figure.latency_us.map_or(0.0, |l| l[1]),
-        ratio: median(&mut ratios),
-        per_batch: sizes.iter().sum::<f64>() / sizes.len().max(1) as f64,
-        bytes_per_row: (!bytes.is_empty()).then(|| median(&mut bytes)),
-    })
+
+    fn finish(mut self) -> Raw {
+        self.latency.finish(&mut self.figure);
+        Raw {
+            rate: self.figure.median(),
+            p99_us: self.figure.latency_us.map_or(0.0, |l| l[1]),
+            ratio: median(&mut self.ratios),
+            per_batch: self.sizes.iter().sum::<f64>() / self.sizes.len().max(1) as f64,
+            bytes_per_row: (!self.bytes.is_empty()).then(|| median(&mut self.bytes)),
+        }
+    }
+}
+
+/// A runtime on `opened`'s store with every object of `ids` activated.
+async fn start_runtime(opened: &Opened, ids: &Arc<Vec<String>>) -> Result<Runtime, String> {
+    let rt = Runtime::builder(Arc::clone(&opened.store))
+        .expose::<ScaleCounter>()
+        .build();
+    warm(&rt, ids).await?;
+    Ok(rt)
 }
 
 /// Checkpoints the whole WAL and starts it over, so that what a run writes is its own.

@@ -453,7 +453,7 @@ async fn raw_spread(settings: &Settings, sizes: &[u32]) -> Result<(f64, Histogra
     .await;
     let _ = conn.close().await;
     store.pool().close().await;
-    result
+    result.map(|(rate, _, histogram)| (rate, histogram))
 }
 
 /// The `read` calls as kameo asks to in-memory actors: the baseline `read` is compared with.
