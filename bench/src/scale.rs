@@ -20,7 +20,8 @@
 //! rows of the N-row table, with states of the same size (`raw-spread`'s work, see
 //! `baseline.rs`). `× raw` is the median of the runs' ratios, each run over the baseline
 //! replaying its batches; `raw × first` tells whether the baseline falls with N and state size
-//! as the figure does.
+//! as the figure does. The same batches are then committed through the store's own `commit`,
+//! without a runtime (`store-only rows/s`), to tell the store's SQL from the runtime.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -247,6 +248,8 @@ async fn measure(
         if let (Some(pool), Some(raw)) = (&pool, &mut raw) {
             rt.shutdown().await;
             raw.run(pool, &ids, rate, &sizes).await?;
+            raw.through_store(opened.store.as_ref(), pool, &ids, &sizes)
+                .await?;
         }
     }
     latency.finish(&mut figure);
@@ -275,6 +278,8 @@ async fn measure(
             ("raw p99 µs", raw.p99_us),
             ("× raw", raw.ratio),
             ("raw writes per batch (mean)", raw.per_batch),
+            ("store-only rows/s", raw.store_rate),
+            ("store-only × raw", raw.store_rate / raw.rate),
         ]);
         if let Some(bytes) = raw.bytes_per_row {
             figure.extra.push(("raw bytes written per row", bytes));
@@ -298,6 +303,8 @@ struct Raw {
     per_batch: f64,
     /// Median bytes written per row, as `/proc/self/io` counts them.
     bytes_per_row: Option<f64>,
+    /// Median rows/s of the same batches committed through the store without a runtime.
+    store_rate: f64,
 }
 
 /// The runs of a figure's same-work baseline.
@@ -310,6 +317,8 @@ struct RawBaseline {
     ratios: Vec<f64>,
     bytes: Vec<f64>,
     sizes: Vec<f64>,
+    /// Rows/s of the same batches committed through the store, without a runtime.
+    store_rates: Vec<f64>,
 }
 
 impl RawBaseline {
@@ -322,7 +331,89 @@ impl RawBaseline {
             ratios: Vec::new(),
             bytes: Vec::new(),
             sizes: Vec::new(),
+            store_rates: Vec::new(),
         }
+    }
+
+    /// The same batches committed through the store's own `commit`, without a runtime, for as
+    /// long as a run: what of the gap to the baseline is the store's SQL and what the
+    /// runtime's. Rows/s.
+    async fn through_store(
+        &mut self,
+        store: &dyn Storage,
+        pool: &sqlx::SqlitePool,
+        ids: &[String],
+        sizes: &[u32],
+    ) -> Result<(), String> {
+        let versions: std::collections::HashMap<String, u64> = sqlx::query_as::<_, (String, i64)>(
+            "SELECT object_id, version FROM durable_objects WHERE object_type = 'ScaleCounter'",
+        )
+        .fetch_all(pool)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|(id, version)| (id, version as u64))
+        .collect();
+        let mut versions: Vec<u64> = ids
+            .iter()
+            .map(|id| {
+                versions
+                    .get(id)
+                    .copied()
+                    .ok_or(format!("`{id}` is not stored"))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut random = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        truncate_wal(pool).await?;
+        let started = Instant::now();
+        let mut rows = 0u64;
+        let mut picked = Vec::new();
+        for &size in sizes.iter().cycle() {
+            if started.elapsed() >= self.duration {
+                break;
+            }
+            let size = (size as usize).clamp(1, ids.len());
+            picked.clear();
+            while picked.len() < size {
+                let index = random(ids.len());
+                if !picked.contains(&index) {
+                    picked.push(index);
+                }
+            }
+            let batch: Vec<ObjectWrite> = picked
+                .iter()
+                .map(|&i| ObjectWrite {
+                    key: ObjectKey::new("ScaleCounter", ids[i].clone()),
+                    expected_version: versions[i],
+                    state: Some(
+                        format!(
+                            r#"{{"count":{},"pad":"{}"}}"#,
+                            random(1_000_000),
+                            self.padding
+                        )
+                        .into_bytes(),
+                    ),
+                    alarms: Vec::new(),
+                    kv: Vec::new(),
+                    idempotency: None,
+                    fsm: Default::default(),
+                })
+                .collect();
+            store.commit(&batch).await.map_err(|e| e.to_string())?;
+            for &i in &picked {
+                versions[i] += 1;
+            }
+            rows += size as u64;
+        }
+        self.store_rates
+            .push(rows as f64 / started.elapsed().as_secs_f64());
+        Ok(())
     }
 
     /// The baseline of a run of `rate` calls/s whose group commit formed batches of `sizes`:
@@ -379,6 +470,7 @@ impl RawBaseline {
             ratio: median(&mut self.ratios),
             per_batch: self.sizes.iter().sum::<f64>() / self.sizes.len().max(1) as f64,
             bytes_per_row: (!self.bytes.is_empty()).then(|| median(&mut self.bytes)),
+            store_rate: median(&mut self.store_rates),
         }
     }
 }
