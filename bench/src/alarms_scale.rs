@@ -9,10 +9,11 @@
 //! On SQLite each run is followed by its same-work baseline (`baseline::raw_firing`): the same
 //! alarms stored again in a new database with the same settings, fired with plain sqlx as they
 //! become due, with only the storage work of a firing (claim, read of the object, its new state
-//! committed with the alarm's deletion), claimed ahead in the scheduler's batches and
-//! committed as group commit batches writes: every due alarm held, up to its largest batch. Its fired/s and lateness are the best this machine and store allow;
-//! `fired/s × raw` is the median of the runs' ratios, and its capacity (alarms fired per second
-//! spent working) tells how many alarms due within one second it could fire on time.
+//! committed with the alarm's deletion), claimed ahead as the scheduler claims and committed as
+//! group commit batches writes (every due alarm held, up to its largest batch). When more
+//! alarms are due than the store can fire, its fired/s and lateness are the best this machine
+//! and store allow; `fired/s × raw` is the median of the runs' ratios, and its capacity (alarms
+//! fired per second spent working) tells how many alarms due within one second it could fire.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
