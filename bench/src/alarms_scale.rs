@@ -79,8 +79,10 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
     let mut figures = Vec::new();
     for &due in dues {
         let mut cpu_baseline = None;
-        for &stored in storeds {
-            let mut figure = scale_run(settings, due, stored).await?;
+        for (i, &stored) in storeds.iter().enumerate() {
+            // A smoke run measures the baseline once, to keep it short.
+            let baseline = !settings.smoke || i == 0;
+            let mut figure = scale_run(settings, due, stored, baseline).await?;
             let cpu = figure
                 .extra
                 .iter()
@@ -100,8 +102,14 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
 const CPU_PER_FIRING: &str = "cpu µs/firing";
 const CPU_RATIO: &str = "cpu/firing × fewest stored";
 
-/// `settings.runs` runs of `due` alarms due within one second next to `stored` for later.
-async fn scale_run(settings: &Settings, due: usize, stored: usize) -> Result<Figure, String> {
+/// `settings.runs` runs of `due` alarms due within one second next to `stored` for later, each
+/// followed by its baseline if `baseline` (and the backend is SQLite).
+async fn scale_run(
+    settings: &Settings,
+    due: usize,
+    stored: usize,
+    baseline: bool,
+) -> Result<Figure, String> {
     let mut figure = Figure::new(
         format!("alarms-scale-{due}-{stored}"),
         settings.backend.name(),
@@ -114,10 +122,11 @@ async fn scale_run(settings: &Settings, due: usize, stored: usize) -> Result<Fig
     let mut raw_committed = Vec::new();
     let (mut capacities, mut ratios) = (Vec::new(), Vec::new());
     let (mut per_batch, mut raw_per_batch) = (Vec::new(), Vec::new());
-    let raw_baseline = matches!(
-        settings.backend,
-        BackendKind::Sqlite | BackendKind::SqliteNormal
-    );
+    let raw_baseline = baseline
+        && matches!(
+            settings.backend,
+            BackendKind::Sqlite | BackendKind::SqliteNormal
+        );
     for _ in 0..settings.runs {
         let run = one_run(settings, due, stored).await?;
         figure.runs.push(run.rate);
