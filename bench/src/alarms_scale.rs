@@ -5,17 +5,30 @@
 //! runtime and waits until every due alarm has fired. It reports the alarms fired per second,
 //! their lateness (from due time to the handler running: p50, p99, p999 and max), and the
 //! process's CPU time per firing, which should not grow with the alarms stored for later.
+//!
+//! On SQLite each run is followed by its same-work baseline (`baseline::raw_firing`): the same
+//! alarms stored again in a new database with the same settings, fired with plain sqlx as they
+//! become due, with only the storage work of a firing (claim, read of the object, its new state
+//! committed with the alarm's deletion), claimed ahead as the scheduler claims and committed as
+//! group commit batches writes (every due alarm held, up to its largest batch). When more
+//! alarms are due than the store can fire, its fired/s and lateness are the best this machine
+//! and store allow; `fired/s × raw` is the median of the runs' ratios, and its capacity (alarms
+//! fired per second spent working) tells how many alarms due within one second it could fire.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, truncate_to_micros};
+use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, Storage, truncate_to_micros};
 use durable_runtime::{AlarmSettings, Runtime};
+use sqlx::{ConnectOptions, Connection};
 
-use crate::Settings;
 use crate::objects::{FIRED, Ringer};
 use crate::report::{Figure, histogram, median, peak_rss_mib};
 use crate::scenarios::open;
+use crate::{BackendKind, Settings};
+
+/// The most writes group commit puts in one transaction (the runtime's, not public).
+const GROUP_COMMIT_MAX_BATCH: usize = 512;
 
 /// Alarms stored on each object that holds alarms for later.
 const STORED_PER_OBJECT: usize = 100;
@@ -66,8 +79,10 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
     let mut figures = Vec::new();
     for &due in dues {
         let mut cpu_baseline = None;
-        for &stored in storeds {
-            let mut figure = scale_run(settings, due, stored).await?;
+        for (i, &stored) in storeds.iter().enumerate() {
+            // A smoke run measures the baseline once, to keep it short.
+            let baseline = !settings.smoke || i == 0;
+            let mut figure = scale_run(settings, due, stored, baseline).await?;
             let cpu = figure
                 .extra
                 .iter()
@@ -87,8 +102,14 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
 const CPU_PER_FIRING: &str = "cpu µs/firing";
 const CPU_RATIO: &str = "cpu/firing × fewest stored";
 
-/// `settings.runs` runs of `due` alarms due within one second next to `stored` for later.
-async fn scale_run(settings: &Settings, due: usize, stored: usize) -> Result<Figure, String> {
+/// `settings.runs` runs of `due` alarms due within one second next to `stored` for later, each
+/// followed by its baseline if `baseline` (and the backend is SQLite).
+async fn scale_run(
+    settings: &Settings,
+    due: usize,
+    stored: usize,
+    baseline: bool,
+) -> Result<Figure, String> {
     let mut figure = Figure::new(
         format!("alarms-scale-{due}-{stored}"),
         settings.backend.name(),
@@ -96,16 +117,31 @@ async fn scale_run(settings: &Settings, due: usize, stored: usize) -> Result<Fig
     );
     let mut kept: Option<(f64, hdrhistogram::Histogram<u64>, f64)> = None;
     let mut cpus = Vec::new();
+    let mut raw = Figure::new("raw firing", settings.backend.name(), "alarms/s");
+    let mut raw_kept: Option<(f64, hdrhistogram::Histogram<u64>, f64)> = None;
+    let mut raw_committed = Vec::new();
+    let (mut capacities, mut ratios) = (Vec::new(), Vec::new());
+    let (mut per_batch, mut raw_per_batch) = (Vec::new(), Vec::new());
+    let raw_baseline = baseline
+        && matches!(
+            settings.backend,
+            BackendKind::Sqlite | BackendKind::SqliteNormal
+        );
     for _ in 0..settings.runs {
-        let (rate, lateness, max, cpu) = one_run(settings, due, stored).await?;
-        figure.runs.push(rate);
-        cpus.push(cpu);
-        let middle = figure.median();
-        if kept
-            .as_ref()
-            .is_none_or(|(r, ..)| (rate - middle).abs() <= (r - middle).abs())
-        {
-            kept = Some((rate, lateness, max));
+        let run = one_run(settings, due, stored).await?;
+        figure.runs.push(run.rate);
+        cpus.push(run.cpu_us);
+        keep_median(&mut kept, &figure, run.rate, run.lateness, run.max_us);
+        if raw_baseline {
+            let writes: u64 = run.sizes.iter().map(|&n| u64::from(n)).sum();
+            per_batch.push(writes as f64 / run.sizes.len().max(1) as f64);
+            let base = raw_run(settings, due, stored).await?;
+            raw_per_batch.push(base.per_batch);
+            raw_committed.push(base.committed_p99_us);
+            raw.runs.push(base.rate);
+            capacities.push(base.capacity);
+            ratios.push(run.rate / base.rate);
+            keep_median(&mut raw_kept, &raw, base.rate, base.lateness, base.max_us);
         }
     }
     if let Some((_, lateness, max)) = kept {
@@ -117,18 +153,63 @@ async fn scale_run(settings: &Settings, due: usize, stored: usize) -> Result<Fig
         .extra
         .push(("alarms stored for later", stored as f64));
     figure.extra.push((CPU_PER_FIRING, median(&mut cpus)));
+    if let Some((_, lateness, max)) = raw_kept {
+        let us = |q: f64| lateness.value_at_quantile(q) as f64 / 1000.0;
+        figure.extra.extend([
+            ("writes per commit (mean)", median(&mut per_batch)),
+            ("raw fired/s", raw.median()),
+            ("raw writes per commit (mean)", median(&mut raw_per_batch)),
+            ("raw fired/s while working", median(&mut capacities)),
+            ("raw p50 lateness µs", us(0.5)),
+            ("raw p99 lateness µs", us(0.99)),
+            ("raw max lateness µs", max),
+            ("raw p99 to commit end µs", median(&mut raw_committed)),
+            ("fired/s × raw", median(&mut ratios)),
+        ]);
+    }
     figure.peak_rss_mib = peak_rss_mib();
     Ok(figure)
 }
 
-/// One run: (alarms fired per second, lateness histogram, max lateness µs, CPU µs per firing).
-async fn one_run(
-    settings: &Settings,
+/// Keeps `lateness` if `rate` is the run closest to `figure`'s median so far.
+fn keep_median(
+    kept: &mut Option<(f64, hdrhistogram::Histogram<u64>, f64)>,
+    figure: &Figure,
+    rate: f64,
+    lateness: hdrhistogram::Histogram<u64>,
+    max_us: f64,
+) {
+    let middle = figure.median();
+    if kept
+        .as_ref()
+        .is_none_or(|(r, ..)| (rate - middle).abs() <= (r - middle).abs())
+    {
+        *kept = Some((rate, lateness, max_us));
+    }
+}
+
+/// What one run measured.
+struct Run {
+    /// Alarms fired per second, over at least the second they were due in.
+    rate: f64,
+    /// From due time to firing, in nanoseconds.
+    lateness: hdrhistogram::Histogram<u64>,
+    /// The largest lateness, in µs.
+    max_us: f64,
+    /// The process's CPU time per firing, in µs.
+    cpu_us: f64,
+    /// The writes of each batch group commit formed.
+    sizes: Vec<u32>,
+}
+
+/// The alarms of one run, stored: `stored` for a day later (a hundred per object) and `due`
+/// (one per object) due evenly within one second starting a few seconds on. Returns the start
+/// of that second and each due alarm's due time, by object (`ringer-{i}`).
+async fn store_alarms(
+    store: &dyn Storage,
     due: usize,
     stored: usize,
-) -> Result<(f64, hdrhistogram::Histogram<u64>, f64, f64), String> {
-    FIRED.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    let opened = open(settings).await?;
+) -> Result<(SystemTime, Vec<SystemTime>), String> {
     let later = truncate_to_micros(SystemTime::now() + Duration::from_secs(24 * 3600));
     let holders = stored.div_ceil(STORED_PER_OBJECT);
     let far: Vec<ObjectWrite> = (0..holders)
@@ -152,11 +233,7 @@ async fn one_run(
         })
         .collect();
     for chunk in far.chunks(100) {
-        opened
-            .store
-            .commit(chunk)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.commit(chunk).await.map_err(|e| e.to_string())?;
     }
     drop(far);
     let mut writes = Vec::with_capacity(due);
@@ -185,16 +262,21 @@ async fn one_run(
         });
     }
     for chunk in writes.chunks(1000) {
-        opened
-            .store
-            .commit(chunk)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.commit(chunk).await.map_err(|e| e.to_string())?;
     }
     drop(writes);
     if started_writing.elapsed() + Duration::from_millis(500) > lead {
         return Err("writing the due alarms took longer than their lead".to_owned());
     }
+    Ok((start, due_at))
+}
+
+/// One run of the runtime firing the alarms.
+async fn one_run(settings: &Settings, due: usize, stored: usize) -> Result<Run, String> {
+    FIRED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let opened = open(settings).await?;
+    let (start, due_at) = store_alarms(opened.store.as_ref(), due, stored).await?;
+    crate::commits::start()?;
     let cpu_before = cpu_time();
     let rt = Runtime::builder(Arc::clone(&opened.store))
         .alarm_settings(AlarmSettings::default())
@@ -202,6 +284,7 @@ async fn one_run(
         .build();
     crate::objects::wait_for_fired(due, Duration::from_secs(120)).await?;
     let cpu = cpu_time().saturating_sub(cpu_before);
+    let sizes = crate::commits::take()?.sizes;
     let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
     let mut lateness = histogram();
     let mut last = start;
@@ -223,12 +306,71 @@ async fn one_run(
         .max(Duration::from_secs(1));
     rt.shutdown().await;
     opened.close().await;
-    Ok((
-        due as f64 / span.as_secs_f64(),
+    Ok(Run {
+        rate: due as f64 / span.as_secs_f64(),
         lateness,
-        max.as_secs_f64() * 1e6,
-        cpu.as_secs_f64() * 1e6 / due as f64,
-    ))
+        max_us: max.as_secs_f64() * 1e6,
+        cpu_us: cpu.as_secs_f64() * 1e6 / due as f64,
+        sizes,
+    })
+}
+
+/// What one run of the baseline measured.
+struct RawRun {
+    /// Alarms fired per second, as [`Run::rate`].
+    rate: f64,
+    /// Alarms fired per second spent claiming, reading and committing.
+    capacity: f64,
+    /// From due time to the end of the firing commit, in nanoseconds.
+    lateness: hdrhistogram::Histogram<u64>,
+    /// The largest lateness, in µs.
+    max_us: f64,
+    /// Alarms fired per commit, on average.
+    per_batch: f64,
+    /// p99 of the time from due to the end of the firing commit, in µs.
+    committed_p99_us: f64,
+}
+
+/// The same-work baseline of a run: the same alarms stored in a new SQLite database with the
+/// run's settings, fired with plain sqlx on a connection made from the store pool's options
+/// (the store's checkpointer running), claimed as the scheduler claims by default and
+/// committed in batches as large as group commit's.
+async fn raw_run(settings: &Settings, due: usize, stored: usize) -> Result<RawRun, String> {
+    let (opened, pool) = crate::scale::open_store(settings).await?;
+    let pool = pool.ok_or("the raw firing baseline needs SQLite")?;
+    let (start, _) = store_alarms(opened.store.as_ref(), due, stored).await?;
+    let mut conn = pool
+        .connect_options()
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let firing = crate::baseline::raw_firing(
+        &mut conn,
+        due,
+        &crate::baseline::Claiming {
+            batch: AlarmSettings::default().claim_batch,
+            ahead: AlarmSettings::default().claim_ahead,
+            commit_batch: GROUP_COMMIT_MAX_BATCH,
+        },
+        Duration::from_secs(120),
+    )
+    .await;
+    let _ = conn.close().await;
+    opened.close().await;
+    let firing = firing?;
+    let span = firing
+        .last
+        .duration_since(start)
+        .unwrap_or_default()
+        .max(Duration::from_secs(1));
+    Ok(RawRun {
+        rate: firing.fired as f64 / span.as_secs_f64(),
+        capacity: firing.fired as f64 / firing.busy.as_secs_f64().max(1e-9),
+        max_us: firing.lateness.max() as f64 / 1000.0,
+        per_batch: firing.fired as f64 / firing.commits.max(1) as f64,
+        committed_p99_us: firing.committed.value_at_quantile(0.99) as f64 / 1000.0,
+        lateness: firing.lateness,
+    })
 }
 
 /// The CPU time (user and system) this process used so far (Linux; zero elsewhere).

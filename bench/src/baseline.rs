@@ -6,7 +6,7 @@
 //! as the store's own writer does, so the two cannot drift apart.
 
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use sqlx::postgres::PgPoolOptions;
@@ -193,15 +193,16 @@ pub(crate) async fn raw_batch(pool: &RawPool, duration: Duration) -> Result<f64,
 /// batch one multi-row `INSERT .. ON CONFLICT DO UPDATE`. The batch sizes are `sizes`, replayed
 /// in order and over again: those group commit formed in `spread`. Like the store's batches,
 /// the transaction is one query (`BEGIN IMMEDIATE; ..; COMMIT`), so that the baseline does not
-/// pay hand-offs to sqlx's connection thread that the store does not. Returns rows/s and the
-/// latency of each batch's commit.
+/// pay hand-offs to sqlx's connection thread that the store does not. Each row's new state is
+/// `state(count)`. Returns rows/s, the rows written and the latency of each batch's commit.
 pub(crate) async fn raw_spread(
     conn: &mut SqliteConnection,
     object_type: &str,
     ids: &[String],
     sizes: &[u32],
+    state: &dyn Fn(usize) -> String,
     duration: Duration,
-) -> Result<(f64, Histogram<u64>), String> {
+) -> Result<(f64, u64, Histogram<u64>), String> {
     if sizes.is_empty() || ids.is_empty() {
         return Err("raw-spread needs the batch sizes of a spread run and rows".to_owned());
     }
@@ -214,6 +215,7 @@ pub(crate) async fn raw_spread(
         seed ^= seed << 17;
         (seed % below as u64) as usize
     };
+    let versions_before = sum_of_versions(conn, object_type).await?;
     let mut batch: Vec<(&str, String)> = Vec::new();
     let started = Instant::now();
     let mut rows = 0u64;
@@ -227,7 +229,7 @@ pub(crate) async fn raw_spread(
         while batch.len() < size {
             let id = ids[random(ids.len())].as_str();
             if batch.iter().all(|(other, _)| *other != id) {
-                batch.push((id, format!(r#"{{"count":{}}}"#, random(1_000_000))));
+                batch.push((id, state(random(1_000_000))));
             }
         }
         let now = std::time::SystemTime::now()
@@ -261,17 +263,266 @@ pub(crate) async fn raw_spread(
     let rate = rows as f64 / started.elapsed().as_secs_f64();
     // Every row written must show in the versions: a baseline that wrote less would flatter
     // nothing but itself.
+    let versions = sum_of_versions(conn, object_type).await?;
+    let expected = versions_before + rows;
+    if versions != expected {
+        return Err(format!(
+            "raw-spread wrote {rows} rows but the versions add up to {versions}, not {expected}"
+        ));
+    }
+    Ok((rate, rows, histogram))
+}
+
+/// The sum of the versions of the stored objects of `object_type`.
+async fn sum_of_versions(conn: &mut SqliteConnection, object_type: &str) -> Result<u64, String> {
     let versions: i64 =
         sqlx::query_scalar("SELECT sum(version) FROM durable_objects WHERE object_type = ?1")
             .bind(object_type)
             .fetch_one(&mut *conn)
             .await
             .map_err(|e| e.to_string())?;
-    let expected = ids.len() as u64 + rows;
-    if u64::try_from(versions).ok() != Some(expected) {
+    u64::try_from(versions).map_err(|e| e.to_string())
+}
+
+/// What [`raw_firing`] measured.
+pub(crate) struct Firing {
+    /// Alarms fired.
+    pub(crate) fired: usize,
+    /// From each alarm's due time to the start of the commit that fired it (the moment a
+    /// handler would run), in nanoseconds.
+    pub(crate) lateness: Histogram<u64>,
+    /// From each alarm's due time to the end of that commit, in nanoseconds.
+    pub(crate) committed: Histogram<u64>,
+    /// When the last commit ended.
+    pub(crate) last: SystemTime,
+    /// Commits made.
+    pub(crate) commits: usize,
+    /// Time spent claiming, reading and committing (not waiting for alarms to become due).
+    pub(crate) busy: Duration,
+}
+
+/// A claimed alarm: `[type, id, name, claimed at (µs)]`, and its due time (µs).
+type Claimed = ((String, String, String, i64), i64);
+
+/// How the baseline claims: as the scheduler's defaults.
+pub(crate) struct Claiming {
+    /// Alarms claimed in one statement at most.
+    pub(crate) batch: usize,
+    /// How long before their due time alarms are claimed.
+    pub(crate) ahead: Duration,
+    /// Fired alarms committed in one transaction at most: group commit's largest batch.
+    pub(crate) commit_batch: usize,
+}
+
+/// The same-work baseline of firing alarms: `expected` alarms of the store's tables
+/// (`durable_alarms`, `durable_objects`) fired with plain sqlx when they are due, with the
+/// storage work a firing does and nothing else. It claims the alarms due within `ahead` (one
+/// `UPDATE .. RETURNING` of at most `batch`, through the index of unclaimed alarms by due time,
+/// as the scheduler's claim) once fewer than half a batch are held and the last claim's window
+/// is half gone, reads their objects' states (one query), and commits every held alarm that is
+/// due (up to `commit_batch`: as group commit takes every write waiting when the commit before
+/// ends), each batch one transaction sent as one query that writes every object's new state
+/// (its version plus one) and deletes its alarm under its claim. Lateness runs to the start of
+/// the firing commit, where the runtime's handler would run, and to its end.
+pub(crate) async fn raw_firing(
+    conn: &mut SqliteConnection,
+    expected: usize,
+    claiming: &Claiming,
+    timeout: Duration,
+) -> Result<Firing, String> {
+    let micros = |at: SystemTime| {
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_micros() as i64)
+    };
+    let ahead = claiming.ahead.as_micros() as i64;
+    let batch_limit = claiming.batch.max(1);
+    let mut lateness = crate::report::histogram();
+    let mut committed = crate::report::histogram();
+    let mut held: std::collections::VecDeque<Claimed> = std::collections::VecDeque::new();
+    // The due time up to which every alarm has been claimed.
+    let mut horizon = i64::MIN;
+    let (mut fired, mut commits, mut busy) = (0, 0, Duration::ZERO);
+    let mut last = SystemTime::now();
+    let started = Instant::now();
+    while fired < expected {
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "raw firing: {fired} of {expected} fired in {timeout:?}"
+            ));
+        }
+        let round = Instant::now();
+        let now = micros(SystemTime::now());
+        if held.len() < batch_limit / 2 && now + ahead / 2 >= horizon {
+            let claimed = claim(conn, now, now + ahead, batch_limit).await?;
+            horizon = match claimed.last() {
+                Some((_, due)) if claimed.len() == batch_limit => *due,
+                _ => now + ahead,
+            };
+            read_states(conn, &claimed).await?;
+            held.extend(claimed);
+        }
+        let due = held
+            .iter()
+            .take(claiming.commit_batch.max(1))
+            .take_while(|(_, due)| *due <= now)
+            .count();
+        if due == 0 {
+            busy += round.elapsed();
+            // Until the first held alarm is due, or the claim window is half gone.
+            let until = match held.front() {
+                Some((_, first)) => *first,
+                None => next_due(conn)
+                    .await?
+                    .unwrap_or(i64::MAX)
+                    .max(horizon - ahead / 2),
+            };
+            let wait = (until - micros(SystemTime::now())).clamp(0, 100_000);
+            tokio::time::sleep(Duration::from_micros(wait as u64)).await;
+            continue;
+        }
+        let batch: Vec<Claimed> = held.drain(..due).collect();
+        let firing = micros(SystemTime::now());
+        commit_firings(conn, &batch, firing).await?;
+        commits += 1;
+        last = SystemTime::now();
+        let done = micros(last);
+        for (_, due_at) in &batch {
+            lateness.saturating_record((firing - due_at).max(0) as u64 * 1000);
+            committed.saturating_record((done - due_at).max(0) as u64 * 1000);
+        }
+        fired += batch.len();
+        busy += round.elapsed();
+    }
+    check_fired(conn, fired, micros(last)).await?;
+    Ok(Firing {
+        fired,
+        lateness,
+        committed,
+        last,
+        commits,
+        busy,
+    })
+}
+
+/// Claims up to `limit` unclaimed alarms due by `until`, in due order.
+async fn claim(
+    conn: &mut SqliteConnection,
+    now: i64,
+    until: i64,
+    limit: usize,
+) -> Result<Vec<Claimed>, String> {
+    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+        "UPDATE durable_alarms SET claimed_at = ?1, claim_expires_at = ?1 + 1500000
+         WHERE rowid IN (
+             SELECT rowid FROM durable_alarms
+             WHERE dead = 0 AND claimed_at IS NULL AND due_at <= ?2
+             ORDER BY due_at, object_type, object_id, name
+             LIMIT ?3
+         )
+         RETURNING object_type, object_id, name, claimed_at, due_at",
+    )
+    .bind(now)
+    .bind(until)
+    .bind(limit as i64)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| e.to_string())?;
+    // `RETURNING` gives no order.
+    let mut claimed: Vec<Claimed> = rows
+        .into_iter()
+        .map(|(t, i, n, c, d)| ((t, i, n, c), d))
+        .collect();
+    claimed.sort_by_key(|(_, due)| *due);
+    Ok(claimed)
+}
+
+/// Reads the states of the claimed alarms' objects in one query, as the scheduler does.
+async fn read_states(conn: &mut SqliteConnection, claimed: &[Claimed]) -> Result<(), String> {
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<(&str, &str)> = claimed
+        .iter()
+        .map(|((t, i, ..), _)| (t.as_str(), i.as_str()))
+        .collect();
+    let states: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(
+        "SELECT o.state, o.version FROM json_each(?1) AS k
+         LEFT JOIN durable_objects AS o
+             ON o.object_type = k.value->>0 AND o.object_id = k.value->>1
+         ORDER BY k.key",
+    )
+    .bind(serde_json::to_string(&keys).map_err(|e| e.to_string())?)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| e.to_string())?;
+    if states.len() != claimed.len() || states.iter().any(|(state, _)| state.is_none()) {
+        return Err("raw firing: an alarm of an object not stored".to_owned());
+    }
+    Ok(())
+}
+
+/// The earliest due time of an unclaimed alarm.
+async fn next_due(conn: &mut SqliteConnection) -> Result<Option<i64>, String> {
+    sqlx::query_scalar(
+        "SELECT min(due_at) FROM durable_alarms WHERE dead = 0 AND claimed_at IS NULL",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Commits `batch` fired: each object's new state, its alarm deleted under its claim; one
+/// transaction sent as one query.
+async fn commit_firings(
+    conn: &mut SqliteConnection,
+    batch: &[Claimed],
+    now: i64,
+) -> Result<(), String> {
+    let updates: Vec<(&str, &str, &str)> = batch
+        .iter()
+        .map(|((t, i, ..), _)| (t.as_str(), i.as_str(), r#"{"rung":1}"#))
+        .collect();
+    let finishes: Vec<&(String, String, String, i64)> =
+        batch.iter().map(|(claim, _)| claim).collect();
+    sqlx::query(
+        "BEGIN IMMEDIATE;
+         UPDATE durable_objects SET state = w.s, version = version + 1, updated_at = ?1
+             FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS s FROM json_each(?2)) AS w
+             WHERE object_type = w.t AND object_id = w.i;
+         DELETE FROM durable_alarms WHERE (object_type, object_id, name, claimed_at) IN
+             (SELECT value->>0, value->>1, value->>2, value->>3 FROM json_each(?3));
+         COMMIT;",
+    )
+    .bind(now)
+    .bind(serde_json::to_string(&updates).map_err(|e| e.to_string())?)
+    .bind(serde_json::to_string(&finishes).map_err(|e| e.to_string())?)
+    .execute(&mut *conn)
+    .await
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
+/// Checks that every fired alarm is gone and its object has a new state: a baseline that
+/// wrote less would flatter itself.
+async fn check_fired(conn: &mut SqliteConnection, fired: usize, last: i64) -> Result<(), String> {
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM durable_alarms WHERE claimed_at IS NOT NULL OR due_at <= ?1",
+    )
+    .bind(last)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| e.to_string())?;
+    if left != 0 {
+        return Err(format!("raw firing: {left} fired alarms are still stored"));
+    }
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM durable_objects WHERE version > 1")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    if written != fired as i64 {
         return Err(format!(
-            "raw-spread wrote {rows} rows but the versions add up to {versions}, not {expected}"
+            "raw firing: {fired} alarms fired but {written} objects have a new state"
         ));
     }
-    Ok((rate, histogram))
+    Ok(())
 }

@@ -10,7 +10,18 @@
 //! `write_bytes` of `/proc/self/io`: the WAL, the checkpoints' copies into the database file
 //! and anything else written, counted by the kernel in cache pages as they are dirtied; and
 //! its `wchar`, the bytes handed to `write` calls; SQLite only, since a Postgres server writes
-//! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws calls/s and p99 against N as an SVG.
+//! in its own processes) and its ratio to the first figure of its series. `--plot PATH` draws
+//! calls/s and p99 against N as an SVG, with the baseline's rows/s.
+//!
+//! On SQLite each run has its same-work baseline, measured right after it on the same database
+//! (the runtime stopped, and started again for the next run): plain sqlx committing, through a
+//! connection made from the store pool's options (page size, cache, memory map; the store's
+//! checkpointer still running), batches of the sizes group commit formed in the run, of random
+//! rows of the N-row table, with states of the same size (`raw-spread`'s work, see
+//! `baseline.rs`). `× raw` is the median of the runs' ratios, each run over the baseline
+//! replaying its batches; `raw × first` tells whether the baseline falls with N and state size
+//! as the figure does. The same batches are then committed through the store's own `commit`,
+//! without a runtime (`store-only rows/s`), to tell the store's SQL from the runtime.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,16 +122,20 @@ impl ScaleCounter {
 /// The stored state of an object with `pad` bytes of padding: letters that do not repeat in a
 /// pattern, as a real state's bytes would not, so that the bytes written are not flattered.
 fn state(pad: usize, seed: u64) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "count": 0, "pad": padding(pad, seed) })).expect("JSON")
+}
+
+/// `pad` letters that do not repeat in a pattern.
+fn padding(pad: usize, seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let pad: String = (0..pad)
+    (0..pad)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             char::from(b'a' + (x % 26) as u8)
         })
-        .collect();
-    serde_json::to_vec(&serde_json::json!({ "count": 0, "pad": pad })).expect("JSON")
+        .collect()
 }
 
 pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
@@ -152,18 +167,35 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
     Ok(by_count)
 }
 
-/// Adds each figure's throughput and p99 relative to the first one's.
+/// Adds each figure's throughput and p99 relative to the first one's, and its baseline's
+/// relative to the first one's baseline.
 fn relate(figures: &mut [Figure], name: &'static str) {
     let Some(first) = figures.first() else { return };
     let (rate, p99) = (first.median(), first.latency_us.map_or(0.0, |l| l[1]));
+    let raw = extra(first, RAW_RATE);
     for figure in figures.iter_mut() {
         let ratio = figure.median() / rate;
         figure.extra.push((name, ratio));
         if let Some([_, fig_p99, _]) = figure.latency_us {
             figure.extra.push(("p99 × first", fig_p99 / p99));
         }
+        if let (Some(first), Some(this)) = (raw, extra(figure, RAW_RATE)) {
+            figure.extra.push(("raw × first", this / first));
+        }
     }
 }
+
+/// The extra value `name` of `figure`, if it has one.
+fn extra(figure: &Figure, name: &str) -> Option<f64> {
+    figure
+        .extra
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+}
+
+/// The baseline's rows/s.
+const RAW_RATE: &str = "raw rows/s";
 
 /// A store of `objects` objects of `pad` bytes of padding, its calls measured `settings.runs`
 /// times.
@@ -182,24 +214,25 @@ async fn measure(
     let started = Instant::now();
     populate(opened.store.as_ref(), objects, pad).await?;
     let populated = started.elapsed().as_secs_f64();
-    let rt = Runtime::builder(Arc::clone(&opened.store))
-        .expose::<ScaleCounter>()
-        .build();
     let ids: Arc<Vec<String>> = Arc::new((0..objects).map(|i| format!("obj-{i}")).collect());
     let started = Instant::now();
-    warm(&rt, &ids).await?;
+    let mut rt = start_runtime(&opened, &ids).await?;
     let warmed = started.elapsed().as_secs_f64();
     let mut latency = MedianLatency::default();
     let mut bytes_per_call = Vec::new();
     let mut syscall_bytes_per_call = Vec::new();
-    for _ in 0..settings.runs {
+    let mut raw = pool.as_ref().map(|_| RawBaseline::new(settings, pad));
+    for run in 0..settings.runs {
+        if run > 0 && raw.is_some() {
+            // The baseline wrote the rows since the last run: every object is activated again,
+            // outside the measurement.
+            rt = start_runtime(&opened, &ids).await?;
+        }
         // Each run starts with an empty WAL: what it writes is its own.
         if let Some(pool) = &pool {
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                .execute(pool)
-                .await
-                .map_err(|e| e.to_string())?;
+            truncate_wal(pool).await?;
         }
+        crate::commits::start()?;
         let before = written_bytes();
         let (rate, calls, histogram) = drive(&rt, &ids, settings.secs).await?;
         if let (Some(before), Some(after)) = (before, written_bytes()) {
@@ -207,9 +240,23 @@ async fn measure(
             bytes_per_call.push(after.0.saturating_sub(before.0) as f64 / calls);
             syscall_bytes_per_call.push(after.1.saturating_sub(before.1) as f64 / calls);
         }
+        let sizes = crate::commits::take()?.sizes;
         latency.offer(&mut figure, rate, histogram);
+        // The baseline of this run, right after it: the machine's disk and load change by the
+        // minute. It writes the same rows with versions of its own, so the runtime, whose
+        // objects hold the versions they committed, stops first.
+        if let (Some(pool), Some(raw)) = (&pool, &mut raw) {
+            rt.shutdown().await;
+            raw.run(pool, &ids, rate, &sizes).await?;
+            raw.through_store(opened.store.as_ref(), pool, &ids, &sizes)
+                .await?;
+        }
     }
     latency.finish(&mut figure);
+    if raw.is_none() {
+        rt.shutdown().await;
+    }
+    let raw = raw.map(RawBaseline::finish);
     let encoded = state(pad, 0).len() as f64;
     figure.extra.push(("objects", objects as f64));
     figure.extra.push(("encoded state bytes", encoded));
@@ -225,15 +272,231 @@ async fn measure(
             .extra
             .push(("bytes to write calls ÷ state", bytes / encoded));
     }
+    if let Some(raw) = raw {
+        figure.extra.extend([
+            (RAW_RATE, raw.rate),
+            ("raw p99 µs", raw.p99_us),
+            ("× raw", raw.ratio),
+            ("raw writes per batch (mean)", raw.per_batch),
+            ("store-only rows/s", raw.store_rate),
+            ("store-only × raw", raw.store_rate / raw.rate),
+        ]);
+        if let Some(bytes) = raw.bytes_per_row {
+            figure.extra.push(("raw bytes written per row", bytes));
+        }
+    }
     figure.extra.push(("populate s", populated));
     figure.extra.push(("activate s", warmed));
-    rt.shutdown().await;
     opened.close().await;
     Ok(figure)
 }
 
+/// What the same-work baseline of one figure measured.
+struct Raw {
+    /// Median rows/s.
+    rate: f64,
+    /// p99 of a batch's commit, of the median run.
+    p99_us: f64,
+    /// Median of the runs' ratios, each run of the figure over its baseline.
+    ratio: f64,
+    /// Mean rows per batch, over the runs.
+    per_batch: f64,
+    /// Median bytes written per row, as `/proc/self/io` counts them.
+    bytes_per_row: Option<f64>,
+    /// Median rows/s of the same batches committed through the store without a runtime.
+    store_rate: f64,
+}
+
+/// The runs of a figure's same-work baseline.
+struct RawBaseline {
+    duration: Duration,
+    /// The padding of every state it writes.
+    padding: String,
+    figure: Figure,
+    latency: MedianLatency,
+    ratios: Vec<f64>,
+    bytes: Vec<f64>,
+    sizes: Vec<f64>,
+    /// Rows/s of the same batches committed through the store, without a runtime.
+    store_rates: Vec<f64>,
+}
+
+impl RawBaseline {
+    fn new(settings: &Settings, pad: usize) -> Self {
+        Self {
+            duration: settings.secs,
+            padding: padding(pad, u64::MAX),
+            figure: Figure::new("raw", settings.backend.name(), "rows/s"),
+            latency: MedianLatency::default(),
+            ratios: Vec::new(),
+            bytes: Vec::new(),
+            sizes: Vec::new(),
+            store_rates: Vec::new(),
+        }
+    }
+
+    /// The same batches committed through the store's own `commit`, without a runtime, for as
+    /// long as a run: what of the gap to the baseline is the store's SQL and what the
+    /// runtime's. Rows/s.
+    async fn through_store(
+        &mut self,
+        store: &dyn Storage,
+        pool: &sqlx::SqlitePool,
+        ids: &[String],
+        sizes: &[u32],
+    ) -> Result<(), String> {
+        let versions: std::collections::HashMap<String, u64> = sqlx::query_as::<_, (String, i64)>(
+            "SELECT object_id, version FROM durable_objects WHERE object_type = 'ScaleCounter'",
+        )
+        .fetch_all(pool)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|(id, version)| (id, version as u64))
+        .collect();
+        let mut versions: Vec<u64> = ids
+            .iter()
+            .map(|id| {
+                versions
+                    .get(id)
+                    .copied()
+                    .ok_or(format!("`{id}` is not stored"))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut random = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        truncate_wal(pool).await?;
+        let started = Instant::now();
+        let mut rows = 0u64;
+        let mut picked = Vec::new();
+        for &size in sizes.iter().cycle() {
+            if started.elapsed() >= self.duration {
+                break;
+            }
+            let size = (size as usize).clamp(1, ids.len());
+            picked.clear();
+            while picked.len() < size {
+                let index = random(ids.len());
+                if !picked.contains(&index) {
+                    picked.push(index);
+                }
+            }
+            let batch: Vec<ObjectWrite> = picked
+                .iter()
+                .map(|&i| ObjectWrite {
+                    key: ObjectKey::new("ScaleCounter", ids[i].clone()),
+                    expected_version: versions[i],
+                    state: Some(
+                        format!(
+                            r#"{{"count":{},"pad":"{}"}}"#,
+                            random(1_000_000),
+                            self.padding
+                        )
+                        .into_bytes(),
+                    ),
+                    alarms: Vec::new(),
+                    kv: Vec::new(),
+                    idempotency: None,
+                    fsm: Default::default(),
+                })
+                .collect();
+            store.commit(&batch).await.map_err(|e| e.to_string())?;
+            for &i in &picked {
+                versions[i] += 1;
+            }
+            rows += size as u64;
+        }
+        self.store_rates
+            .push(rows as f64 / started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// The baseline of a run of `rate` calls/s whose group commit formed batches of `sizes`:
+    /// batches of those sizes of random rows of the store's `ids`, with states of the run's
+    /// size, committed with plain sqlx for as long as a run, on a connection made from the
+    /// store pool's options.
+    async fn run(
+        &mut self,
+        pool: &sqlx::SqlitePool,
+        ids: &[String],
+        rate: f64,
+        sizes: &[u32],
+    ) -> Result<(), String> {
+        use sqlx::{ConnectOptions, Connection};
+
+        if sizes.is_empty() {
+            return Err("scale: a run formed no batch to replay".to_owned());
+        }
+        let padding = &self.padding;
+        let state = |count: usize| format!(r#"{{"count":{count},"pad":"{padding}"}}"#);
+        let mut conn = pool
+            .connect_options()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        truncate_wal(pool).await?;
+        let before = written_bytes();
+        let done = crate::baseline::raw_spread(
+            &mut conn,
+            "ScaleCounter",
+            ids,
+            sizes,
+            &state,
+            self.duration,
+        )
+        .await;
+        let _ = conn.close().await;
+        let (raw_rate, rows, histogram) = done?;
+        if let (Some(before), Some(after)) = (before, written_bytes()) {
+            self.bytes
+                .push(after.0.saturating_sub(before.0) as f64 / rows.max(1) as f64);
+        }
+        self.ratios.push(rate / raw_rate);
+        self.sizes.extend(sizes.iter().map(|&n| f64::from(n)));
+        self.latency.offer(&mut self.figure, raw_rate, histogram);
+        Ok(())
+    }
+
+    fn finish(mut self) -> Raw {
+        self.latency.finish(&mut self.figure);
+        Raw {
+            rate: self.figure.median(),
+            p99_us: self.figure.latency_us.map_or(0.0, |l| l[1]),
+            ratio: median(&mut self.ratios),
+            per_batch: self.sizes.iter().sum::<f64>() / self.sizes.len().max(1) as f64,
+            bytes_per_row: (!self.bytes.is_empty()).then(|| median(&mut self.bytes)),
+            store_rate: median(&mut self.store_rates),
+        }
+    }
+}
+
+/// A runtime on `opened`'s store with every object of `ids` activated.
+async fn start_runtime(opened: &Opened, ids: &Arc<Vec<String>>) -> Result<Runtime, String> {
+    let rt = Runtime::builder(Arc::clone(&opened.store))
+        .expose::<ScaleCounter>()
+        .build();
+    warm(&rt, ids).await?;
+    Ok(rt)
+}
+
+/// Checkpoints the whole WAL and starts it over, so that what a run writes is its own.
+async fn truncate_wal(pool: &sqlx::SqlitePool) -> Result<(), String> {
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(pool)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// The backend, and its pool when it is SQLite.
-async fn open_store(settings: &Settings) -> Result<(Opened, Option<sqlx::SqlitePool>), String> {
+pub(crate) async fn open_store(
+    settings: &Settings,
+) -> Result<(Opened, Option<sqlx::SqlitePool>), String> {
     match settings.backend {
         BackendKind::Sqlite | BackendKind::SqliteNormal => {
             let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -345,7 +608,8 @@ fn written_bytes() -> Option<(u64, u64)> {
     Some((dirtied, field("wchar:")?))
 }
 
-/// Draws calls/s (left axis) and p99 in ms (right axis) against N (log scale) to `path`.
+/// Draws calls/s (left axis) and p99 in ms (right axis) against N (log scale) to `path`, and
+/// the same-work baseline's rows/s where it was measured.
 fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(), String> {
     use plotters::prelude::*;
 
@@ -364,7 +628,16 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
         (lo.min(p.0), hi.max(p.0))
     });
     let x = (low / 2.0)..(high * 2.0);
-    let max_rate = points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.15;
+    let raw: Vec<(f64, f64)> = figures
+        .iter()
+        .filter_map(|f| Some((extra(f, "objects")?, extra(f, RAW_RATE)?)))
+        .collect();
+    let max_rate = points
+        .iter()
+        .map(|p| p.1)
+        .chain(raw.iter().map(|r| r.1))
+        .fold(0.0, f64::max)
+        * 1.15;
     let max_p99 = points.iter().map(|p| p.2).fold(0.0, f64::max).max(1.0) * 1.15;
 
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
@@ -407,6 +680,14 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
                 .map(|p| Circle::new((p.0, p.1), 4, BLUE.filled())),
         )
         .map_err(err)?;
+    if !raw.is_empty() {
+        let dashed = BLUE.mix(0.5).stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(raw.iter().copied(), 6, 4, dashed))
+            .map_err(err)?
+            .label("same-work baseline, rows/s")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], dashed));
+    }
     let red = RED.stroke_width(2);
     chart
         .draw_secondary_series(LineSeries::new(points.iter().map(|p| (p.0, p.2)), red))

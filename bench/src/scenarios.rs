@@ -442,10 +442,18 @@ async fn raw_spread(settings: &Settings, sizes: &[u32]) -> Result<(f64, Histogra
         .connect()
         .await
         .map_err(|e| e.to_string())?;
-    let result = baseline::raw_spread(&mut conn, "BenchCounter", &ids, sizes, settings.secs).await;
+    let result = baseline::raw_spread(
+        &mut conn,
+        "BenchCounter",
+        &ids,
+        sizes,
+        &|count| format!(r#"{{"count":{count}}}"#),
+        settings.secs,
+    )
+    .await;
     let _ = conn.close().await;
     store.pool().close().await;
-    result
+    result.map(|(rate, _, histogram)| (rate, histogram))
 }
 
 /// The `read` calls as kameo asks to in-memory actors: the baseline `read` is compared with.
