@@ -69,13 +69,13 @@ impl Drain {
 pub(crate) async fn admit(State(drain): State<Drain>, request: Request, next: Next) -> Response {
     // Counted before the check: a request that saw no drain is always waited for.
     let admitted = drain.admitted.token();
-    let mut response =
-        if drain.stopping.is_cancelled() && !SERVED_WHILE_DRAINING.contains(&request.uri().path())
-        {
-            ApiError::shutting_down().into_response()
-        } else {
-            next.run(request).await
-        };
+    let mut response = if drain.stopping.is_cancelled()
+        && !SERVED_WHILE_DRAINING.contains(&request.uri().path())
+    {
+        ApiError::shutting_down().into_response()
+    } else {
+        next.run(request).await
+    };
     drop(admitted);
     if drain.stopping.is_cancelled() {
         response
@@ -146,17 +146,21 @@ fn serve_connection(
     stream.set_nodelay(true).ok();
     let requested = Arc::new(Notify::new());
     let seen = Arc::clone(&requested);
-    let service = app.clone().map_request(move |request: Request<hyper::body::Incoming>| {
-        // One stored permit: "this connection has had a request".
-        seen.notify_one();
-        request.map(axum::body::Body::new)
-    });
+    let service = app
+        .clone()
+        .map_request(move |request: Request<hyper::body::Incoming>| {
+            // One stored permit: "this connection has had a request".
+            seen.notify_one();
+            request.map(axum::body::Body::new)
+        });
     let closing = closing.clone();
     connections.spawn(async move {
         let mut builder = Builder::new(TokioExecutor::new());
         builder.http2().enable_connect_protocol();
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = builder.serve_connection_with_upgrades(
+            TokioIo::new(stream),
+            TowerToHyperService::new(service),
+        );
         let mut connection = std::pin::pin!(connection);
         tokio::select! {
             result = connection.as_mut() => return ended(result),

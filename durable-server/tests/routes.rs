@@ -943,7 +943,11 @@ async fn a_graceful_shutdown_lets_the_call_in_flight_finish() {
     );
     server.stopped().await.expect("a clean stop");
     // Then the listener is closed.
-    let closed = fresh().get(server.url("/healthz")).send().await.unwrap_err();
+    let closed = fresh()
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap_err();
     assert!(closed.is_connect(), "{closed}");
 
     // The runtime was shut down after the call was committed; the refused calls applied
@@ -977,7 +981,14 @@ async fn exchange(
     };
     let head = String::from_utf8(received[..head_end].to_vec()).unwrap();
     let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.to_ascii_lowercase(), value.trim().to_owned()))
@@ -1036,10 +1047,21 @@ async fn a_kept_alive_connection_gets_an_answer_while_the_server_drains() {
     assert_eq!(read, 0, "the server closes the connection after its answer");
 
     held.release(1);
-    assert_eq!(within("the held call", call).await.unwrap().unwrap().status(), 200);
+    assert_eq!(
+        within("the held call", call)
+            .await
+            .unwrap()
+            .unwrap()
+            .status(),
+        200
+    );
     server.stopped().await.expect("a clean stop");
     // Only the increment acknowledged before the drain was applied.
-    let stored = runtime.read_state_json("Counter", "k").await.unwrap().unwrap();
+    let stored = runtime
+        .read_state_json("Counter", "k")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored["count"], 1);
 }
 

@@ -378,7 +378,10 @@ pub(crate) fn build(
         .layer(DefaultBodyLimit::max(config.body_limit))
         // Inside `to_completion`: a request is waited for until it ends, even if its client
         // hung up; inside the metrics and traces, which count refusals too.
-        .layer(axum::middleware::from_fn_with_state(drain, crate::drain::admit))
+        .layer(axum::middleware::from_fn_with_state(
+            drain,
+            crate::drain::admit,
+        ))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(TraceLayer::new_for_http())
