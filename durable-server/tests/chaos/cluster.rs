@@ -21,6 +21,8 @@ use super::verbose;
 
 /// The lease TTL of every node.
 pub const TTL: Duration = Duration::from_secs(2);
+/// How often every node renews its leases and reads the shards' owners: a quarter of [`TTL`].
+const RENEWAL: Duration = Duration::from_millis(500);
 /// How many shards the test clusters have.
 pub const SHARDS: u32 = 128;
 /// The shared secret of the nodes' internal listeners.
@@ -400,7 +402,8 @@ impl Cluster {
 
     /// Waits until the placement has settled: every shard held, each by the node rendezvous
     /// hashing prefers among the nodes not gone — the placement every node works towards, so
-    /// nothing moves from then on without a fault.
+    /// nothing moves from then on without a fault — and every node has read it (at its next
+    /// renewal, a quarter TTL later).
     pub async fn settled(&self, deadline: Duration) -> HashMap<u32, (String, i64)> {
         let started = Instant::now();
         let live: Vec<&str> = self
@@ -418,6 +421,7 @@ impl Cluster {
                 })
                 .count();
             if misplaced == 0 {
+                tokio::time::sleep(RENEWAL).await;
                 if verbose() {
                     eprintln!("placement settled in {:?}", started.elapsed());
                 }
