@@ -63,6 +63,7 @@ pub mod client;
 pub mod cluster;
 mod config;
 mod console;
+mod drain;
 mod error;
 pub mod metrics;
 pub mod model;
@@ -73,7 +74,6 @@ mod serve;
 use std::sync::Arc;
 
 use durable_runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 pub use config::{ConfigError, ServerConfig};
 pub use error::{ApiError, ApiErrorBody, ErrorCode, ErrorEnvelope, RETRY_AFTER};
@@ -131,7 +131,7 @@ pub fn router_with_authorizer(
     config: &ServerConfig,
     authorizer: Arc<dyn Authorizer>,
 ) -> axum::Router {
-    routes::build(runtime, config, authorizer, CancellationToken::new())
+    routes::build(runtime, config, authorizer, drain::Drain::default())
 }
 
 /// The OpenAPI 3.1 document of a gateway over `runtime` with `config`, as `/openapi.json`

@@ -1,9 +1,10 @@
 //! Serving the gateway on a TCP listener, and stopping gracefully: on the shutdown signal the
-//! server stops accepting connections, lets the requests in flight finish (for at most the
-//! configured grace), then shuts the runtime down, which handles the calls already queued
-//! and commits them.
+//! server answers new requests `503 shutting_down` (see `drain`), lets the
+//! requests in flight finish (for at most the configured grace), shuts the runtime down,
+//! which handles the calls already queued and commits them, and only then closes its
+//! listener.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::TokenAuthorizer;
 use crate::config::ServerConfig;
+use crate::drain::Drain;
 
 /// How often the Prometheus recorder's upkeep runs (it also runs on every scrape).
 const METRICS_UPKEEP: Duration = Duration::from_secs(5);
@@ -87,12 +89,22 @@ pub async fn serve_cluster_with_shutdown(
     serve_listeners(runtime, config, listener, Some(internal), shutdown).await
 }
 
-/// Serves the gateway over `runtime` on `listener` until `shutdown` completes, then:
+/// Serves the gateway over `runtime` on `listener` until `shutdown` completes, then drains:
 ///
-/// 1. `/readyz` answers `503`, and no new connection is accepted;
+/// 1. `/readyz` answers `503`; the listener stays open and every new request is answered
+///    `503 shutting_down` (retryable: nothing was applied), `/healthz`, `/readyz` and
+///    `/metrics` excepted; every answer from then on carries `Connection: close`;
 /// 2. the requests in flight finish, for at most `config.shutdown_grace` (past it they are no
 ///    longer waited for);
-/// 3. [`Runtime::shutdown`] handles the calls already queued, commits them and stops.
+/// 3. [`Runtime::shutdown`] handles the calls already queued, commits them and stops (in
+///    cluster mode, hands its shards over);
+/// 4. the listener closes, and the connections still open end (idle ones at once, others
+///    within `config.shutdown_grace`).
+///
+/// So a client always gets a definite answer while the server drains, even on a connection
+/// it opened or reused just as the signal came; one that keeps sending to the server after
+/// it said `shutting_down` may find the listener closed (connection refused: not sent).
+/// Load balancers take the server out on `/readyz`'s `503`.
 ///
 /// With [`ServerConfig::cluster`] set, it also binds and serves the internal listener (see
 /// [`serve_cluster_with_shutdown`]).
@@ -152,46 +164,57 @@ async fn serve_listeners(
                 tracing::info!(%address, "serving forwarded calls from the cluster's nodes");
             }
             let app = crate::cluster::internal_router(runtime.clone(), cluster);
-            let server = axum::serve(internal, app)
-                .with_graceful_shutdown(internal_stopping.clone().cancelled_owned())
-                .into_future();
+            let server = crate::drain::serve(internal, app, internal_stopping.clone());
             Some(tokio::spawn(server))
         }
         _ => None,
     };
-    let stopping = CancellationToken::new();
+    let drain = Drain::new(CancellationToken::new());
+    let closing = CancellationToken::new();
     let authorizer = Arc::new(TokenAuthorizer::new(&config.auth));
-    let app = crate::routes::build(runtime.clone(), &config, authorizer, stopping.clone());
+    let app = crate::routes::build(runtime.clone(), &config, authorizer, drain.clone());
     let audit = crate::audit::spawn_lifecycle_audit(&runtime);
-    let upkeep = tokio::spawn(metrics_upkeep(stopping.clone()));
+    let upkeep = tokio::spawn(metrics_upkeep(closing.clone()));
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "serving durable objects over HTTP");
     }
 
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(stopping.clone().cancelled_owned())
-        .into_future();
-    let mut server = std::pin::pin!(server);
-    let result = tokio::select! {
-        result = &mut server => result,
-        () = shutdown => {
-            tracing::info!("shutting down: finishing the requests in flight");
-            stopping.cancel();
-            match tokio::time::timeout(config.shutdown_grace, &mut server).await {
-                Ok(result) => result,
-                Err(_) => {
-                    tracing::warn!(
-                        grace = %humantime::format_duration(config.shutdown_grace),
-                        "requests still in flight after the grace period are no longer waited for"
-                    );
-                    Ok(())
-                }
-            }
-        }
+    // The listener stays open through the drain: it closes on `closing`, once the runtime
+    // has stopped.
+    let mut server = tokio::spawn(crate::drain::serve(listener, app, closing.clone()));
+    let ended = tokio::select! {
+        joined = &mut server => Some(served(joined)),
+        () = shutdown => None,
     };
-    stopping.cancel();
+    if ended.is_none() {
+        tracing::info!("shutting down: refusing new requests, finishing those in flight");
+        drain.begin();
+        if tokio::time::timeout(config.shutdown_grace, drain.admitted_ended())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                grace = %humantime::format_duration(config.shutdown_grace),
+                "requests still in flight after the grace period are no longer waited for"
+            );
+        }
+    }
+    drain.begin();
     runtime.shutdown().await;
+    closing.cancel();
     internal_stopping.cancel();
+    let result = match ended {
+        Some(result) => result,
+        // Left: connections idle or with a request past the grace; idle ones close at once.
+        None => match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+            Ok(joined) => served(joined),
+            Err(_) => {
+                server.abort();
+                tracing::warn!("connections still open after the grace period are closed");
+                Ok(())
+            }
+        },
+    };
     if let Some(internal) = internal_server
         && tokio::time::timeout(config.shutdown_grace, internal)
             .await
@@ -205,6 +228,11 @@ async fn serve_listeners(
     upkeep.abort();
     tracing::info!("stopped");
     result
+}
+
+/// The outcome of the serving task.
+fn served(joined: Result<(), tokio::task::JoinError>) -> std::io::Result<()> {
+    joined.map_err(std::io::Error::other)
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT): the shutdown signal of [`serve`].

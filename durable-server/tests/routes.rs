@@ -1,8 +1,8 @@
 //! Every route of the gateway over real HTTP, on the in-memory store and on SQLite: calls,
 //! reads, listings, deletes, alarms, dead alarms, types, the OpenAPI document (checked by an
 //! OpenAPI validator), metrics, health; the unversioned aliases; 1,000 HTTP calls interleaved
-//! with 1,000 typed calls on one object; and a graceful shutdown that lets an in-flight call
-//! finish.
+//! with 1,000 typed calls on one object; and a graceful shutdown that answers every request
+//! while it drains and lets an in-flight call finish.
 
 mod common;
 
@@ -903,34 +903,166 @@ async fn a_graceful_shutdown_lets_the_call_in_flight_finish() {
     let (held, call) = held_call(&server, "g", "shutdown-in-flight").await;
 
     server.begin_stop();
-    // The server stops accepting connections...
-    within("the listener closing", async {
+    // The server drains: new calls are refused, retryably and with nothing applied, on
+    // connections it still accepts...
+    let fresh = || reqwest::Client::builder().build().unwrap();
+    within("the drain beginning", async {
         loop {
-            let fresh = reqwest::Client::new();
-            if fresh.get(server.url("/healthz")).send().await.is_err() {
+            let readyz = fresh().get(server.url("/readyz")).send().await;
+            let readyz = readyz.expect("the listener stays open while draining");
+            if readyz.status() == 503 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await;
-    // ...but the call in flight finishes, and is answered.
+    let refused = fresh()
+        .post(server.url("/v1/objects/Counter/c/call/increment"))
+        .json(&json!({"by": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["connection"], "close");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(code(&body), "shutting_down");
+    assert_eq!(body["error"]["retryable"], true);
+    // ...probes are still answered...
+    let healthz = fresh().get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(healthz.status(), 200);
+    // ...and the call in flight finishes, and is answered.
     held.release(1);
     let response = within("the call in flight", call).await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["connection"], "close");
     assert_eq!(
         response.json::<Value>().await.unwrap(),
         json!({"result": 1})
     );
     server.stopped().await.expect("a clean stop");
+    // Then the listener is closed.
+    let closed = fresh()
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(closed.is_connect(), "{closed}");
 
-    // The runtime was shut down after the call was committed.
+    // The runtime was shut down after the call was committed; the refused calls applied
+    // nothing.
     assert!(matches!(
         Gated::passed(&runtime, "g").await,
         Err(Error::ShuttingDown)
     ));
     let stored = runtime.read_state_json("Gated", "g").await.unwrap();
     assert_eq!(stored, Some(json!({"passed": 1})));
+    assert_eq!(runtime.read_state_json("Counter", "c").await.unwrap(), None);
+}
+
+/// One HTTP/1.1 exchange on an open connection: the status, the headers (names in lower
+/// case) and the body (the gateway's answers carry a `Content-Length`).
+async fn exchange(
+    stream: &mut tokio::net::TcpStream,
+    request: &str,
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let head_end = loop {
+        if let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let mut chunk = [0; 4096];
+        let read = within("an answer", stream.read(&mut chunk)).await.unwrap();
+        assert!(read > 0, "the connection closed without an answer");
+        received.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8(received[..head_end].to_vec()).unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .map_or(0, |(_, value)| value.parse().unwrap());
+    let mut body = received[head_end..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0; 4096];
+        let read = within("a body", stream.read(&mut chunk)).await.unwrap();
+        assert!(read > 0, "the connection closed inside a body");
+        body.extend_from_slice(&chunk[..read]);
+    }
+    (status, headers, body)
+}
+
+/// A connection kept alive from before the shutdown, reused while the server drains: its
+/// request gets a definite answer, `503 shutting_down` with `Connection: close` (never a
+/// connection closed under the request, which would leave the client not knowing whether
+/// it ran), then the server closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_gets_an_answer_while_the_server_drains() {
+    use tokio::io::AsyncReadExt;
+    let mut server = TestServer::start(builder(MemoryStorage::new()).build(), open_config()).await;
+    let runtime = server.runtime.clone();
+    let address = server.url("").trim_start_matches("http://").to_owned();
+    let increment = format!(
+        "POST /v1/objects/Counter/k/call/increment HTTP/1.1\r\nHost: {address}\r\n\
+         Content-Type: application/json\r\nContent-Length: 8\r\n\r\n{{\"by\":1}}"
+    );
+    let mut kept = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (status, headers, body) = exchange(&mut kept, &increment).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(!headers.iter().any(|(name, _)| name == "connection"));
+    // A call in flight keeps the server draining while the kept connection is reused.
+    let (held, call) = held_call(&server, "k", "drain-kept-alive").await;
+
+    server.begin_stop();
+    within("the drain beginning", async {
+        while server.get("/readyz").await.0 != 503 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (status, headers, body) = exchange(&mut kept, &increment).await;
+    assert_eq!(status, 503);
+    assert!(headers.contains(&("connection".to_owned(), "close".to_owned())));
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code(&body), "shutting_down");
+    let mut rest = [0; 64];
+    let read = within("the server closing the connection", kept.read(&mut rest))
+        .await
+        .unwrap();
+    assert_eq!(read, 0, "the server closes the connection after its answer");
+
+    held.release(1);
+    assert_eq!(
+        within("the held call", call)
+            .await
+            .unwrap()
+            .unwrap()
+            .status(),
+        200
+    );
+    server.stopped().await.expect("a clean stop");
+    // Only the increment acknowledged before the drain was applied.
+    let stored = runtime
+        .read_state_json("Counter", "k")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored["count"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

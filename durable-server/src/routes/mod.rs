@@ -32,6 +32,7 @@ use tower_http::trace::TraceLayer;
 use crate::audit::Mutation;
 use crate::auth::{Action, Authorizer, Op, Principal, PublicEndpoint};
 use crate::config::ServerConfig;
+use crate::drain::Drain;
 use crate::error::{ApiError, ErrorEnvelope};
 
 /// What every handler reaches: the runtime and the gateway's settings.
@@ -343,7 +344,7 @@ pub(crate) fn build(
     runtime: Runtime,
     config: &ServerConfig,
     authorizer: Arc<dyn Authorizer>,
-    shutdown: CancellationToken,
+    drain: Drain,
 ) -> Router {
     let catalog = Catalog::new(&runtime);
     let openapi = crate::openapi::document(&catalog, config);
@@ -358,7 +359,7 @@ pub(crate) fn build(
         call_timeout: config.call_timeout,
         openapi: Bytes::from(openapi),
         metrics: crate::metrics::prometheus(),
-        shutdown,
+        shutdown: drain.stopping().clone(),
     }));
     let console = if config.console {
         crate::console::routes()
@@ -375,6 +376,12 @@ pub(crate) fn build(
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
         .layer(DefaultBodyLimit::max(config.body_limit))
+        // Inside `to_completion`: a request is waited for until it ends, even if its client
+        // hung up; inside the metrics and traces, which count refusals too.
+        .layer(axum::middleware::from_fn_with_state(
+            drain,
+            crate::drain::admit,
+        ))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(TraceLayer::new_for_http())
@@ -419,7 +426,12 @@ mod tests {
         let stopping = CancellationToken::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth));
         let runtime = Runtime::new(MemoryStorage::new());
-        let app = super::build(runtime, &config, authorizer, stopping.clone());
+        let app = super::build(
+            runtime,
+            &config,
+            authorizer,
+            crate::drain::Drain::new(stopping.clone()),
+        );
         let readyz = || Request::get("/readyz").body(Body::empty()).unwrap();
         let ready = app.clone().oneshot(readyz()).await.unwrap();
         assert_eq!(ready.status(), StatusCode::OK);

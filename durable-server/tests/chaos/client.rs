@@ -8,6 +8,10 @@
 //! budget runs out. Unknown: anything else (`504 timeout`, `outcome_unknown`, a connection
 //! reset after the request went out, no answer within the call deadline) — the call may have
 //! been applied, so it is never retried; the checker counts it as maybe applied.
+//!
+//! A node draining on shutdown answers `503 shutting_down` with `Connection: close`: the
+//! client then sends nothing more to it, as a load balancer takes a node out once it stops
+//! being ready (the node closes its listener after its drain).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +26,8 @@ use super::checker::{Kind, Op, Outcome};
 pub const CALL_DEADLINE: Duration = Duration::from_secs(3);
 /// How long a call keeps retrying attempts that applied nothing.
 pub const CALL_BUDGET: Duration = Duration::from_secs(15);
+/// How many final reads run at once.
+const FINAL_READS_AT_ONCE: usize = 8;
 
 /// How one attempt ended.
 #[derive(Debug)]
@@ -30,6 +36,8 @@ pub enum Attempt {
     Ok(Value),
     /// Refused with nothing applied (the reason, for the log).
     NotApplied(String),
+    /// Refused with nothing applied by a node that is shutting down.
+    Draining,
     /// Maybe applied.
     Unknown(String),
 }
@@ -45,6 +53,8 @@ pub struct Stats {
     pub unknown: AtomicU64,
     /// Calls that gave up after their budget, nothing applied.
     pub failed: AtomicU64,
+    /// Attempts refused by a draining node (a subset of the refused ones).
+    pub draining: AtomicU64,
     /// Attempts cut off by [`CALL_DEADLINE`] (a subset of the unknown ones).
     pub timeouts: AtomicU64,
     /// The longest refused attempt, in microseconds: how fast failures are.
@@ -61,10 +71,11 @@ impl Stats {
     /// One line for the scenario's summary.
     pub fn line(&self) -> String {
         format!(
-            "calls ok {} / retryable refusals {} / unknown {} (timeouts {}) / gave up {}; \
-             slowest refusal {:?}",
+            "calls ok {} / retryable refusals {} (draining {}) / unknown {} (timeouts {}) / \
+             gave up {}; slowest refusal {:?}",
             self.ok.load(Ordering::Relaxed),
             self.retryable.load(Ordering::Relaxed),
+            self.draining.load(Ordering::Relaxed),
             self.unknown.load(Ordering::Relaxed),
             self.timeouts.load(Ordering::Relaxed),
             self.failed.load(Ordering::Relaxed),
@@ -131,6 +142,14 @@ impl Client {
         self.nodes.lock().expect("nodes").push(address);
     }
 
+    /// Sends nothing more to `address` (unless it is the last node).
+    pub fn forget_node(&self, address: SocketAddr) {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        if nodes.len() > 1 {
+            nodes.retain(|node| *node != address);
+        }
+    }
+
     /// The nodes calls go to.
     pub fn nodes(&self) -> Vec<SocketAddr> {
         self.nodes.lock().expect("nodes").clone()
@@ -156,17 +175,21 @@ impl Client {
                 if error.is_timeout() {
                     self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 }
-                return Attempt::Unknown(error.to_string());
+                return Attempt::Unknown(error_chain(&error));
             }
         };
         let status = response.status().as_u16();
+        let closing = response
+            .headers()
+            .get(reqwest::header::CONNECTION)
+            .is_some_and(|value| value == "close");
         let body = match response.bytes().await {
             Ok(body) => body,
             Err(error) => {
                 if error.is_timeout() {
                     self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 }
-                return Attempt::Unknown(format!("{status}, body cut: {error}"));
+                return Attempt::Unknown(format!("{status}, body cut: {}", error_chain(&error)));
             }
         };
         let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -174,6 +197,7 @@ impl Client {
             // `{"result": <the handler's output>}`
             200 => Attempt::Ok(value["result"].clone()),
             421 => Attempt::NotApplied("421 misdirected".to_owned()),
+            503 if closing && value["error"]["code"] == "shutting_down" => Attempt::Draining,
             _ if value["error"]["retryable"] == Value::Bool(true) => {
                 Attempt::NotApplied(format!("{status} {}", value["error"]["code"]))
             }
@@ -257,7 +281,11 @@ impl Client {
                     tracing_line(&format!("{handler} {id} at {node}: unknown: {why}"));
                     return (Outcome::Unknown, None, start, end, node);
                 }
-                Attempt::NotApplied(_) => {
+                Attempt::NotApplied(_) | Attempt::Draining => {
+                    if matches!(attempt, Attempt::Draining) {
+                        self.stats.draining.fetch_add(1, Ordering::Relaxed);
+                        self.forget_node(node);
+                    }
                     self.stats.refused(end - start);
                     if began.elapsed() > CALL_BUDGET {
                         self.stats.failed.fetch_add(1, Ordering::Relaxed);
@@ -276,20 +304,24 @@ impl Client {
     }
 
     /// Reads the final value of counters `0..counters`, each from a call started after
-    /// everything else ended. Fails the test if one cannot be read within its budget.
+    /// everything else ended, a few at a time. Fails the test if one cannot be read within
+    /// its budget.
     pub async fn finals(&self, counters: usize) -> Vec<u64> {
-        let mut rng = Rng::new(0xF1_4A15);
-        let mut finals = Vec::with_capacity(counters);
-        for counter in 0..counters {
-            let id = counter_id(counter);
-            let (outcome, reply, ..) = self.call_handler(&mut rng, None, &id, "get", None).await;
-            let value = match (outcome, reply) {
-                (Outcome::Ok(_), Some(value)) => value.as_u64().expect("a count"),
-                (outcome, _) => panic!("final read of {id}: {outcome:?}"),
-            };
-            finals.push(value);
-        }
-        finals
+        use futures_util::StreamExt;
+        futures_util::stream::iter(0..counters)
+            .map(|counter| async move {
+                let mut rng = Rng::new(0xF1_4A15 + counter as u64);
+                let id = counter_id(counter);
+                let (outcome, reply, ..) =
+                    self.call_handler(&mut rng, None, &id, "get", None).await;
+                match (outcome, reply) {
+                    (Outcome::Ok(_), Some(value)) => value.as_u64().expect("a count"),
+                    (outcome, _) => panic!("final read of {id}: {outcome:?}"),
+                }
+            })
+            .buffered(FINAL_READS_AT_ONCE)
+            .collect()
+            .await
     }
 
     /// GETs `path` from `node`: the body, or `None` if the node does not answer.
@@ -304,9 +336,21 @@ impl Client {
     }
 }
 
+/// The error and its causes: reqwest's own message says little ("error sending request").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Unknown outcomes are rare and each worth seeing when a scenario is debugged.
 fn tracing_line(line: &str) {
-    if std::env::var_os("CHAOS_VERBOSE").is_some() {
+    if super::verbose() {
         eprintln!("{line}");
     }
 }

@@ -13,12 +13,16 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use durable_runtime::cluster::preferred_node;
 use durable_sqlx::sqlx::{self, Connection, PgConnection, Row};
 
 use super::proxy::Proxy;
+use super::verbose;
 
 /// The lease TTL of every node.
 pub const TTL: Duration = Duration::from_secs(2);
+/// How often every node renews its leases and reads the shards' owners: a quarter of [`TTL`].
+const RENEWAL: Duration = Duration::from_millis(500);
 /// How many shards the test clusters have.
 pub const SHARDS: u32 = 128;
 /// The shared secret of the nodes' internal listeners.
@@ -396,26 +400,39 @@ impl Cluster {
         (idle, waiting)
     }
 
-    /// Waits until every shard is held by a live node and the placement has settled: the
-    /// owners stayed the same for a whole lease TTL.
+    /// Waits until the placement has settled: every shard held, each by the node rendezvous
+    /// hashing prefers among the nodes not gone — the placement every node works towards, so
+    /// nothing moves from then on without a fault — and every node has read it (at its next
+    /// renewal, a quarter TTL later).
     pub async fn settled(&self, deadline: Duration) -> HashMap<u32, (String, i64)> {
         let started = Instant::now();
-        let mut last = HashMap::new();
-        let mut since = Instant::now();
+        let live: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter(|node| !node.gone)
+            .map(|node| node.id.as_str())
+            .collect();
         loop {
             let owners = self.shard_owners().await;
-            if owners != last {
-                last = owners;
-                since = Instant::now();
-            } else if last.len() == SHARDS as usize && since.elapsed() >= TTL {
-                return last;
+            let misplaced = (0..SHARDS)
+                .filter(|shard| {
+                    let preferred = preferred_node(live.iter().copied(), *shard);
+                    owners.get(shard).map(|(owner, _)| owner.as_str()) != preferred
+                })
+                .count();
+            if misplaced == 0 {
+                tokio::time::sleep(RENEWAL).await;
+                if verbose() {
+                    eprintln!("placement settled in {:?}", started.elapsed());
+                }
+                return owners;
             }
             assert!(
                 started.elapsed() < deadline,
-                "placement did not settle within {deadline:?}: {} shards held",
-                last.len()
+                "placement did not settle within {deadline:?}: {misplaced} shards not held by \
+                 their preferred node"
             );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

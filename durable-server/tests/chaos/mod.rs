@@ -28,6 +28,12 @@ pub fn full_size() -> bool {
     std::env::var("CHAOS_FULL").is_ok_and(|value| !value.is_empty() && value != "0")
 }
 
+/// Whether every call with an unknown outcome and the harness's timings are printed
+/// (`CHAOS_VERBOSE=1`).
+pub fn verbose() -> bool {
+    std::env::var_os("CHAOS_VERBOSE").is_some()
+}
+
 /// `ci` normally, `full` under `CHAOS_FULL=1`.
 pub fn scaled(ci: u64, full: u64) -> u64 {
     if full_size() { full } else { ci }
@@ -101,7 +107,7 @@ pub async fn served_again(
     });
     let mut times = futures_util::future::join_all(probes).await;
     times.sort_unstable();
-    if std::env::var_os("CHAOS_VERBOSE").is_some() {
+    if verbose() {
         eprintln!("served again after {times:?}");
     }
     let latest = times.last().copied().unwrap_or_default();
