@@ -5,7 +5,9 @@
 //! Both nodes share one fresh schema; each has its own store and internal listener. One
 //! caller calls `increment` on node `a` over 1,000 objects of each kind, one call at a time,
 //! so the difference of the medians is what a forward adds to a call when nothing else waits.
-//! Each run measures local calls, then forwarded ones.
+//! Each run measures local calls, then forwarded ones by name, then forwarded typed calls
+//! (`BenchCounter::increment(&rt, id)`, which encode their arguments and decode their reply
+//! themselves).
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,7 @@ const SHARDS: u32 = 64;
 /// How long the two nodes may take to split the shards.
 const SETTLE: Duration = Duration::from_secs(30);
 
-/// The figures `forward-local-1` and `forward-remote-1`.
+/// The figures `forward-local-1`, `forward-remote-1` and `forward-typed-remote-1`.
 pub(crate) async fn forward(settings: &Settings) -> Result<Vec<Figure>, String> {
     if settings.backend != BackendKind::Postgres {
         return Err("the forward scenario runs on --backend postgres only".into());
@@ -36,26 +38,38 @@ pub(crate) async fn forward(settings: &Settings) -> Result<Vec<Figure>, String> 
     let mut local_latency = MedianLatency::default();
     let mut remote = Figure::new("forward-remote-1", backend, "calls/s");
     let mut remote_latency = MedianLatency::default();
+    let mut typed = Figure::new("forward-typed-remote-1", backend, "calls/s");
+    let mut typed_latency = MedianLatency::default();
     let (mut p50_overheads, mut p99_overheads) = (Vec::new(), Vec::new());
+    let mut typed_p50_overheads = Vec::new();
     for _ in 0..settings.runs {
         let cluster = Cluster::start(settings).await?;
         let (local_ids, remote_ids) = cluster.split()?;
-        let (rate, base) = sequential(&cluster.a, &local_ids, settings.secs).await?;
+        let (rate, base) = sequential(&cluster.a, &local_ids, settings.secs, Via::Name).await?;
         local_latency.offer(&mut local, rate, base.clone());
-        let (rate, histogram) = sequential(&cluster.a, &remote_ids, settings.secs).await?;
+        let (rate, histogram) =
+            sequential(&cluster.a, &remote_ids, settings.secs, Via::Name).await?;
         let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         p50_overheads.push(us(&histogram, 0.5) - us(&base, 0.5));
         p99_overheads.push(us(&histogram, 0.99) - us(&base, 0.99));
         remote_latency.offer(&mut remote, rate, histogram);
+        let (rate, histogram) =
+            sequential(&cluster.a, &remote_ids, settings.secs, Via::Typed).await?;
+        typed_p50_overheads.push(us(&histogram, 0.5) - us(&base, 0.5));
+        typed_latency.offer(&mut typed, rate, histogram);
         cluster.finish().await;
     }
     local_latency.finish(&mut local);
     remote_latency.finish(&mut remote);
+    typed_latency.finish(&mut typed);
     remote.extra.extend([
         ("p50 overhead µs", median(&mut p50_overheads)),
         ("p99 overhead µs", median(&mut p99_overheads)),
     ]);
-    Ok(vec![local, remote])
+    typed
+        .extra
+        .push(("p50 overhead µs", median(&mut typed_p50_overheads)));
+    Ok(vec![local, remote, typed])
 }
 
 /// Two nodes on one schema, each serving its internal listener.
@@ -180,12 +194,21 @@ impl Cluster {
     }
 }
 
-/// One caller calling `increment` by name on `ids` in turn, one call at a time, for
-/// `duration`.
+/// How the caller calls.
+#[derive(Clone, Copy)]
+enum Via {
+    /// `Runtime::call_by_name`.
+    Name,
+    /// The typed client.
+    Typed,
+}
+
+/// One caller calling `increment` on `ids` in turn, one call at a time, for `duration`.
 async fn sequential(
     rt: &Runtime,
     ids: &[String],
     duration: Duration,
+    via: Via,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>), String> {
     let mut histogram = crate::report::histogram();
     let started = Instant::now();
@@ -193,9 +216,17 @@ async fn sequential(
     while started.elapsed() < duration {
         let id = &ids[done as usize % ids.len()];
         let sent = Instant::now();
-        rt.call_by_name("BenchCounter", id, "increment", json!({}))
-            .await
-            .map_err(|e| format!("increment of {id}: {e}"))?;
+        match via {
+            Via::Name => rt
+                .call_by_name("BenchCounter", id, "increment", json!({}))
+                .await
+                .map(drop)
+                .map_err(|e| format!("increment of {id}: {e}"))?,
+            Via::Typed => BenchCounter::increment(rt, id)
+                .await
+                .map(drop)
+                .map_err(|e| format!("typed increment of {id}: {e}"))?,
+        }
         histogram.saturating_record(sent.elapsed().as_nanos() as u64);
         done += 1;
     }

@@ -239,6 +239,20 @@ pub enum Error<E = Infallible> {
         owner: Option<String>,
     },
 
+    /// Cluster mode: a typed call to an object another node serves was forwarded there, and
+    /// the exchange failed (the node could not be reached, the connection broke, the owner
+    /// answered an error of its own, or its reply did not decode into the handler's types).
+    /// [`ForwardError::is_retryable`](crate::cluster::ForwardError::is_retryable) says whether
+    /// sending the call again is safe; [`is_retryable`](Error::is_retryable) says the same.
+    #[error("the call to {key} forwarded to the node serving it failed: {source}")]
+    Forward {
+        /// The object.
+        key: ObjectKey,
+        /// What failed.
+        #[source]
+        source: Box<crate::cluster::ForwardError>,
+    },
+
     /// The call's idempotency key was already used on this object by a call to another handler
     /// or with other arguments. Nothing ran; the stored reply is kept for the call that made it.
     #[error("idempotency key {idempotency_key:?} of {key} was used by a different call")]
@@ -286,6 +300,7 @@ impl<E> Error<E> {
             | Self::Fenced { .. }
             | Self::NotOwner { .. } => true,
             Self::Storage { source, .. } => source.is_retryable(),
+            Self::Forward { source, .. } => source.is_retryable(),
             _ => false,
         }
     }
@@ -339,6 +354,7 @@ impl<E> Error<E> {
             Self::ShuttingDown => Error::ShuttingDown,
             Self::Fenced { key } => Error::Fenced { key },
             Self::NotOwner { key, owner } => Error::NotOwner { key, owner },
+            Self::Forward { key, source } => Error::Forward { key, source },
             Self::IdempotencyKeyReused {
                 key,
                 idempotency_key,

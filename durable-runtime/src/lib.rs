@@ -101,8 +101,41 @@ pub use storage::MemoryStorage;
 /// Declares a durable object: on a struct, its state; on an impl block, its handlers.
 ///
 /// On the impl block, `#[durable_object(expose)]` also makes the handlers callable by name
-/// (see [`Exposed`] and [`RuntimeBuilder::expose`]). See the crate documentation and the guide
-/// for the full syntax.
+/// (see [`Exposed`] and [`RuntimeBuilder::expose`]): each exposed handler's error type must be
+/// `Serialize`. In cluster mode, the typed clients of an exposed type (`Type::<name>(&rt, id,
+/// ..)`, the handle's and the caller's methods) forward a call to an object another node
+/// serves to that node, and decode its reply there; this needs the handler's error type to be
+/// `Deserialize` too (arguments and outputs always are). A handler whose error type is not
+/// still compiles and is still forwarded when called by name, but its typed calls on another
+/// node than the owner fail with [`Error::NotOwner`] naming the owner; joining a cluster logs
+/// a warning naming such handlers ([`ExposedHandler::typed_forwarding`]). Without a cluster
+/// the typed client checks one `OnceLock` and calls the object directly.
+///
+/// See the crate documentation and the guide for the full syntax.
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{durable_object, Exposed};
+///
+/// #[derive(Debug, serde::Serialize)]
+/// pub struct Refused; // `Serialize` only
+///
+/// #[durable_object]
+/// pub struct Account { balance: u64 }
+///
+/// #[durable_object(expose)]
+/// impl Account {
+///     #[handler]
+///     fn handle_deposit(&mut self, amount: u64) -> u64 { self.balance += amount; self.balance }
+///
+///     #[handler]
+///     fn handle_close(&mut self) -> Result<(), Refused> { Err(Refused) }
+/// }
+///
+/// let forwards: Vec<_> = Account::HANDLERS.iter().map(|h| (h.name, (h.typed_forwarding)())).collect();
+/// assert_eq!(forwards, [("deposit", true), ("close", false)]);
+/// ```
 pub use durable_macros::durable_object;
 
 /// Marks a method of a `#[durable_object]` impl block as a handler: `fn handle_<name>` gets

@@ -317,6 +317,11 @@ pub use crate::exposed::{
 
 pub use serde_json::Value as JsonValue;
 
+pub use crate::cluster::typed::{
+    Decodable, DecodeProbe, Decoder, ForwardArguments, Forwarded, NotDecodable, ReplyCodec,
+    forward, forward_target, no_handler_error,
+};
+
 /// Items `#[durable_fsm]` generates code against.
 #[cfg(feature = "fsm")]
 pub use crate::fsm::private as fsm;

@@ -1026,6 +1026,16 @@ impl RuntimeBuilder {
         {
             return Err(crate::cluster::ClusterError::NotExposed { type_name });
         }
+        // Their calls by name are forwarded; their typed calls cannot be.
+        for (type_name, handlers) in self.exposed.not_forwardable() {
+            tracing::warn!(
+                object_type = type_name,
+                handlers = %handlers.join(", "),
+                "typed calls to these handlers cannot be forwarded to the node serving their \
+                 object (their output or error type is not `Deserialize`): on another node \
+                 they fail with `NotOwner`; calls by name are forwarded"
+            );
+        }
         let storage = Arc::clone(&self.storage);
         let forwarder = self.forwarder.take();
         crate::cluster::join(storage.as_ref(), config, forwarder, || self.build_runtime()).await
@@ -1033,7 +1043,8 @@ impl RuntimeBuilder {
 
     /// In cluster mode, how this node sends a call by name
     /// ([`Runtime::call_by_name`](crate::Runtime::call_by_name) and the gateway's call route)
-    /// to the node serving its object: see [`Forwarder`](crate::cluster::Forwarder).
+    /// or a typed call of an exposed handler (`Counter::increment(&rt, id, ..)`) to the node
+    /// serving its object: see [`Forwarder`](crate::cluster::Forwarder).
     /// `durable_server::cluster::HttpForwarder` forwards over HTTP/2. Without one, such a call
     /// fails at once with [`Error::NotOwner`] naming the owner.
     ///

@@ -696,6 +696,8 @@ impl From<Error> for ApiError {
                 ErrorCode::Unavailable,
                 "this node does not serve the object now (its shard is moving); nothing was applied",
             ),
+            // A typed call a handler made, forwarded to another node, failed there.
+            Error::Forward { source, .. } => forward_error(*source),
             Error::Storage { source, .. } if source.kind() == StorageErrorKind::Unavailable => {
                 tracing::warn!(error = %source, "storage unavailable");
                 Self::new(ErrorCode::Unavailable, "storage is unavailable")

@@ -2,7 +2,8 @@
 //! Postgres store on a fresh database, its public listener and its internal listener on
 //! loopback ports. A call made on any node reaches the node serving the object; the internal
 //! route checks the shared secret, the shard's owner and the hop limit before anything runs,
-//! and the caller's deadline travels with the call.
+//! and the caller's deadline travels with the call. Typed calls (`Account::deposit(&rt, ..)`)
+//! are forwarded the same way and come back typed.
 
 mod fresh_database;
 
@@ -13,7 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use durable_runtime::cluster::{ClusterError, ForwardError, ForwardedCall, Forwarder, Route};
-use durable_runtime::{BoxFuture, CallByNameError, CallOptions, Error, Runtime, durable_object};
+use durable_runtime::{
+    BoxFuture, CallByNameError, CallOptions, Error, Exposed, LiveStatus, Runtime, durable_object,
+};
 use durable_server::ServerConfig;
 use durable_server::auth::AuthConfig;
 use durable_server::cluster::{
@@ -68,6 +71,16 @@ impl Account {
         self.balance
     }
 
+    #[handler]
+    fn handle_close(&mut self) -> Result<(), NotEmpty> {
+        if self.balance > 0 {
+            return Err(NotEmpty {
+                balance: self.balance,
+            });
+        }
+        Ok(())
+    }
+
     /// Takes `millis`, then deposits one.
     #[handler]
     async fn handle_slow(&mut self, millis: u64) -> u64 {
@@ -75,6 +88,13 @@ impl Account {
         self.balance += 1;
         self.balance
     }
+}
+
+/// Why an account cannot be closed: `Serialize` only, so typed calls of `close` cannot be
+/// forwarded (a caller could not decode the error).
+#[derive(Debug, Serialize)]
+pub struct NotEmpty {
+    balance: u64,
 }
 
 /// A type registered without being exposed.
@@ -551,6 +571,203 @@ async fn a_misdirected_forward_is_sent_again_once_then_refused_retryably() {
     );
     assert_eq!(forwarder.seen.lock().unwrap().len(), 2);
     assert_eq!(b.balance(other).await, json!(0));
+    a.stop().await;
+    b.stop().await;
+}
+
+/// The ids among `ids` live (active or hibernated) on `node`.
+fn live_among(node: &Node, ids: &[String]) -> Vec<String> {
+    let mut live = node
+        .rt
+        .list_live::<Account>(LiveStatus::Active, None, 1000)
+        .ids;
+    live.extend(
+        node.rt
+            .list_live::<Account>(LiveStatus::Hibernated, None, 1000)
+            .ids,
+    );
+    ids.iter().filter(|id| live.contains(id)).cloned().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_call_on_any_node_runs_at_the_owner_and_comes_back_typed() {
+    let Some(db) = FreshDatabase::new("forward").await else {
+        return;
+    };
+    let (a, b, at_a, at_b) = two_nodes(&db, 3).await;
+    for id in &at_b {
+        // On `a`, which does not serve the object: the plain client, then the handle.
+        assert_eq!(Account::deposit(&a.rt, id, 5).await.unwrap(), 5);
+        let handle = Account::handle(&a.rt, id.clone());
+        assert_eq!(handle.deposit(2).await.unwrap(), 7);
+        assert_eq!(handle.balance().await.unwrap(), 7);
+        // The handler's own error, typed.
+        match Account::withdraw(&a.rt, id, 100).await {
+            Err(Error::Handler(Refusal::Insufficient { balance, asked })) => {
+                assert_eq!((balance, asked), (7, 100));
+            }
+            other => panic!("expected the handler's error, got {other:?}"),
+        }
+        assert_eq!(handle.withdraw(3).await.unwrap(), 4);
+        // On the owner, the same object.
+        assert_eq!(Account::balance(&b.rt, id).await.unwrap(), 4);
+    }
+    // Every call ran at the owner: `b` holds the objects, `a` never started one.
+    assert_eq!(live_among(&b, &at_b), at_b);
+    assert_eq!(live_among(&a, &at_b), Vec::<String>::new());
+    for id in &at_b {
+        assert_eq!(b.balance(id).await, json!(4));
+    }
+    // The objects `a` serves are called there.
+    for id in &at_a {
+        assert_eq!(Account::deposit(&a.rt, id, 1).await.unwrap(), 1);
+    }
+    assert_eq!(live_among(&a, &at_a), at_a);
+    assert_eq!(live_among(&b, &at_a), Vec::<String>::new());
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_error_does_not_decode_is_not_forwarded() {
+    let Some(db) = FreshDatabase::new("forward").await else {
+        return;
+    };
+    let forwards = |name: &str| {
+        let handler = Account::HANDLERS.iter().find(|h| h.name == name).unwrap();
+        (handler.typed_forwarding)()
+    };
+    assert!(!forwards("close"));
+    assert!(["deposit", "withdraw", "balance", "slow"].map(forwards) == [true; 4]);
+    let (a, b, _, at_b) = two_nodes(&db, 1).await;
+    let id = &at_b[0];
+    Account::deposit(&b.rt, id, 1).await.unwrap();
+    // Off the owner: refused, naming the owner, nothing run.
+    match Account::close(&a.rt, id).await {
+        Err(Error::NotOwner { owner, .. }) => {
+            assert_eq!(owner.as_deref(), Some(b.internal.to_string().as_str()));
+        }
+        other => panic!("expected NotOwner, got {other:?}"),
+    }
+    assert_eq!(live_among(&a, &at_b), Vec::<String>::new());
+    // By name it is forwarded, and at the owner it runs typed.
+    let error = a.rt.call_by_name("Account", id, "close", json!({})).await;
+    assert!(
+        matches!(&error, Err(CallByNameError::Handler { error, .. }) if *error == json!({"balance": 1})),
+        "{error:?}"
+    );
+    assert!(matches!(
+        Account::close(&b.rt, id).await,
+        Err(Error::Handler(NotEmpty { balance: 1 }))
+    ));
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_call_carries_its_deadline_and_idempotency_key() {
+    let Some(db) = FreshDatabase::new("forward").await else {
+        return;
+    };
+    let forwarder = MisdirectFirst {
+        misdirect: Arc::new(AtomicUsize::new(0)),
+        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
+        seen: Arc::default(),
+    };
+    let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
+    let (id, slow) = (&at_b[0], &at_b[1]);
+    // The same key twice: applied once at the owner, the stored reply the second time.
+    for _ in 0..2 {
+        let reply = Account::with(&a.rt)
+            .idempotency_key("deposit-1")
+            .deposit(id, 4)
+            .await
+            .unwrap();
+        assert_eq!(reply, 4);
+    }
+    assert_eq!(b.balance(id).await, json!(4));
+    // The key is checked at the owner: the same key with other arguments is refused there,
+    // and the owner's error comes back with its code.
+    let reused = Account::with(&a.rt)
+        .idempotency_key("deposit-1")
+        .deposit(id, 5)
+        .await;
+    match &reused {
+        Err(error @ Error::Forward { source, .. }) => {
+            assert!(
+                matches!(&**source, ForwardError::Remote { code, .. } if code == "idempotency_key_reused"),
+                "{source:?}"
+            );
+            assert!(!error.is_retryable());
+        }
+        other => panic!("expected the owner's refusal, got {other:?}"),
+    }
+    assert_eq!(b.balance(id).await, json!(4));
+    let seen = std::mem::take(&mut *forwarder.seen.lock().unwrap());
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|call| {
+        call.idempotency_key.as_deref() == Some("deposit-1")
+            && call.handler == "deposit"
+            && call.deadline.is_some()
+    }));
+    assert_eq!(seen[0].arguments, json!({"amount": 4}));
+    // A timeout of 300 ms on a handler taking 6 s: the caller gets its timeout well before.
+    let started = Instant::now();
+    let error = Account::with(&a.rt)
+        .timeout(Duration::from_millis(300))
+        .slow(slow, 6000)
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(error, Error::Timeout { .. }), "{error:?}");
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    let seen = std::mem::take(&mut *forwarder.seen.lock().unwrap());
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0]
+            .deadline
+            .is_some_and(|deadline| deadline <= Duration::from_millis(300)),
+        "{:?}",
+        seen[0].deadline
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misdirected_typed_call_is_sent_again_once() {
+    let Some(db) = FreshDatabase::new("forward").await else {
+        return;
+    };
+    let forwarder = MisdirectFirst {
+        misdirect: Arc::new(AtomicUsize::new(0)),
+        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
+        seen: Arc::default(),
+    };
+    let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
+    let (id, other) = (&at_b[0], &at_b[1]);
+    // Misdirected once: the map is refreshed and the call sent again at hop 2, applied once.
+    forwarder.misdirect.store(1, Ordering::Release);
+    assert_eq!(Account::deposit(&a.rt, id, 1).await.unwrap(), 1);
+    let seen = std::mem::take(&mut *forwarder.seen.lock().unwrap());
+    assert_eq!(
+        seen.iter().map(|call| call.hops).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(b.balance(id).await, json!(1));
+    // Misdirected twice: the retryable NotOwner, nothing applied.
+    forwarder.misdirect.store(2, Ordering::Release);
+    let error = Account::handle(&a.rt, other.clone())
+        .deposit(1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::NotOwner { .. } if error.is_retryable()),
+        "{error:?}"
+    );
+    assert_eq!(forwarder.seen.lock().unwrap().len(), 2);
+    assert_eq!(b.balance(other).await, json!(0));
+    assert_eq!(live_among(&a, &at_b), Vec::<String>::new());
     a.stop().await;
     b.stop().await;
 }

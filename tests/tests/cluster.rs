@@ -7,14 +7,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use durable_runtime::cluster::{ClusterConfig, ClusterError, Route, ShardTable};
+use durable_runtime::cluster::{
+    ClusterConfig, ClusterError, ForwardError, ForwardedCall, Forwarder, Route, ShardTable,
+};
 use durable_runtime::fsm::store::FsmStore;
 use durable_runtime::fsm::{Instance, Outcome, StepContext, durable_fsm};
 use durable_runtime::storage::{
     CommitError, Loaded, ObjectKey, ObjectWrite, Storage, StorageErrorKind,
 };
 use durable_runtime::testing::FaultyStorage;
-use durable_runtime::{AlarmSettings, Context, Error, Runtime, durable_object};
+use durable_runtime::{
+    AlarmSettings, BoxFuture, CallByNameError, CallOptions, Context, Error, LiveStatus, Runtime,
+    durable_object,
+};
 use durable_sqlx::PostgresStore;
 use durable_sqlx::sqlx::{self, Connection, PgConnection};
 
@@ -34,6 +39,16 @@ impl Counter {
     #[handler]
     fn handle_get(&self) -> u64 {
         self.count
+    }
+
+    /// Takes `n` off the count, refusing to go below zero.
+    #[handler]
+    fn handle_take(&mut self, n: u64) -> Result<u64, String> {
+        self.count = self
+            .count
+            .checked_sub(n)
+            .ok_or_else(|| format!("only {} left", self.count))?;
+        Ok(self.count)
     }
 
     /// Counts and starts a `Tally` instance keyed `key` in the same commit.
@@ -938,4 +953,161 @@ async fn validated_reads_never_answer_from_a_stale_owner() {
     assert_eq!(Counter::get(&b, "x").await.unwrap(), 4);
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// A forwarder between runtimes of this process: the owner's side of the internal route
+/// without HTTP. The node at `call.owner` runs the call by name if it serves the object and
+/// answers "misdirected" otherwise, nothing run.
+#[derive(Clone, Default)]
+struct InProcess {
+    nodes: Arc<Mutex<HashMap<String, Runtime>>>,
+    calls: Arc<Mutex<Vec<ForwardedCall>>>,
+}
+
+impl Forwarder for InProcess {
+    fn forward(
+        &self,
+        call: ForwardedCall,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ForwardError>> {
+        self.calls.lock().unwrap().push(call.clone());
+        let node = self.nodes.lock().unwrap().get(&*call.owner).cloned();
+        Box::pin(async move {
+            let Some(rt) = node else {
+                return Err(ForwardError::Unreachable {
+                    owner: call.owner.to_string(),
+                    message: "no such node".into(),
+                });
+            };
+            match rt.route(&call.type_name, &call.id) {
+                Route::Local => {}
+                Route::Remote(owner) => {
+                    return Err(ForwardError::Misdirected {
+                        owner: Some(owner.to_string()),
+                    });
+                }
+                Route::Unavailable => return Err(ForwardError::Misdirected { owner: None }),
+            }
+            let mut options = CallOptions::new();
+            if let Some(deadline) = call.deadline {
+                options = options.with_timeout(deadline);
+            }
+            if let Some(key) = call.idempotency_key {
+                options = options.with_idempotency_key(key);
+            }
+            let reply = rt
+                .call_here_by_name(
+                    &call.type_name,
+                    &call.id,
+                    &call.handler,
+                    call.arguments,
+                    &options,
+                )
+                .await;
+            match reply {
+                Ok(reply) => Ok(reply),
+                Err(CallByNameError::Handler { error, .. }) => Err(ForwardError::Handler(error)),
+                Err(CallByNameError::Runtime(Error::NotOwner { owner, .. })) => {
+                    Err(ForwardError::Misdirected { owner })
+                }
+                Err(CallByNameError::Runtime(Error::Timeout { .. })) => Err(ForwardError::Timeout),
+                Err(other) => Err(ForwardError::Remote {
+                    code: "internal".into(),
+                    message: other.to_string(),
+                    retryable: false,
+                    details: Box::new(serde_json::Value::Null),
+                }),
+            }
+        })
+    }
+}
+
+/// Typed calls through a forwarder between two runtimes of this process: the call runs at the
+/// owner (which alone starts the object), its output and the handler's own error come back
+/// typed, and the non-owner never holds the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_calls_are_forwarded_to_the_owner() {
+    let Some(db) = FreshDatabase::new().await else {
+        return;
+    };
+    let ttl = Duration::from_secs(2);
+    let forwarder = InProcess::default();
+    let mut nodes = Vec::new();
+    for name in ["a", "b"] {
+        let rt = Runtime::builder(db.store().await)
+            .expose::<Counter>()
+            .forwarder(forwarder.clone())
+            .cluster(config(name, ttl))
+            .join()
+            .await
+            .expect("join the cluster");
+        forwarder
+            .nodes
+            .lock()
+            .unwrap()
+            .insert(format!("{name}.test:7100"), rt.clone());
+        nodes.push(rt);
+    }
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let ids: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+    within(
+        Duration::from_secs(10),
+        "the shards split and are known",
+        || {
+            split(a, b)
+                && ids.iter().all(|id| {
+                    matches!(
+                        (a.route("Counter", id), b.route("Counter", id)),
+                        (Route::Local, Route::Remote(_)) | (Route::Remote(_), Route::Local)
+                    )
+                })
+        },
+    )
+    .await;
+    let (at_a, at_b): (Vec<String>, Vec<String>) = ids
+        .iter()
+        .cloned()
+        .partition(|id| a.route("Counter", id) == Route::Local);
+    assert!(!at_a.is_empty() && !at_b.is_empty());
+    for id in &ids {
+        // Every call on `a`: local or forwarded to `b`, the same typed results.
+        assert_eq!(Counter::increment(a, id).await.unwrap(), 1);
+        assert_eq!(Counter::handle(a, id.clone()).increment().await.unwrap(), 2);
+        assert_eq!(Counter::take(a, id, 1).await.unwrap(), 1);
+        match Counter::take(a, id, 5).await {
+            Err(Error::Handler(message)) => assert_eq!(message, "only 1 left"),
+            other => panic!("expected the handler's error, got {other:?}"),
+        }
+        assert_eq!(Counter::get(b, id).await.unwrap(), 1);
+    }
+    // Each call to an object the caller does not serve was forwarded once, to the owner, at
+    // hop 1 with a deadline: four per object of `b` from `a`, one per object of `a` from `b`.
+    let calls = std::mem::take(&mut *forwarder.calls.lock().unwrap());
+    let to = |owner: &str, ids: &[String]| {
+        calls
+            .iter()
+            .filter(|call| &*call.owner == owner)
+            .inspect(|call| {
+                assert!(ids.contains(&call.id), "{call:?}");
+                assert!(call.hops == 1 && call.deadline.is_some(), "{call:?}");
+            })
+            .count()
+    };
+    assert_eq!(to("b.test:7100", &at_b), 4 * at_b.len());
+    assert_eq!(to("a.test:7100", &at_a), at_a.len());
+    assert_eq!(calls.len(), 4 * at_b.len() + at_a.len());
+    // Each object is live on its owner only.
+    let live = |rt: &Runtime| rt.list_live::<Counter>(LiveStatus::Active, None, 1000).ids;
+    let (live_a, live_b) = (live(a), live(b));
+    assert!(
+        at_b.iter()
+            .all(|id| live_b.contains(id) && !live_a.contains(id))
+    );
+    assert!(
+        at_a.iter()
+            .all(|id| live_a.contains(id) && !live_b.contains(id))
+    );
+    forwarder.nodes.lock().unwrap().clear();
+    for rt in &nodes {
+        rt.shutdown().await;
+    }
 }

@@ -251,9 +251,19 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
         } else {
             quote!(call_sync)
         };
+        let forward = forwarded(set, handler).then(|| {
+            forward_prelude(
+                set,
+                handler,
+                &quote!(__rt),
+                &quote!(&#private::CallOptions::new()),
+                None,
+            )
+        });
         // Spanned at the object type: without the struct half, "not a durable object" is
         // reported there, once for all clients.
         quote_spanned! {set.self_ty.span()=>
+            #forward
             #private::#call::<Self, _, #error, _>(
                 __rt,
                 ::core::convert::AsRef::<::core::primitive::str>::as_ref(&__id),
@@ -277,6 +287,100 @@ fn client(set: &HandlerSet, handler: &Handler) -> TokenStream {
             #(#idents: #types),*
         ) -> #result {
             #body
+        }
+    }
+}
+
+/// Whether the typed calls of `handler` go through the cluster's forwarding: those of an
+/// exposed handler (whose owner can call it by name).
+pub(super) fn forwarded(set: &HandlerSet, handler: &Handler) -> bool {
+    set.expose && !handler.internal && !handler.stub
+}
+
+/// The expression of the handler's reply codec: `Some` when its output and error types
+/// decode (asked through the runtime's `DecodeProbe`, so that a type that does not decode
+/// only makes the codec `None`, never an error).
+pub(super) fn reply_codec(
+    set: &HandlerSet,
+    handler: &Handler,
+    private: &TokenStream,
+) -> TokenStream {
+    let self_ty = &set.self_ty;
+    let probe = |ty: TokenStream| quote!((&#private::DecodeProbe::<#ty>::new()).decoder());
+    let (output, error) = match &handler.output {
+        Output::Unit => (probe(quote!(())), quote!(#private::no_handler_error())),
+        Output::Value(ty) => {
+            let ty = replace_self(ty, self_ty);
+            (probe(quote!(#ty)), quote!(#private::no_handler_error()))
+        }
+        Output::Fallible { ok, err } => {
+            let ok = replace_self(ok, self_ty);
+            let err = error_type(err, self_ty, private);
+            (probe(quote!(#ok)), probe(err))
+        }
+    };
+    quote! {{
+        #[allow(unused_imports)]
+        use #private::{Decodable as _, NotDecodable as _};
+        #private::ReplyCodec::new(#output, #error)
+    }}
+}
+
+/// The start of a typed call of an exposed handler: when the runtime says another node serves
+/// the object and the handler's reply decodes, the call is forwarded there and its result
+/// returned, unless it comes back to run here (`here`, an arm matching `Forwarded::Here`, if
+/// anything is to be done then). Without a cluster this is one branch. `runtime` and
+/// `options` are expressions; the object id is `__id` and the arguments are borrowed by
+/// name.
+pub(super) fn forward_prelude(
+    set: &HandlerSet,
+    handler: &Handler,
+    runtime: &TokenStream,
+    options: &TokenStream,
+    here: Option<TokenStream>,
+) -> TokenStream {
+    let private = set.root.private_at(set.self_ty.span());
+    let self_ty = &set.self_ty;
+    let name = handler.client.unraw().to_string();
+    let codec = reply_codec(set, handler, &private);
+    let handle = match here {
+        Some(here) => quote! {
+            match __forwarded {
+                #private::Forwarded::Done(__result) => return __result,
+                #here
+            }
+        },
+        None => quote! {
+            if let #private::Forwarded::Done(__result) = __forwarded {
+                return __result;
+            }
+        },
+    };
+    let arguments = handler.args.iter().map(|argument| {
+        let ident = &argument.ident;
+        let name = ident.unraw().to_string();
+        quote!(.with(#name, &#ident))
+    });
+    quote! {
+        if let ::core::option::Option::Some(__owner) = #private::forward_target::<#self_ty>(
+            #runtime,
+            ::core::convert::AsRef::<::core::primitive::str>::as_ref(&__id),
+        ) {
+            let __codec = #codec;
+            if let ::core::option::Option::Some(__codec) = __codec {
+                let __arguments = #private::ForwardArguments::new() #(#arguments)*;
+                let __forwarded = #private::forward::<#self_ty, _, _>(
+                    #runtime,
+                    __owner,
+                    ::core::convert::AsRef::<::core::primitive::str>::as_ref(&__id),
+                    #name,
+                    __arguments,
+                    #options,
+                    __codec,
+                )
+                .await;
+                #handle
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::client::{HandlerBody, handler_body};
+use super::client::{HandlerBody, handler_body, reply_codec};
 use super::{replace_self, wrap_in_const};
 use crate::model::{Access, ErrorType, Handler, HandlerSet, Output};
 
@@ -70,14 +70,15 @@ pub(super) fn expand(set: &HandlerSet) -> TokenStream {
     })
 }
 
-/// The names generated for one handler: its argument struct, its invoke function and its
-/// schemas function.
-fn names(handler: &Handler) -> (syn::Ident, syn::Ident, syn::Ident) {
+/// The names generated for one handler: its argument struct, its invoke function, its
+/// schemas function and the function saying whether its typed calls can be forwarded.
+fn names(handler: &Handler) -> (syn::Ident, syn::Ident, syn::Ident, syn::Ident) {
     let client = handler.client.unraw();
     (
         format_ident!("__Arguments_{}", client),
         format_ident!("__invoke_{}", client),
         format_ident!("__schemas_{}", client),
+        format_ident!("__forwards_{}", client),
     )
 }
 
@@ -85,7 +86,7 @@ fn names(handler: &Handler) -> (syn::Ident, syn::Ident, syn::Ident) {
 fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenStream {
     let self_ty = &set.self_ty;
     let serde_crate = set.root.serde_crate();
-    let (arguments, function, _) = names(handler);
+    let (arguments, function, _, forwards) = names(handler);
     let Handler {
         client,
         args,
@@ -148,6 +149,7 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
         }
     };
     let schemas = schemas(set, handler, private);
+    let codec = reply_codec(set, handler, private);
     quote! {
         #(#cfgs)*
         #[derive(#private::serde::Deserialize)]
@@ -173,6 +175,11 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
         }
 
         #schemas
+
+        #(#cfgs)*
+        fn #forwards() -> ::core::primitive::bool {
+            ::core::option::Option::is_some(&#codec)
+        }
     }
 }
 
@@ -182,7 +189,7 @@ fn invoke(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenSt
 #[cfg(feature = "schemars")]
 fn schemas(set: &HandlerSet, handler: &Handler, private: &TokenStream) -> TokenStream {
     let self_ty = &set.self_ty;
-    let (_, _, function) = names(handler);
+    let (_, _, function, _) = names(handler);
     let name = handler.client.unraw().to_string();
     let cfgs = &handler.cfgs;
     let probe = |ty: TokenStream| quote!((&#private::SchemaProbe::<#ty>::new()));
@@ -235,7 +242,7 @@ fn schemas(_: &HandlerSet, _: &Handler, _: &TokenStream) -> TokenStream {
 
 /// One entry of the handler table.
 fn entry(handler: &Handler, private: &TokenStream) -> TokenStream {
-    let (_, function, schemas) = names(handler);
+    let (_, function, schemas, forwards) = names(handler);
     let schemas = if cfg!(feature = "schemars") {
         quote!(#schemas)
     } else {
@@ -259,6 +266,7 @@ fn entry(handler: &Handler, private: &TokenStream) -> TokenStream {
             arguments: &[#(#argument_names),*],
             invoke: #function,
             schemas: #schemas,
+            typed_forwarding: #forwards,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Forwarded calls: a call by name to an object another node serves is sent to that node
+//! Forwarded calls: a call (by name, or typed: see `typed.rs`) to an object another node
+//! serves is sent to that node
 //! through a [`Forwarder`] (the HTTP/2 client of `durable-server`, in practice), with the
 //! time left to its deadline, its hop count and its idempotency key. A node that answers
 //! "misdirected" makes the sender refresh its shard map from the database and try once more.
@@ -20,7 +21,8 @@ use crate::storage::ObjectKey;
 /// then, after a "misdirected" answer and a refreshed shard map, the new one).
 pub const DEFAULT_HOP_LIMIT: u32 = 2;
 
-/// A call by name on its way to the node that serves its object.
+/// A call (by name, or typed and encoded by name) on its way to the node that serves its
+/// object.
 ///
 /// # Examples
 ///
@@ -130,6 +132,20 @@ pub enum ForwardError {
         /// Why.
         message: String,
     },
+    /// A typed call's arguments could not be encoded as JSON (a map whose keys are not
+    /// strings, say); nothing was sent.
+    #[error("the call's arguments could not be encoded as JSON: {message}")]
+    Arguments {
+        /// Why.
+        message: String,
+    },
+    /// The owner's reply to a typed call does not decode into the handler's output or error
+    /// type (the nodes run different versions of the type?). The call ran on the owner.
+    #[error("the owner's reply does not decode into the handler's types: {message}")]
+    Reply {
+        /// Why.
+        message: String,
+    },
     /// The owner answered with an error of its own, as the gateway reports errors: its
     /// `code`, `message`, whether retrying may help, and `details`.
     #[error("the owner answered {code}: {message}")]
@@ -158,7 +174,10 @@ impl ForwardError {
     /// The outcome label of [`FORWARDED_CALLS`](super::FORWARDED_CALLS) for this failure.
     fn outcome(&self) -> &'static str {
         match self {
-            Self::Handler(_) | Self::Remote { .. } => "error",
+            Self::Handler(_)
+            | Self::Remote { .. }
+            | Self::Arguments { .. }
+            | Self::Reply { .. } => "error",
             Self::Misdirected { .. } => "misdirected",
             Self::HopLimit { .. } => "hop_limit",
             Self::Unauthorized => "unauthorized",
@@ -201,10 +220,30 @@ pub trait Forwarder: Send + Sync + 'static {
     fn forward(&self, call: ForwardedCall) -> BoxFuture<'static, Result<Value, ForwardError>>;
 }
 
+/// Where a forwarded call ended: the owner's reply, or here, the shard map refreshed after a
+/// "misdirected" answer having found the object served by this node (nothing ran elsewhere).
+#[derive(Debug)]
+pub(crate) enum Sent {
+    /// The owner's reply.
+    Reply(Value),
+    /// Run the call here, with its arguments back and the time left to its deadline.
+    Here {
+        /// The arguments, as they were to be sent.
+        arguments: Value,
+        /// The time left.
+        remaining: Duration,
+    },
+}
+
+/// How long a forwarded call waits without a per-call timeout when its type sets no
+/// `call_timeout` (the runtime's built-in default).
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
 impl Runtime {
-    /// In cluster mode with a forwarder, the owner's address of a call by name to an object
-    /// another node serves; `None` when the call is to run here (always without a cluster:
-    /// one branch).
+    /// In cluster mode with a forwarder, the owner's address of a call to an object another
+    /// node serves; `None` when the call is to run here (always without a cluster: one
+    /// branch).
+    #[inline]
     pub(crate) fn forward_target(&self, type_name: &str, id: &str) -> Option<Arc<str>> {
         let node = self.inner.cluster.get()?;
         node.forwarder.as_ref()?;
@@ -231,23 +270,79 @@ impl Runtime {
         options: &CallOptions,
         call_timeout: Duration,
     ) -> Result<Value, CallByNameError> {
+        let sent = self
+            .forward(
+                owner,
+                type_name,
+                id,
+                exposed.name,
+                arguments,
+                options,
+                call_timeout,
+            )
+            .await;
+        match sent {
+            Ok(Sent::Reply(reply)) => Ok(reply),
+            Ok(Sent::Here {
+                arguments,
+                remaining,
+            }) => {
+                let options = CallOptions {
+                    timeout: Some(remaining),
+                    ..options.clone()
+                };
+                (exposed.invoke)(self, id, arguments, &options).await
+            }
+            Err(error) => Err(match error.split() {
+                Err(error) => CallByNameError::Handler {
+                    handler: exposed.name,
+                    error,
+                },
+                Ok(Error::Forward { source, .. }) => CallByNameError::Forward(source),
+                Ok(error) => CallByNameError::Runtime(error),
+            }),
+        }
+    }
+
+    /// Sends a call to `owner` through the forwarder with the time left to its deadline, its
+    /// hop count and its idempotency key; on a "misdirected" answer, refreshes the shard map
+    /// and sends it once more to the owner found (or hands it back to run here). The handler's
+    /// own error comes back as JSON in [`Error::Handler`]; a failed exchange as
+    /// [`Error::Forward`]. Shared by calls by name and typed calls.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the call's own arguments, passed on"
+    )]
+    pub(crate) async fn forward(
+        &self,
+        owner: Arc<str>,
+        type_name: &str,
+        id: &str,
+        handler: &'static str,
+        arguments: Value,
+        options: &CallOptions,
+        call_timeout: Duration,
+    ) -> Result<Sent, Error<Value>> {
+        // Without a per-call timeout the caller waits as long as the handler may run.
+        let wait = options.timeout.unwrap_or(call_timeout);
         let Some(forwarder) = self
             .inner
             .cluster
             .get()
             .and_then(|node| node.forwarder.clone())
         else {
-            return (exposed.invoke)(self, id, arguments, options).await;
+            return Ok(Sent::Here {
+                arguments,
+                remaining: wait,
+            });
         };
         let key = || ObjectKey::new(type_name, id);
-        // Without a per-call timeout the caller waits as long as the handler may run.
-        let wait = options.timeout.unwrap_or(call_timeout);
         let deadline = Instant::now() + wait;
         let mut call = ForwardedCall {
             owner,
             type_name: type_name.to_owned(),
             id: id.to_owned(),
-            handler: exposed.name.to_owned(),
+            handler: handler.to_owned(),
             arguments,
             deadline: Some(wait),
             hops: 1,
@@ -257,10 +352,10 @@ impl Runtime {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let timeout = || {
                 metrics::counter!(FORWARDED_CALLS, "outcome" => "timeout").increment(1);
-                CallByNameError::Runtime(Error::Timeout {
+                Error::Timeout {
                     key: key(),
-                    handler: exposed.name,
-                })
+                    handler,
+                }
             };
             if remaining.is_zero() {
                 return Err(timeout());
@@ -271,7 +366,7 @@ impl Runtime {
                 Err(_) => return Err(timeout()),
                 Ok(Ok(reply)) => {
                     metrics::counter!(FORWARDED_CALLS, "outcome" => "ok").increment(1);
-                    return Ok(reply);
+                    return Ok(Sent::Reply(reply));
                 }
                 Ok(Err(error)) => error,
             };
@@ -280,16 +375,10 @@ impl Runtime {
                 ForwardError::Timeout => {
                     return Err(Error::Timeout {
                         key: key(),
-                        handler: exposed.name,
-                    }
-                    .into());
-                }
-                ForwardError::Handler(error) => {
-                    return Err(CallByNameError::Handler {
-                        handler: exposed.name,
-                        error,
+                        handler,
                     });
                 }
+                ForwardError::Handler(error) => return Err(Error::Handler(error)),
                 ForwardError::Misdirected { owner } if call.hops < DEFAULT_HOP_LIMIT => {
                     tracing::debug!(
                         object = %key(),
@@ -302,11 +391,10 @@ impl Runtime {
                     }
                     match self.route(type_name, id) {
                         Route::Local => {
-                            let options = CallOptions {
-                                timeout: Some(deadline.saturating_duration_since(Instant::now())),
-                                ..options.clone()
-                            };
-                            return (exposed.invoke)(self, id, call.arguments, &options).await;
+                            return Ok(Sent::Here {
+                                arguments: call.arguments,
+                                remaining: deadline.saturating_duration_since(Instant::now()),
+                            });
                         }
                         Route::Remote(next) => {
                             call.owner = next;
@@ -316,16 +404,20 @@ impl Runtime {
                             return Err(Error::NotOwner {
                                 key: key(),
                                 owner: None,
-                            }
-                            .into());
+                            });
                         }
                     }
                 }
                 // Still misdirected after a refreshed map: the shard is moving; retryable.
                 ForwardError::Misdirected { owner } => {
-                    return Err(Error::NotOwner { key: key(), owner }.into());
+                    return Err(Error::NotOwner { key: key(), owner });
                 }
-                other => return Err(CallByNameError::Forward(Box::new(other))),
+                other => {
+                    return Err(Error::Forward {
+                        key: key(),
+                        source: Box::new(other),
+                    });
+                }
             }
         }
     }

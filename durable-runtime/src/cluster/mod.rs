@@ -24,11 +24,13 @@ mod hash;
 mod lease;
 mod node;
 mod table;
+pub(crate) mod typed;
 mod view;
 
 use std::time::Duration;
 
 pub use backend::{ClusterBackend, ClusterView, NodeRow, ShardRow};
+pub(crate) use forward::DEFAULT_WAIT;
 pub use forward::{DEFAULT_HOP_LIMIT, ForwardError, ForwardedCall, Forwarder};
 pub use hash::{preferred_node, shard_of};
 pub(crate) use lease::join;
@@ -51,9 +53,10 @@ pub const LOST_SHARDS: &str = "durable_cluster_lost_shards_total";
 /// Writes refused because another node had taken over their object's shard: each is a call
 /// that failed with [`Error::Fenced`](crate::Error::Fenced).
 pub const FENCED_COMMITS: &str = "durable_fenced_commits_total";
-/// Calls by name this node forwarded to the node serving their object, by `outcome`: `ok`,
-/// `error` (the owner answered with an error), `misdirected` (the node did not serve the
-/// object), `hop_limit`, `unauthorized`, `unreachable`, `interrupted` or `timeout`.
+/// Calls (by name and typed) this node forwarded to the node serving their object, by
+/// `outcome`: `ok`, `error` (the owner answered with an error), `misdirected` (the node did
+/// not serve the object), `hop_limit`, `unauthorized`, `unreachable`, `interrupted` or
+/// `timeout`.
 pub const FORWARDED_CALLS: &str = "durable_cluster_forwarded_calls_total";
 
 /// The default number of shards of a new cluster.

@@ -10,9 +10,7 @@ use crate::activation::options::CallOptions;
 use crate::error::Error;
 use crate::object::handle::Runtime;
 
-/// How long a forwarded call waits without a per-call timeout when its type sets no
-/// `call_timeout` (the runtime's built-in default).
-const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+use crate::cluster::DEFAULT_WAIT;
 
 impl Runtime {
     /// Calls the handler `handler` of the object `(type_name, id)` with arguments given as a

@@ -58,6 +58,12 @@ pub struct ExposedHandler {
     /// The JSON schemas of its arguments object, output and error: generated with the
     /// `schemars` feature, `None` without it (see [`HandlerSchemas`]).
     pub schemas: fn() -> Option<HandlerSchemas>,
+    /// Whether its typed calls can be forwarded to the node serving their object in cluster
+    /// mode: `true` when its output and error types are `Deserialize` (its arguments are
+    /// always `Serialize`). Otherwise, on a node that does not serve the object, its typed
+    /// calls fail with [`Error::NotOwner`] naming the owner (calls by name are forwarded
+    /// either way).
+    pub typed_forwarding: fn() -> bool,
 }
 
 impl fmt::Debug for ExposedHandler {
@@ -66,6 +72,7 @@ impl fmt::Debug for ExposedHandler {
             .field("name", &self.name)
             .field("access", &self.access)
             .field("arguments", &self.arguments)
+            .field("typed_forwarding", &(self.typed_forwarding)())
             .finish_non_exhaustive()
     }
 }
@@ -312,6 +319,22 @@ impl Registry {
         let mut entries: Vec<&Entry> = self.types.iter().collect();
         entries.sort_by_key(|entry| entry.name);
         entries
+    }
+
+    /// The handlers whose typed calls cannot be forwarded, as `(type name, handler names)`.
+    pub(crate) fn not_forwardable(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        self.types
+            .iter()
+            .filter_map(|entry| {
+                let handlers: Vec<&'static str> = entry
+                    .handlers
+                    .iter()
+                    .filter(|handler| !(handler.typed_forwarding)())
+                    .map(|handler| handler.name)
+                    .collect();
+                (!handlers.is_empty()).then_some((entry.name, handlers))
+            })
+            .collect()
     }
 
     /// Whether a type of that name is exposed.
