@@ -207,14 +207,7 @@ pub(crate) async fn raw_spread(
         return Err("raw-spread needs the batch sizes of a spread run and rows".to_owned());
     }
     let mut histogram = crate::report::histogram();
-    let mut seed = 0x2545_F491_4F6C_DD1D_u64;
-    let mut random = move |below: usize| {
-        // xorshift, as the callers of `spread` pick their objects.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % below as u64) as usize
-    };
+    let mut pick = crate::pick::Picker::new(0x2545_F491_4F6C_DD1D);
     let versions_before = sum_of_versions(conn, object_type).await?;
     let mut batch: Vec<(&str, String)> = Vec::new();
     let started = Instant::now();
@@ -227,9 +220,9 @@ pub(crate) async fn raw_spread(
         let size = (size as usize).clamp(1, ids.len());
         batch.clear();
         while batch.len() < size {
-            let id = ids[random(ids.len())].as_str();
+            let id = ids[pick.below(ids.len())].as_str();
             if batch.iter().all(|(other, _)| *other != id) {
-                batch.push((id, state(random(1_000_000))));
+                batch.push((id, state(pick.below(1_000_000))));
             }
         }
         let now = std::time::SystemTime::now()

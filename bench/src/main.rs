@@ -46,6 +46,7 @@ mod gateway;
 mod objects;
 mod outside;
 mod peer;
+mod pick;
 mod report;
 mod scale;
 mod scenarios;

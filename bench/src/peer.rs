@@ -48,13 +48,10 @@ pub(crate) async fn drive(
         let actors = Arc::clone(actors);
         tasks.spawn(async move {
             let mut histogram = crate::report::histogram();
-            let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut pick = crate::pick::Picker::for_caller(caller as u64);
             let mut done = 0u64;
             while Instant::now() < deadline {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let actor = &actors[(seed % actors.len() as u64) as usize];
+                let actor = &actors[pick.below(actors.len())];
                 let t = Instant::now();
                 actor.ask(Get).await.map_err(|e| e.to_string())?;
                 histogram.saturating_record(t.elapsed().as_nanos() as u64);

@@ -363,13 +363,7 @@ impl RawBaseline {
                     .ok_or(format!("`{id}` is not stored"))
             })
             .collect::<Result<_, _>>()?;
-        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
-        let mut random = move |below: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % below as u64) as usize
-        };
+        let mut pick = crate::pick::Picker::new(0x2545_F491_4F6C_DD1D);
         truncate_wal(pool).await?;
         let started = Instant::now();
         let mut rows = 0u64;
@@ -381,7 +375,7 @@ impl RawBaseline {
             let size = (size as usize).clamp(1, ids.len());
             picked.clear();
             while picked.len() < size {
-                let index = random(ids.len());
+                let index = pick.below(ids.len());
                 if !picked.contains(&index) {
                     picked.push(index);
                 }
@@ -394,7 +388,7 @@ impl RawBaseline {
                     state: Some(
                         format!(
                             r#"{{"count":{},"pad":"{}"}}"#,
-                            random(1_000_000),
+                            pick.below(1_000_000),
                             self.padding
                         )
                         .into_bytes(),
@@ -568,13 +562,10 @@ async fn drive(
         let ids = Arc::clone(ids);
         tasks.spawn(async move {
             let mut histogram = crate::report::histogram();
-            let mut seed = (caller as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut pick = crate::pick::Picker::for_caller(caller as u64 + 1);
             let mut done = 0u64;
             while Instant::now() < deadline {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let id = &ids[(seed % ids.len() as u64) as usize];
+                let id = &ids[pick.below(ids.len())];
                 let t = Instant::now();
                 ScaleCounter::increment(&rt, id)
                     .await

@@ -501,14 +501,10 @@ pub(crate) async fn drive(
         let ids = Arc::clone(ids);
         tasks.spawn(async move {
             let mut histogram = crate::report::histogram();
-            let mut seed = (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut pick = crate::pick::Picker::for_caller(caller as u64);
             let mut done = 0u64;
             while Instant::now() < deadline {
-                // xorshift: a cheap spread of callers over objects.
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let id = &ids[(seed % ids.len() as u64) as usize];
+                let id = &ids[pick.below(ids.len())];
                 let t = Instant::now();
                 let result = match op {
                     Op::Increment => BenchCounter::increment(&rt, id).await,

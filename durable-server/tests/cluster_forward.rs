@@ -513,6 +513,17 @@ struct MisdirectFirst {
     seen: Arc<Mutex<Vec<ForwardedCall>>>,
 }
 
+impl MisdirectFirst {
+    /// Forwards every call until told to misdirect some.
+    fn new() -> Self {
+        Self {
+            misdirect: Arc::new(AtomicUsize::new(0)),
+            http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
+            seen: Arc::default(),
+        }
+    }
+}
+
 impl Forwarder for MisdirectFirst {
     fn forward(&self, call: ForwardedCall) -> BoxFuture<'static, Result<Value, ForwardError>> {
         self.seen.lock().unwrap().push(call.clone());
@@ -534,11 +545,7 @@ async fn a_misdirected_forward_is_sent_again_once_then_refused_retryably() {
     let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
-    let forwarder = MisdirectFirst {
-        misdirect: Arc::new(AtomicUsize::new(0)),
-        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
-        seen: Arc::default(),
-    };
+    let forwarder = MisdirectFirst::new();
     let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
     let (id, other) = (&at_b[0], &at_b[1]);
     // Misdirected once: the map is refreshed and the call sent again at hop 2, applied once.
@@ -669,11 +676,7 @@ async fn a_typed_call_carries_its_deadline_and_idempotency_key() {
     let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
-    let forwarder = MisdirectFirst {
-        misdirect: Arc::new(AtomicUsize::new(0)),
-        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
-        seen: Arc::default(),
-    };
+    let forwarder = MisdirectFirst::new();
     let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
     let (id, slow) = (&at_b[0], &at_b[1]);
     // The same key twice: applied once at the owner, the stored reply the second time.
@@ -739,11 +742,7 @@ async fn a_misdirected_typed_call_is_sent_again_once() {
     let Some(db) = FreshDatabase::new("forward").await else {
         return;
     };
-    let forwarder = MisdirectFirst {
-        misdirect: Arc::new(AtomicUsize::new(0)),
-        http: HttpForwarder::new(ClusterSecret::new(SECRET)).unwrap(),
-        seen: Arc::default(),
-    };
+    let forwarder = MisdirectFirst::new();
     let (a, b, _, at_b) = two_nodes_with(&db, 2, Some(forwarder.clone())).await;
     let (id, other) = (&at_b[0], &at_b[1]);
     // Misdirected once: the map is refreshed and the call sent again at hop 2, applied once.
