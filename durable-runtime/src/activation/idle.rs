@@ -85,21 +85,10 @@ async fn run<O: Send + 'static>(
     shutdown: CancellationToken,
 ) {
     loop {
-        let due = match (timers.earliest(), Runtime::upgrade(&runtime)) {
-            (Some(at), Some(runtime)) => Some(runtime.instant_at_uptime(at)),
-            (None, Some(_)) => None,
-            (_, None) => return,
-        };
-        let sleep = async {
-            match due {
-                Some(due) => tokio::time::sleep_until(due).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = timers.changed.notified() => continue,
-            () = sleep => {}
+        match wait_for_deadline(&runtime, timers.earliest(), &timers.changed, &shutdown).await {
+            Wake::Stopped => return,
+            Wake::Changed => continue,
+            Wake::Due => {}
         }
         let Some(runtime) = Runtime::upgrade(&runtime) else {
             return;
@@ -111,5 +100,42 @@ async fn run<O: Send + 'static>(
                 inbox.timer_fired(at);
             }
         }
+    }
+}
+
+/// What ended a timer task's wait.
+pub(crate) enum Wake {
+    /// The deadline passed.
+    Due,
+    /// `changed` was notified: the earliest deadline may be another now.
+    Changed,
+    /// The runtime is shutting down or gone.
+    Stopped,
+}
+
+/// The wait of a timer task (idle timers, dormant objects' expiries): until the uptime
+/// `deadline` in milliseconds (forever without one), a notification of `changed`, or the
+/// runtime's shutdown.
+pub(crate) async fn wait_for_deadline(
+    runtime: &Weak<Shared>,
+    deadline: Option<u64>,
+    changed: &Notify,
+    shutdown: &CancellationToken,
+) -> Wake {
+    let due = match (deadline, Runtime::upgrade(runtime)) {
+        (Some(at), Some(runtime)) => Some(runtime.instant_at_uptime(at)),
+        (None, Some(_)) => None,
+        (_, None) => return Wake::Stopped,
+    };
+    let sleep = async {
+        match due {
+            Some(due) => tokio::time::sleep_until(due).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = shutdown.cancelled() => Wake::Stopped,
+        () = changed.notified() => Wake::Changed,
+        () = sleep => Wake::Due,
     }
 }

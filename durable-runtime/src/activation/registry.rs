@@ -24,7 +24,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::activation::call::Invocation;
-use crate::activation::idle::IdleTimers;
+use crate::activation::idle::{IdleTimers, Wake, wait_for_deadline};
 use crate::activation::instance::{Instance, Origin, Settings};
 use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
@@ -940,21 +940,10 @@ async fn sweep<O: DurableObject>(
 ) {
     loop {
         let next = lock(&entry.expiries).peek().map(|Reverse((at, _))| *at);
-        let due = match (next, Runtime::upgrade(&runtime)) {
-            (Some(at), Some(runtime)) => Some(runtime.instant_at_uptime(at)),
-            (None, Some(_)) => None,
-            (_, None) => return,
-        };
-        let sleep = async {
-            match due {
-                Some(due) => tokio::time::sleep_until(due).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = entry.expiries_changed.notified() => continue,
-            () = sleep => {}
+        match wait_for_deadline(&runtime, next, &entry.expiries_changed, &shutdown).await {
+            Wake::Stopped => return,
+            Wake::Changed => continue,
+            Wake::Due => {}
         }
         let Some(runtime) = Runtime::upgrade(&runtime) else {
             return;
