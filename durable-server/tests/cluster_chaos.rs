@@ -22,6 +22,7 @@
 //! call with an unknown outcome. A failing scenario prints the tail of each node's log.
 
 mod chaos;
+mod fresh_database;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

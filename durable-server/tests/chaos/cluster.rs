@@ -18,6 +18,7 @@ use durable_sqlx::sqlx::{self, Connection, PgConnection, Row};
 
 use super::proxy::Proxy;
 use super::verbose;
+use crate::fresh_database::FreshDatabase;
 
 /// The lease TTL of every node.
 pub const TTL: Duration = Duration::from_secs(2);
@@ -79,38 +80,20 @@ fn node_binary() -> &'static Path {
 }
 
 /// A database of its own, created from `DATABASE_URL` (default
-/// `postgres://postgres@127.0.0.1:5432/test`) and dropped at the end.
+/// `postgres://postgres@127.0.0.1:5432/test`) and dropped at the end, with what the nodes'
+/// proxies need to reach it.
 pub struct Database {
-    admin_url: String,
-    name: String,
+    fresh: FreshDatabase,
     /// Where Postgres listens.
     pub upstream: SocketAddr,
-    /// `postgres://user@host:port/` without the database, for the nodes (through proxies).
+    /// The user of `DATABASE_URL`, for the nodes' URLs (through proxies).
     user: String,
-    url: String,
 }
 
 impl Database {
     pub async fn create() -> Self {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
         let admin_url = std::env::var("DATABASE_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() % 1_000_000_000);
-        let name = format!(
-            "chaos_{}_{stamp}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut conn = PgConnection::connect(&admin_url)
-            .await
-            .expect("connect to DATABASE_URL");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create the test database");
-        conn.close().await.ok();
         // postgres://user[:password]@host:port/db[?options]
         let rest = admin_url
             .strip_prefix("postgres://")
@@ -129,54 +112,23 @@ impl Database {
             .expect("resolve the database host")
             .next()
             .expect("an address for the database host");
-        let base = admin_url
-            .rsplit_once('/')
-            .map_or(admin_url.as_str(), |(base, _)| base);
-        let url = format!("{base}/{name}");
         Self {
-            admin_url,
-            name,
+            fresh: FreshDatabase::on(admin_url, "chaos").await,
             upstream,
             user,
-            url,
         }
     }
 
     /// The database's URL through a proxy at `proxy`.
     pub fn url_through(&self, proxy: SocketAddr) -> String {
-        format!("postgres://{}@{proxy}/{}", self.user, self.name)
+        format!("postgres://{}@{proxy}/{}", self.user, self.fresh.name())
     }
 
     /// A direct connection (for the harness's own queries).
     pub async fn connect(&self) -> PgConnection {
-        PgConnection::connect(&self.url)
+        PgConnection::connect(&self.fresh.url)
             .await
             .expect("connect to the test database")
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let (url, name) = (self.admin_url.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio");
-            rt.block_on(async move {
-                let mut conn = PgConnection::connect(&url).await?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut conn)
-                .await?;
-                conn.close().await
-            })
-        })
-        .join();
-        if let Ok(Err(err)) = dropped {
-            eprintln!("could not drop database {}: {err}", self.name);
-        }
     }
 }
 
@@ -290,7 +242,7 @@ impl Cluster {
         let id = format!("node-{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let log = self.logs.path().join(format!("{id}.log"));
         let upstream = self.db.upstream;
-        let (user, name) = (self.db.user.clone(), self.db.name.clone());
+        let (user, name) = (self.db.user.clone(), self.db.fresh.name().to_owned());
         async move {
             let proxy = Proxy::start(upstream).await;
             let url = format!("postgres://{user}@{}/{name}", proxy.address());

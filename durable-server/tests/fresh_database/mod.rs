@@ -30,6 +30,12 @@ impl FreshDatabase {
             eprintln!("skipped: DATABASE_URL not set");
             return None;
         };
+        Some(Self::on(admin_url, prefix).await)
+    }
+
+    /// A new database named after `prefix`, the process and the time, on the server of
+    /// `admin_url`.
+    pub async fn on(admin_url: String, prefix: &str) -> Self {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -45,11 +51,16 @@ impl FreshDatabase {
             .rsplit_once('/')
             .map_or(admin_url.as_str(), |(base, _)| base);
         let url = format!("{base}/{name}");
-        Some(Self {
+        Self {
             admin_url,
             name,
             url,
-        })
+        }
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// A store on the database.
