@@ -62,7 +62,7 @@ async fn an_alarm_argument_is_stored_listed_replaced_and_delivered() {
     let (_, listed) = server.get(path).await;
     assert_eq!(listed["alarms"][0]["args"], json!({"text": "first"}));
 
-    // The seed's shape: `method` names the alarm; the same name replaces the pending one.
+    // The specification's shape: `method` names the alarm; the same name replaces the pending one.
     let again = json!({"method": "remind", "args": {"text": "second"}, "delay": "0s"});
     let (status, body) = server.post(path, &again).await;
     assert_eq!(status, 200, "{body}");

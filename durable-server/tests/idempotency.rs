@@ -31,7 +31,7 @@ async fn a_keyed_call_is_applied_once_and_replayed() {
     assert_eq!(first, (200, json!({"result": 5})));
     assert_eq!(again, (200, json!({"result": 5})));
     assert_eq!(Counter::get(&server.runtime, "i").await.unwrap(), 5);
-    // The seed's unversioned alias shares the keys.
+    // The specification's unversioned alias shares the keys.
     let alias = post_keyed(
         &server,
         "/objects/Counter/i/call/increment",

@@ -645,7 +645,7 @@ async fn types_health_metrics_and_aliases() {
         (200, json!({"status": "ready"}))
     );
 
-    // The unversioned aliases of the seed.
+    // The unversioned aliases of the specification.
     let (status, body) = server
         .post("/objects/Counter/alias/call/increment", &json!({"by": 2}))
         .await;

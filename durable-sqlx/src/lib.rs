@@ -42,7 +42,7 @@
 //! | `durable_objects` | `object_type`, `object_id` (primary key), `state`, `version`, `created_at`, `updated_at` |
 //! | `durable_alarms` | `object_type`, `object_id`, `name` (primary key), `due_at`, `claimed_at`, `attempts`, `last_error`, `dead`, `created_at`, `claim_expires_at` |
 //! | `durable_commit_guard` (SQLite) | `mismatch`: always empty; it stops a batch with a stale write before its commit |
-//! | `durable_fsm` | the FSM engine's instances (feature `fsm`, `PostgresStore::fsm`, `SqliteStore::fsm`): the seed specification's columns, a per-claim `lease_token`, an `await_deadline` and the concurrency key's `concurrency_key`, `concurrency_limit`, `concurrency_slot`; on SQLite the status is checked text and the correlation scope a bit mask |
+//! | `durable_fsm` | the FSM engine's instances (feature `fsm`, `PostgresStore::fsm`, `SqliteStore::fsm`): the specification's columns, a per-claim `lease_token`, an `await_deadline` and the concurrency key's `concurrency_key`, `concurrency_limit`, `concurrency_slot`; on SQLite the status is checked text and the correlation scope a bit mask |
 //! | `durable_fsm_signals` | the FSM instances' inboxes: `target_id`, `name`, `payload`, `dedup_key` (unique per target) |
 //!
 //! On Postgres the migrations also create the function `durable_version_mismatch()`, which a

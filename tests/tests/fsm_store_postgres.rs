@@ -1,5 +1,5 @@
 //! The FSM store conformance suite on `PostgresFsmStore`, and Postgres-specific checks of its
-//! schema: the seed's DDL (enum type, generated guard, partial indexes) and the pick's plan.
+//! schema: the specification's DDL (enum type, generated guard, partial indexes) and the pick's plan.
 //!
 //! The server is found through `DATABASE_URL`; without it the tests are skipped, unless `CI`
 //! is set: then they fail. Each test works in a schema of its own, dropped when it ends.
@@ -58,7 +58,7 @@ mod conformance {
 
 use durable_sqlx::sqlx::{self, AssertSqlSafe, Row};
 
-/// The DDL is the seed's: the status enum in order, the generated stored correlation guard
+/// The DDL is the specification's: the status enum in order, the generated stored correlation guard
 /// over a `durable_status[]` scope, the four partial indexes (the guard's unique), `jsonb`
 /// state, and the inbox's `unique (target_id, dedup_key)` and `(target_id, name)` index.
 #[tokio::test]

@@ -178,7 +178,7 @@ pub(crate) fn on_error_inputs(sig: &Signature, errors: &mut Errors) -> Option<bo
     ok.then_some(takes_ctx)
 }
 
-/// The error handler returns `Outcome<Self>` (any outcome, the seed's `handle/2`).
+/// The error handler returns `Outcome<Self>` (any outcome, the specification's `handle/2`).
 pub(crate) fn on_error_output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
     let missing = format!(
         "the `#[on_error]` handler decides what happens: add `-> Outcome<Self>` to `{}` (return `Outcome::retry(..)`, `Outcome::stop(error)`, ..)",

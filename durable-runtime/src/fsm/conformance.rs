@@ -1,5 +1,5 @@
 //! The FSM store conformance suite (features `fsm` and `conformance`): one set of checks
-//! every [`FsmStore`] must pass, one per rule of the seed specification the store keeps.
+//! every [`FsmStore`] must pass, one per rule of the specification the store keeps.
 //!
 //! Each check is a `pub async fn` taking a fresh, empty store and panicking with a message
 //! when the store breaks a rule. [`fsm_conformance_tests!`](crate::fsm_conformance_tests)

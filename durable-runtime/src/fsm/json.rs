@@ -1,6 +1,6 @@
 //! Encoding states, results and payloads as JSON a `jsonb` column accepts.
 //!
-//! The FSM tables keep `state`, `result` and `payload` as `jsonb` (queryable, as the seed
+//! The FSM tables keep `state`, `result` and `payload` as `jsonb` (queryable, as the specification
 //! specifies). `jsonb` refuses strings holding U+0000, which JSON writes as the escape
 //! `\u0000`, and serde_json writes NaN and infinite floats as `null`, which an `f64` field
 //! refuses to read back. Both are found here, before anything is stored, so that such a value

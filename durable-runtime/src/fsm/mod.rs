@@ -45,7 +45,7 @@
 //!         }
 //!     }
 //!
-//!     // The seed's `handle/2`: any outcome, from the error and the attempt.
+//!     // The specification's `handle/2`: any outcome, from the error and the attempt.
 //!     #[on_error]
 //!     fn failed(&mut self, error: durable_runtime::fsm::StepError, ctx: &StepContext) -> Outcome<Self> {
 //!         if ctx.attempt() < 5 {

@@ -9,7 +9,7 @@ use super::definition::{Fsm, FsmState, Step};
 use super::json;
 use super::status::Status;
 
-/// What a step (or the error handler) decides: the seed's outcome table.
+/// What a step (or the error handler) decides: the specification's outcome table.
 ///
 /// | outcome | effect | attempt | runs next |
 /// |---|---|---|---|

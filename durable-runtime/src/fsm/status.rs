@@ -102,7 +102,7 @@ impl fmt::Display for SignalId {
     }
 }
 
-/// Where an instance is in its life (the seed's `durable_status`).
+/// Where an instance is in its life (the specification's `durable_status`).
 ///
 /// # Examples
 ///

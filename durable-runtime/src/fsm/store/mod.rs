@@ -3,7 +3,7 @@
 //! An instance is a row; its inbox is a set of signal rows. The engine never holds an
 //! instance in memory between steps: it picks runnable rows, runs one step of each outside any
 //! transaction, and commits each step's outcome with [`FsmStore::complete`]. Every rule of
-//! the seed specification that concerns the rows lives in the store, so that every backend is
+//! the specification that concerns the rows lives in the store, so that every backend is
 //! checked against the same rules by the conformance suite
 //! (`durable_runtime::fsm::conformance`, features `fsm` and `conformance`):
 //!
@@ -204,7 +204,7 @@ pub struct OutcomeCommit {
     pub transition: Transition,
 }
 
-/// What an outcome does to the row (the seed's outcome table).
+/// What an outcome does to the row (the specification's outcome table).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transition {
     /// To `step`, runnable now, attempt 0.

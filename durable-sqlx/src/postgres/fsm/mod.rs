@@ -1,7 +1,7 @@
 //! [`PostgresFsmStore`]: the FSM engine's store on Postgres, in the tables of the
 //! [`PostgresStore`] it comes from (same pool, schema, table prefix and migrations).
 //!
-//! Every operation is the seed specification's SQL (`sql`), with the engine's clock readings
+//! Every operation is the specification's SQL (`sql`), with the engine's clock readings
 //! as parameters. Outcomes are committed in `complete`, many per transaction.
 
 mod batch;
@@ -35,7 +35,7 @@ use sql::{Sql, Tables};
 ///
 /// Built from a [`PostgresStore`] with [`PostgresStore::fsm`]: it shares the store's pool, its
 /// schema and table prefix, and its migrations, which create the tables `durable_fsm` and
-/// `durable_fsm_signals` and the enum type `durable_status` (the seed specification's DDL,
+/// `durable_fsm_signals` and the enum type `durable_status` (the specification's DDL,
 /// plus a per-claim `lease_token` and an `await_deadline`).
 ///
 /// The pick is one statement (`FOR UPDATE SKIP LOCKED` on the partial index of runnable rows;

@@ -1,5 +1,5 @@
 //! The FSM store's statements, built once per store with its table names filled in: the
-//! seed specification's SQL (§10), with the engine's clock readings as parameters instead of
+//! specification's SQL (§10), with the engine's clock readings as parameters instead of
 //! `now()`, the claim token in every outcome guard, and batched (`unnest`) forms for group
 //! commit.
 
