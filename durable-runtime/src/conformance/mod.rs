@@ -91,10 +91,11 @@ pub use outcomes::{
 };
 pub use payloads::{alarm_payload_replaced_and_cancelled, alarm_payload_round_trips};
 pub use states::{
-    batch_commits_many_objects, batch_is_atomic, delete_removes_state_and_alarms,
-    insert_over_existing_conflicts, insert_then_load, load_many_in_key_order, load_missing,
-    load_versions_match_loads, recreated_object_refuses_stale_writer, stale_version_conflicts,
-    stateless_write_bumps_version, update_missing_conflicts, update_with_expected_version,
+    batch_commits_many_objects, batch_is_atomic, batch_keeps_each_state_exact,
+    delete_removes_state_and_alarms, insert_over_existing_conflicts, insert_then_load,
+    load_many_in_key_order, load_missing, load_versions_match_loads,
+    recreated_object_refuses_stale_writer, stale_version_conflicts, stateless_write_bumps_version,
+    update_missing_conflicts, update_with_expected_version,
 };
 
 /// What a test setup hands to the checks: a store, plus whatever must live as long as the
@@ -208,6 +209,7 @@ macro_rules! __conformance_cases {
             update_missing_conflicts
             batch_is_atomic
             batch_commits_many_objects
+            batch_keeps_each_state_exact
             stateless_write_bumps_version
             delete_removes_state_and_alarms
             alarm_payload_round_trips

@@ -312,6 +312,60 @@ pub async fn batch_commits_many_objects<S: Storage + ?Sized>(store: &S) {
     assert_eq!(page.ids.len(), 50);
 }
 
+/// Every state of a batch that mixes new objects and updates comes back byte for byte: states
+/// of many sizes, with multi-byte characters, quotes, backslashes and escapes, side by side.
+pub async fn batch_keeps_each_state_exact<S: Storage + ?Sized>(store: &S) {
+    let states: Vec<Vec<u8>> = vec![
+        b"{}".to_vec(),
+        "{\"s\":\"\u{e9}\u{1f980}\u{65e5}\"}".as_bytes().to_vec(),
+        br#"{"q":"\"\\\u0000\n"}"#.to_vec(),
+        format!("{{\"pad\":\"{}\"}}", "\u{e9}x\u{1f980}".repeat(700)).into_bytes(),
+        b"[]".to_vec(),
+        format!("{{\"big\":\"{}\"}}", "abcdefgh".repeat(8 * 1024)).into_bytes(),
+        b"0".to_vec(),
+    ];
+    let keys: Vec<ObjectKey> = (0..states.len() * 2)
+        .map(|i| key("batch_keeps_each_state_exact", &format!("obj-{i:02}")))
+        .collect();
+    // The even objects exist before the batch, the odd ones are new in it.
+    let first: Vec<ObjectWrite> = keys.iter().step_by(2).map(|k| insert(k, b"{}")).collect();
+    commit_ok(store, &first).await;
+    let batch: Vec<ObjectWrite> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let state = &states[i / 2];
+            if i % 2 == 0 {
+                update(k, 1, state)
+            } else {
+                insert(k, state)
+            }
+        })
+        .collect();
+    commit_ok(store, &batch).await;
+    for (i, k) in keys.iter().enumerate() {
+        let stored = load(store, k)
+            .await
+            .expect("every object of the batch is stored");
+        assert_eq!(
+            String::from_utf8_lossy(&stored.state),
+            String::from_utf8_lossy(&states[i / 2]),
+            "state of `{k}`"
+        );
+        assert_eq!(stored.version, if i % 2 == 0 { 2 } else { 1 });
+    }
+    // An empty state is a state, not a tombstone, even alone in its batch.
+    let empty = key("batch_keeps_each_state_exact", "empty");
+    commit_ok(store, &[insert(&empty, b"")]).await;
+    assert_eq!(
+        load(store, &empty).await,
+        Some(StoredObject {
+            state: Vec::new(),
+            version: 1
+        })
+    );
+}
+
 /// A write without a state keeps the state, still checks and advances the version, and applies
 /// its alarm changes.
 pub async fn stateless_write_bumps_version<S: Storage + ?Sized>(store: &S) {

@@ -6,6 +6,11 @@
 //! travels as one JSON array parameter, read with `json_each`. The statement is prepared once
 //! per connection and the commit costs one hand-off besides its flush.
 //!
+//! States do not travel inside the JSON: written there they would be escaped, then parsed and
+//! unescaped again by SQLite on its single writer, which for states of some kilobytes costs
+//! more than the rest of the commit. They are concatenated into one blob parameter instead,
+//! and each row names its state by offset and length (`substr` on a blob counts bytes).
+//!
 //! Version checks run inside the query. After each statement that checks versions, a guard
 //! statement inserts into the always-empty `durable_commit_guard` table if fewer rows changed
 //! than writes were checked, and that table's CHECK constraint fails the insert. The query stops
@@ -50,9 +55,9 @@ const LIMITS: usize = 1 << 10;
 /// The batch statements of a store: one per combination of the kinds of change a batch holds,
 /// so that a batch runs only the statements it needs (each statement's result is a hand-off
 /// back from sqlx's thread), built when first needed. Parameters: `$1` the commit time, then
-/// one JSON array per kind of change (see [`Params`]). They are named `$N`, not `?N`: sqlx
-/// binds a statement's `?N` slots by position, which goes wrong in a statement that skips
-/// numbers.
+/// one JSON array per kind of change, then the states' blob (see [`Params`]). They are named
+/// `$N`, not `?N`: sqlx binds a statement's `?N` slots by position, which goes wrong in a
+/// statement that skips numbers.
 #[derive(Debug)]
 pub(super) struct Statements {
     parts: [String; KINDS],
@@ -81,6 +86,9 @@ impl Statements {
                 "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});\n"
             )
         };
+        // A row's state, from the states blob (`$14`): its offset (1-based) and length. A blob
+        // of no bytes arrives as NULL, and an empty state is a state, not a tombstone.
+        let state = "coalesce(CAST(substr($14, value->>2, value->>3) AS TEXT), '')";
         // The alarms of the limit's object `w`.
         let alarm_count = format!(
             "(SELECT count(*) FROM {alarms} AS a
@@ -89,13 +97,13 @@ impl Statements {
         let parts: [String; KINDS] = [
             format!(
                 "INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
-                     SELECT value->>0, value->>1, value->>2, 1, $1, $1 FROM json_each($2) WHERE true
+                     SELECT value->>0, value->>1, {state}, 1, $1, $1 FROM json_each($2) WHERE true
                      ON CONFLICT (object_type, object_id) DO NOTHING;\n{}",
                 guard_rows("$2")
             ),
             format!(
                 "UPDATE {objects} SET state = w.s, version = version + 1, updated_at = $1
-                     FROM (SELECT value->>0 AS t, value->>1 AS i, value->>2 AS s, value->>3 AS e
+                     FROM (SELECT value->>0 AS t, value->>1 AS i, {state} AS s, value->>4 AS e
                            FROM json_each($3)) AS w
                      WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
                 guard_rows("$3")
@@ -235,10 +243,13 @@ impl Statements {
 pub(super) struct Params<'a> {
     /// The kinds of change present: bit `k` set if the `k`-th array below is not empty.
     kinds: usize,
-    /// New objects: `[type, id, state]`.
+    /// New objects: `[type, id, state offset, state length]`.
     inserts: String,
-    /// Changed states: `[type, id, state, expected version]`.
+    /// Changed states: `[type, id, state offset, state length, expected version]`.
     updates: String,
+    /// The states of `inserts` and `updates`, one after another; offsets are 1-based, as
+    /// SQLite's `substr` counts.
+    states: Vec<u8>,
     /// Version-only writes (alarm changes without a state): `[type, id, expected version]`.
     touches: String,
     /// Objects whose alarms are all cancelled: `[type, id]`.
@@ -274,8 +285,15 @@ impl<'a> Params<'a> {
             let (t, i) = (key.object_type.as_str(), key.object_id.as_str());
             let expected = to_db_version(write.expected_version)?;
             match write.state.as_deref().map(state_text).transpose()? {
-                Some(state) if expected == 0 => rows.inserts.push((t, i, state)),
-                Some(state) => rows.updates.push((t, i, state, expected)),
+                Some(state) => {
+                    let at = (db_len(rows.states.len() + 1), db_len(state.len()));
+                    rows.states.extend_from_slice(state.as_bytes());
+                    if expected == 0 {
+                        rows.inserts.push((t, i, at.0, at.1));
+                    } else {
+                        rows.updates.push((t, i, at.0, at.1, expected));
+                    }
+                }
                 None => rows.touches.push((t, i, expected)),
             }
             let net = NetAlarms::of(&write.alarms);
@@ -350,6 +368,7 @@ impl<'a> Params<'a> {
             kinds,
             inserts: json(&rows.inserts)?,
             updates: json(&rows.updates)?,
+            states: rows.states,
             touches: json(&rows.touches)?,
             cancel_alls: json(&rows.cancel_alls)?,
             cancels: json(&rows.cancels)?,
@@ -368,8 +387,9 @@ impl<'a> Params<'a> {
 /// The rows of [`Params`] before encoding, borrowed from the batch.
 #[derive(Default)]
 struct Rows<'a> {
-    inserts: Vec<(&'a str, &'a str, &'a str)>,
-    updates: Vec<(&'a str, &'a str, &'a str, i64)>,
+    inserts: Vec<(&'a str, &'a str, i64, i64)>,
+    updates: Vec<(&'a str, &'a str, i64, i64, i64)>,
+    states: Vec<u8>,
     touches: Vec<(&'a str, &'a str, i64)>,
     cancel_alls: Vec<(&'a str, &'a str)>,
     cancels: Vec<(&'a str, &'a str, &'a str)>,
@@ -385,6 +405,11 @@ struct Rows<'a> {
 
 /// `[type, id, max keys, max bytes, max alarms]`.
 type LimitRow<'a> = (&'a str, &'a str, Option<i64>, Option<i64>, Option<i64>);
+
+/// A length in a batch as an SQLite integer (a batch is far below `i64::MAX` bytes).
+fn db_len(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}
 
 /// A limit as an SQLite integer (a larger one is no limit SQLite could reach).
 fn db_int(value: u64) -> i64 {
@@ -449,6 +474,7 @@ async fn send(
         .bind(&params.kv_touched)
         .bind(&params.kv_puts)
         .bind(&params.limits)
+        .bind(&params.states[..])
         .execute(&mut *conn)
         .await;
     let error = match sent {
