@@ -2,6 +2,7 @@
 //! chains, rescheduling, claims across runtimes, crash recovery, retries and dead alarms,
 //! restarts, atomicity with state.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -864,6 +865,122 @@ async fn many_claims_renewed_together_hold_across_two_runtimes(store: Arc<dyn St
     }
 }
 
+/// The gates of the alarms of [`Gated`] objects, by test run: an alarm's handler waits at its
+/// run's gate until the test opens it.
+static GATES: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Arc<Gate>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+struct Gate {
+    open: tokio::sync::Semaphore,
+    entered: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            open: tokio::sync::Semaphore::new(0),
+            entered: Default::default(),
+        }
+    }
+}
+
+/// The gate of the run whose ids start with `run`.
+fn gate(run: &str) -> Arc<Gate> {
+    let mut gates = GATES.lock().unwrap();
+    Arc::clone(gates.entry(run.to_owned()).or_default())
+}
+
+/// An object whose alarm handler waits at its test run's gate: alarms that cannot finish
+/// firing until the test lets them.
+#[durable_object]
+pub struct Gated {
+    rung: u32,
+}
+
+#[durable_object]
+impl Gated {
+    #[handler]
+    fn handle_arm(&mut self, ctx: &Context, after_ms: u64) {
+        ctx.schedule_alarm(Gated::RING, Duration::from_millis(after_ms));
+    }
+
+    #[alarm]
+    async fn ring(&mut self, ctx: &Context) {
+        let run = ctx.key().object_id.rsplit_once('-').unwrap().0.to_owned();
+        let gate = gate(&run);
+        gate.entered
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        gate.open.acquire().await.unwrap().forget();
+        self.rung += 1;
+    }
+}
+
+/// A burst of due alarms larger than `max_claimed` is claimed as firings make room, and two
+/// runtimes on one database share it: while no firing can finish, each holds exactly
+/// `max_claimed` claims in storage and fires no more; once they finish, every alarm fires
+/// once.
+async fn a_burst_of_due_alarms_is_claimed_as_firings_make_room(store: Arc<dyn Storage>) {
+    const OBJECTS: usize = 40;
+    const MAX_CLAIMED: usize = 8;
+    let run = format!("burst{}", rand_suffix());
+    let gate = gate(&run);
+    let ids: Vec<String> = (0..OBJECTS).map(|i| format!("{run}-{i}")).collect();
+    // Written in one group commit by a runtime that fires nothing: all due at about one time.
+    let writer = Runtime::builder(Arc::clone(&store))
+        .manual_alarms()
+        .register::<Gated>()
+        .build();
+    futures_util::future::try_join_all(ids.iter().map(|id| Gated::arm(&writer, id, 100)))
+        .await
+        .unwrap();
+    writer.shutdown().await;
+    let capped = || {
+        Runtime::builder(Arc::clone(&store))
+            .alarm_settings(settings().with_max_claimed(MAX_CLAIMED))
+            .register::<Gated>()
+            .build()
+    };
+    let (rt, other) = (capped(), capped());
+    let entered = || gate.entered.load(std::sync::atomic::Ordering::SeqCst);
+    eventually(|| async { entered() == 2 * MAX_CLAIMED }).await;
+    // Time for the scheduler to claim more, were it not capped (leases are renewed meanwhile).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut claimed = 0;
+    for id in &ids {
+        let alarms = store
+            .list_alarms(&ObjectKey::new("Gated", id.clone()))
+            .await
+            .unwrap();
+        assert_eq!(alarms.len(), 1, "{id}");
+        claimed += usize::from(alarms[0].claimed_at.is_some());
+    }
+    assert_eq!(
+        claimed,
+        2 * MAX_CLAIMED,
+        "alarms claimed while none could finish"
+    );
+    assert_eq!(
+        entered(),
+        2 * MAX_CLAIMED,
+        "alarms fired while none could finish"
+    );
+    gate.open.add_permits(OBJECTS);
+    // Each object's stored state, read from storage: either runtime may have fired it.
+    for id in &ids {
+        let key = ObjectKey::new("Gated", id.clone());
+        eventually(|| async { store.list_alarms(&key).await.unwrap().is_empty() }).await;
+        let stored = match store.load(&key).await.unwrap() {
+            durable_runtime::storage::Loaded::Object(stored) => stored,
+            other => panic!("{id} is not stored: {other:?}"),
+        };
+        let state: serde_json::Value = serde_json::from_slice(&stored.state).unwrap();
+        assert_eq!(state["rung"], 1, "{id}");
+    }
+    assert_eq!(entered(), OBJECTS);
+    rt.shutdown().await;
+    other.shutdown().await;
+}
+
 /// A suffix that tells this test run's ids from another's.
 fn rand_suffix() -> u128 {
     SystemTime::now()
@@ -879,6 +996,7 @@ backend_tests!(
     an_alarm_cancelled_while_claimed_ahead_never_fires,
     an_alarm_moved_while_claimed_ahead_fires_once_at_its_new_time,
     shutdown_releases_claims_taken_ahead,
+    a_burst_of_due_alarms_is_claimed_as_firings_make_room,
     alarms_wake_hibernated_and_shut_down_objects,
     deleting_an_object_removes_its_alarms,
     several_names_coexist_and_fire,

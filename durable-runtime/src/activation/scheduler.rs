@@ -9,6 +9,10 @@
 //! the object's load is paid at the due time (an object the batched read did not start is
 //! activated, loading its state, before the wait).
 //!
+//! The claims a runtime owns are capped (`max_claimed`): a burst of due alarms larger than what
+//! it fires in a moment is claimed batch by batch as firings make room, so that claims do not
+//! wait long enough for their leases to need renewing, and other runtimes take their share.
+//!
 //! A claim taken ahead is *held* in memory until it fires. A call of this runtime that
 //! schedules or cancels the alarm before then *revokes* it (in the same step that stages the
 //! change), so an alarm cancelled or moved before its due time never fires under the old claim.
@@ -154,6 +158,16 @@ pub(crate) async fn run(
             return;
         };
         let settings = *runtime.alarm_settings();
+        let max_claimed = settings.max_claimed.max(1);
+        if handle.claims().owned() >= max_claimed {
+            // Claimed ahead of what fires: more is claimed as firings make room.
+            drop(runtime);
+            tokio::select! {
+                () = handle.claims().room_below(max_claimed) => {}
+                () = shutdown.cancelled() => return,
+            }
+            continue;
+        }
         handle.awake();
         let started = tokio::time::Instant::now();
         let claimed = claim_and_arm(&runtime, &settings, looks.lead(&settings)).await;
@@ -296,27 +310,29 @@ async fn claim_and_arm(
     let now = truncate_to_micros(runtime.now());
     let due_by = now + lead;
     let lease_until = lease_end(now, settings.claim_ttl);
-    let query = runtime.scheduler().claims().begin_query();
+    let claims = runtime.scheduler().claims();
+    let room = settings.max_claimed.max(1).saturating_sub(claims.owned());
+    let limit = claim_batch(settings).min(room.max(1));
+    let query = claims.begin_query();
     let claimed = match runtime
         .storage()
-        .claim_due_alarms(now, due_by, lease_until, claim_batch(settings))
+        .claim_due_alarms(now, due_by, lease_until, limit)
         .await
     {
         Ok(claimed) => claimed,
         Err(error) => {
-            runtime.scheduler().claims().end_query(query);
+            claims.end_query(query);
             tracing::warn!(%error, "claiming due alarms failed");
             return Err(());
         }
     };
-    let outcome = if claimed.len() >= claim_batch(settings) {
+    let outcome = if claimed.len() >= limit {
         Claimed::Full
     } else if claimed.is_empty() {
         Claimed::None
     } else {
         Claimed::Some
     };
-    let claims = runtime.scheduler().claims();
     let mut held = Vec::with_capacity(claimed.len());
     for alarm in claimed {
         match claims.hold(&query, &alarm, lease_until) {

@@ -77,6 +77,21 @@ struct Table {
     querying: bool,
     /// Every claim this runtime owns in storage, with the end of its lease.
     leases: HashMap<AlarmClaim, SystemTime>,
+    /// While the scheduler waits for room ([`Claims::room_below`]): the number of owned claims
+    /// it waits to get below. Zero when it does not wait.
+    room_below: usize,
+}
+
+impl Table {
+    /// This runtime no longer owns `claim`. Returns whether the scheduler waiting for room
+    /// should be woken.
+    fn drop_lease(&mut self, claim: &AlarmClaim) -> bool {
+        if self.leases.remove(claim).is_none() || self.leases.len() >= self.room_below {
+            return false;
+        }
+        self.room_below = 0;
+        true
+    }
 }
 
 /// The claims held by one runtime's scheduler.
@@ -85,6 +100,8 @@ pub(crate) struct Claims {
     table: Mutex<Table>,
     /// Signalled when this runtime comes to own a claim while it owned none.
     first_lease: Notify,
+    /// Signalled when the claims owned get below the number the scheduler waits for.
+    room: Notify,
 }
 
 /// A claim query in progress: see [`Claims::begin_query`].
@@ -160,7 +177,9 @@ impl Claims {
         names.retain(|(name, _)| *name != alarm.name);
         names.push((alarm.name.clone(), claimed_at));
         for at in replaced {
-            table.leases.remove(&claim_of(&alarm.key, &alarm.name, at));
+            if table.drop_lease(&claim_of(&alarm.key, &alarm.name, at)) {
+                self.room.notify_waiters();
+            }
         }
         if table.leases.is_empty() {
             self.first_lease.notify_one();
@@ -175,6 +194,7 @@ impl Claims {
     pub(crate) fn end_query(&self, query: Query) {
         let mut table = self.table();
         table.querying = false;
+        // The scheduler runs the queries: it does not wait for room meanwhile.
         let Table {
             changes, leases, ..
         } = &mut *table;
@@ -224,7 +244,9 @@ impl Claims {
     /// This runtime is done with this claim (its outcome is recorded, or it was released):
     /// its lease is no longer renewed.
     pub(crate) fn let_go(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) {
-        self.table().leases.remove(&claim_of(key, name, claimed_at));
+        if self.table().drop_lease(&claim_of(key, name, claimed_at)) {
+            self.room.notify_waiters();
+        }
     }
 
     /// A call of `key` staged these alarm changes: the claims they cancel or replace must not
@@ -300,8 +322,13 @@ impl Claims {
             .into_iter()
             .map(|(name, claimed_at)| claim_of(key, &name, claimed_at))
             .collect();
+        let mut room = false;
         for claim in &revoked {
-            table.leases.remove(claim);
+            room |= table.drop_lease(claim);
+        }
+        drop(table);
+        if room {
+            self.room.notify_waiters();
         }
         if committed { Vec::new() } else { revoked }
     }
@@ -339,6 +366,29 @@ impl Claims {
     /// Whether this runtime owns any claim in storage.
     pub(crate) fn owns_any(&self) -> bool {
         !self.table().leases.is_empty()
+    }
+
+    /// How many claims this runtime owns in storage: held, firing, or revoked by a write in
+    /// flight.
+    pub(crate) fn owned(&self) -> usize {
+        self.table().leases.len()
+    }
+
+    /// Waits until this runtime owns fewer than `max` claims.
+    pub(crate) async fn room_below(&self, max: usize) {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut table = self.table();
+                if table.leases.len() < max {
+                    return;
+                }
+                table.room_below = max;
+            }
+            room.await;
+        }
     }
 }
 

@@ -287,6 +287,14 @@ pub struct AlarmSettings {
     /// [`ObjectOptions::max_alarms`](crate::ObjectOptions::max_alarms) overrides it. Default
     /// 100.
     pub max_alarms_per_object: usize,
+    /// How many alarms this runtime owns claims of at most — held until due, firing, or being
+    /// released — before it claims more (zero counts as one). A burst of due alarms larger
+    /// than what the runtime fires in a moment is claimed as firings make room, not all at
+    /// once: the leases of claims waiting to fire would otherwise have to be renewed in
+    /// storage, taking the writes that firing needs, and other runtimes on the same database
+    /// could not take their share. Default 2,048: at the default `claim_ttl` a claim fires
+    /// before its lease needs renewing as long as the runtime fires over 5,500 alarms a second.
+    pub max_claimed: usize,
 }
 
 impl Default for AlarmSettings {
@@ -298,6 +306,7 @@ impl Default for AlarmSettings {
             claim_batch: 512,
             claim_ahead: Duration::from_millis(50),
             max_alarms_per_object: 100,
+            max_claimed: 2_048,
         }
     }
 }
@@ -382,6 +391,23 @@ impl AlarmSettings {
     /// ```
     pub fn with_max_alarms_per_object(mut self, max: usize) -> Self {
         self.max_alarms_per_object = max;
+        self
+    }
+
+    /// Sets how many alarms this runtime owns claims of at most (see
+    /// [`max_claimed`](Self::max_claimed)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use durable_runtime::AlarmSettings;
+    ///
+    /// assert_eq!(AlarmSettings::default().max_claimed, 2_048);
+    /// let settings = AlarmSettings::default().with_max_claimed(10_000);
+    /// assert_eq!(settings.max_claimed, 10_000);
+    /// ```
+    pub fn with_max_claimed(mut self, max: usize) -> Self {
+        self.max_claimed = max;
         self
     }
 }
