@@ -127,6 +127,11 @@ fn claim_batch(settings: &AlarmSettings) -> usize {
     settings.claim_batch.max(1)
 }
 
+/// How many claims this runtime owns at most: with none, the scheduler could never claim.
+fn max_claimed(settings: &AlarmSettings) -> usize {
+    settings.max_claimed.max(1)
+}
+
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
@@ -158,7 +163,7 @@ pub(crate) async fn run(
             return;
         };
         let settings = *runtime.alarm_settings();
-        let max_claimed = settings.max_claimed.max(1);
+        let max_claimed = max_claimed(&settings);
         if handle.claims().owned() >= max_claimed {
             // Claimed ahead of what fires: more is claimed as firings make room.
             drop(runtime);
@@ -311,7 +316,7 @@ async fn claim_and_arm(
     let due_by = now + lead;
     let lease_until = lease_end(now, settings.claim_ttl);
     let claims = runtime.scheduler().claims();
-    let room = settings.max_claimed.max(1).saturating_sub(claims.owned());
+    let room = max_claimed(settings).saturating_sub(claims.owned());
     let limit = claim_batch(settings).min(room.max(1));
     let query = claims.begin_query();
     let claimed = match runtime
