@@ -3,7 +3,7 @@
 # port: schemathesis generates requests from its OpenAPI document (no undocumented status, no
 # 500), then a Python client generated from that document by openapi-python-client calls,
 # reads, lists and deletes objects (tests/python). Installs what it needs into a virtualenv
-# under target/; needs python3 (with venv) and cargo.
+# under target/ (see python-tools.sh); needs python3 and cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,18 +12,9 @@ WORK="$TARGET/api-checks"
 VENV="$WORK/venv"
 mkdir -p "$WORK"
 
-if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
-  echo "python3 venv: not installed; installing it"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-fi
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-"$VENV/bin/pip" install --quiet --disable-pip-version-check \
-  'schemathesis>=4.32,<5' 'openapi-python-client>=0.29,<0.30' 'pytest>=8,<10'
+bash .ci/python-tools.sh
 
-cargo build --quiet -p durable-examples --example server
+cargo build --quiet --workspace --bins --examples
 SERVER="$TARGET/debug/examples/server"
 
 # A fresh database, a random token (only its hash is written down) and a free loopback port.

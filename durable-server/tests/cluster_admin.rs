@@ -189,6 +189,9 @@ fn two_nodes_are_listed_with_their_shards_by_routes_cli_and_metrics() {
         return;
     };
     let ttl = Duration::from_secs(2);
+    // The exporter before the nodes (as the metrics module asks), so that their first
+    // acquisitions are counted even when no other test of this process installed it.
+    assert!(durable_server::metrics::prometheus().is_some());
     let (a, b) = tokio.block_on(async {
         // `a` first, alone: it takes every shard, then hands `b` the ones `b` prefers.
         let a = Gateway::serve(node(&db, "adm-a", ttl).await).await;

@@ -40,7 +40,8 @@ pub(crate) struct GenericCli {
 /// Where commands go and how their results are printed.
 #[derive(Debug, Args)]
 pub(crate) struct Globals {
-    /// The gateway to send commands to, e.g. http://127.0.0.1:8080.
+    /// The gateway to send commands to, e.g. http://127.0.0.1:8080 (https:// needs the `tls`
+    /// feature).
     #[arg(long, env = "DURABLE_GATEWAY", global = true, value_name = "URL")]
     pub(crate) gateway: Option<String>,
 

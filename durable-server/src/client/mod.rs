@@ -72,6 +72,9 @@ pub struct Client {
     http: reqwest::Client,
     base_url: String,
     token: Option<String>,
+    /// Whether `http` can speak HTTPS: ours only with the `tls` feature; a client of the
+    /// caller's own is trusted to know.
+    https: bool,
 }
 
 impl fmt::Debug for Client {
@@ -107,6 +110,7 @@ impl Client {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
             token: None,
+            https: cfg!(feature = "tls"),
         }
     }
 
@@ -139,6 +143,7 @@ impl Client {
     #[must_use]
     pub fn with_http_client(mut self, http: reqwest::Client) -> Self {
         self.http = http;
+        self.https = true;
         self
     }
 
@@ -243,6 +248,13 @@ impl Client {
                 "the scheme must be http or https, not `{}`",
                 url.scheme()
             )));
+        }
+        if url.scheme() == "https" && !self.https {
+            return Err(invalid(
+                "HTTPS needs durable-server's `tls` feature (or a client of your own, see \
+                 `Client::with_http_client`)"
+                    .to_owned(),
+            ));
         }
         url.path_segments_mut()
             .map_err(|()| invalid("it cannot have a path".to_owned()))?
@@ -798,6 +810,24 @@ mod tests {
                 "{base}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn https_without_tls_is_refused_with_what_to_enable() {
+        let result = Client::new("https://gateway.example").url(&["v1"]);
+        if cfg!(feature = "tls") {
+            assert_eq!(result.unwrap().as_str(), "https://gateway.example/v1");
+        } else {
+            let err = result.unwrap_err();
+            assert!(matches!(err, ClientError::InvalidUrl { .. }), "{err}");
+            assert!(err.to_string().contains("`tls` feature"), "{err}");
+        }
+        // A client of the caller's own decides for itself.
+        let own = Client::new("https://gateway.example").with_http_client(reqwest::Client::new());
+        assert_eq!(
+            own.url(&["v1"]).unwrap().as_str(),
+            "https://gateway.example/v1"
+        );
     }
 
     #[test]
