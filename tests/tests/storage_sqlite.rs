@@ -1015,3 +1015,38 @@ async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
     })
     .await;
 }
+
+/// An in-memory database is one shared cache for the writer and the reading connection, where
+/// SQLite locks whole tables: a read meeting a write in flight waits for it to end (SQLite's
+/// unlock notification) instead of failing with "database table is locked".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_reads_wait_for_writes_in_flight() {
+    let store = std::sync::Arc::new(SqliteStore::open("sqlite::memory:").await.unwrap());
+    let writes = 300;
+    let writer = tokio::spawn({
+        let store = store.clone();
+        async move {
+            for i in 0..writes {
+                let key = ObjectKey::new("Counter", format!("w{i}"));
+                store
+                    .commit(&[insert(&key, &format!("{{\"n\":{i}}}"))])
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    let mut reads = 0;
+    while !writer.is_finished() {
+        for i in (0..writes).step_by(37) {
+            let key = ObjectKey::new("Counter", format!("w{i}"));
+            store.load(&key).await.expect("a read beside writes");
+            reads += 1;
+        }
+    }
+    writer.await.unwrap();
+    assert!(reads > 0);
+    for i in 0..writes {
+        let key = ObjectKey::new("Counter", format!("w{i}"));
+        assert!(store.load(&key).await.unwrap().object().is_some(), "w{i}");
+    }
+}
