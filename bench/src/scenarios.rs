@@ -748,6 +748,8 @@ async fn memory_at(count: usize) -> Result<Vec<Figure>, String> {
             .build();
         let region = Region::new(GLOBAL);
         touch_all(&rt, &ids).await?;
+        // Idle: an object idle for a second gives its task back, staying active.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let live = region.change();
         rt.shutdown().await;
         per_object(live.bytes_allocated as f64 - live.bytes_deallocated as f64)

@@ -65,23 +65,35 @@ fn shut_down(events: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<String
 
 #[tokio::test(start_paused = true)]
 async fn a_dormant_object_has_no_task_and_wakes_with_its_state_without_a_storage_read() {
-    let (rt, store) = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(1)));
+    let (rt, store) = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3)));
+    // The runtime's own tasks (the committer, the idle timers) start with a first object, whose
+    // task ends once it has been idle for a second.
+    Tally::bump(&rt, "first").await.unwrap();
+    sleep(Duration::from_millis(1500)).await;
+    let runtime_tasks = alive_tasks();
     for id in ["a", "b", "c"] {
         Tally::bump(&rt, id).await.unwrap();
         Tally::bump(&rt, id).await.unwrap();
     }
-    let with_tasks = alive_tasks();
+    assert_eq!(
+        alive_tasks(),
+        runtime_tasks + 3,
+        "objects used just now have a task"
+    );
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(alive_tasks(), runtime_tasks, "idle objects have no task");
+    assert_eq!(
+        rt.status::<Tally>("a").await.unwrap(),
+        ObjectStatus::Active,
+        "an idle object without a task is still active"
+    );
     let loads = store.loads();
 
-    sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        alive_tasks() + 3,
-        with_tasks,
-        "dormant objects have no task"
-    );
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(alive_tasks(), runtime_tasks, "dormant objects have no task");
     assert_eq!(
         rt.live_objects::<Tally>(),
-        3,
+        4,
         "dormant objects count as live"
     );
     for id in ["a", "b", "c"] {
@@ -269,4 +281,101 @@ async fn calls_racing_with_dormancy_are_never_lost() {
         racer_counter(&snapshot, metrics_names::HIBERNATIONS) > 0,
         "objects went dormant between calls"
     );
+}
+
+/// An object idle for a second parks its task, and its next call starts one again: calls and
+/// reads from both worker threads land just before, while and just after it parks (the pauses
+/// straddle that second), and none is lost, runs twice or sees a state older than one it
+/// already saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_racing_with_parking_are_never_lost() {
+    let (rt, store) = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)));
+    let mut callers = tokio::task::JoinSet::new();
+    for object in 0..4u64 {
+        for caller in 0..4u64 {
+            let rt = rt.clone();
+            callers.spawn(async move {
+                let id = format!("p{object}");
+                let mut last = 0;
+                for round in 0..4u64 {
+                    for _ in 0..25 {
+                        let seen = Tally::bump(&rt, &id).await.unwrap();
+                        assert!(seen > last, "each bump sees its own and every earlier one");
+                        last = seen;
+                        let read = Tally::get(&rt, &id).await.unwrap();
+                        assert!(read >= last, "a read never goes back");
+                    }
+                    // 950–1,150 ms: around the second after which an idle object parks.
+                    // Every object has rounds where all its callers pause past it (it parks)
+                    // and rounds where some come back just before or just after.
+                    let pause = 950 + (round * 37 + caller * 23 + object * 11) % 200;
+                    sleep(Duration::from_millis(pause)).await;
+                }
+            });
+        }
+    }
+    while let Some(result) = callers.join_next().await {
+        result.unwrap();
+    }
+    for object in 0..4 {
+        assert_eq!(Tally::get(&rt, &format!("p{object}")).await.unwrap(), 400);
+    }
+    let reads = store.loads() + store.batch_loads();
+    assert!(
+        (1..=4).contains(&reads),
+        "parked objects keep their state: {reads} reads"
+    );
+    rt.shutdown().await;
+    assert_eq!(rt.live_objects::<Tally>(), 0);
+}
+
+/// A parked object keeps what it held, the persistence contract included: a commit that fails
+/// on its first call after waking throws the state away, the next call reloads what storage
+/// holds, and a write another runtime committed meanwhile is seen, not overwritten.
+#[tokio::test(start_paused = true)]
+async fn a_parked_object_fails_a_commit_and_meets_another_runtimes_write_as_a_live_one_does() {
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let options = ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600));
+    let rt = Runtime::builder(store.clone())
+        .register_with::<Tally>(options)
+        .build();
+    assert_eq!(Tally::bump(&rt, "a").await.unwrap(), 1);
+    let runtime_tasks = {
+        sleep(Duration::from_millis(1500)).await;
+        alive_tasks()
+    };
+
+    // Parked, then woken by a call whose commit fails (after applying: the outcome is unknown).
+    store.fail_commits_after_applying(1);
+    assert!(matches!(
+        Tally::bump(&rt, "a").await,
+        Err(durable_runtime::Error::OutcomeUnknown { .. })
+    ));
+    let loads = store.loads();
+    // Storage holds 2: the next call reloads it rather than trusting memory.
+    assert_eq!(Tally::bump(&rt, "a").await.unwrap(), 3);
+    assert_eq!(
+        store.loads(),
+        loads + 1,
+        "reloaded after the unknown outcome"
+    );
+
+    // Parked again; another runtime on the same storage commits meanwhile.
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(alive_tasks(), runtime_tasks, "parked again");
+    let other = Runtime::builder(store.inner().clone())
+        .register_with::<Tally>(options)
+        .build();
+    assert_eq!(Tally::bump(&other, "a").await.unwrap(), 4);
+    other.shutdown().await;
+    // The parked object's version is stale: its write conflicts, it reloads, and the call is
+    // retried on what storage holds, never overwriting the other runtime's write.
+    let result = Tally::bump(&rt, "a").await;
+    let after = match result {
+        Ok(n) => n,
+        Err(durable_runtime::Error::Conflict { .. }) => Tally::bump(&rt, "a").await.unwrap(),
+        Err(error) => panic!("unexpected: {error:?}"),
+    };
+    assert_eq!(after, 5, "built on the other runtime's write");
+    rt.shutdown().await;
 }

@@ -14,21 +14,22 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::activation::registry::Inbox;
+use crate::activation::inbox::Inbox;
+use crate::object::DurableObject;
 use crate::object::handle::{Runtime, Shared};
 
 /// Deadlines (uptime milliseconds) and the inboxes armed for each.
 type Armed<O> = BTreeMap<u64, Vec<Weak<Inbox<O>>>>;
 
 /// The idle timers of one type's live objects.
-pub(crate) struct IdleTimers<O> {
+pub(crate) struct IdleTimers<O: DurableObject> {
     armed: Mutex<Armed<O>>,
     /// Wakes the timer task when an earlier deadline is armed.
     changed: Notify,
     started: AtomicBool,
 }
 
-impl<O: Send + 'static> IdleTimers<O> {
+impl<O: DurableObject> IdleTimers<O> {
     pub(crate) fn new() -> Self {
         Self {
             armed: Mutex::new(BTreeMap::new()),
@@ -46,9 +47,28 @@ impl<O: Send + 'static> IdleTimers<O> {
     /// Arms `inbox`'s timer for `at` (uptime milliseconds) unless it is armed no later,
     /// starting the timer task on first use.
     pub(crate) fn arm(self: &Arc<Self>, runtime: &Runtime, inbox: &Arc<Inbox<O>>, at: u64) {
-        if !inbox.arm_timer(at) {
-            return;
+        if inbox.arm_timer(at) {
+            self.insert(runtime, inbox, at);
         }
+    }
+
+    /// Arms `inbox`'s timer for `at` only, or for nothing: a timer armed earlier no longer
+    /// wakes it (its entry is skipped when it comes due).
+    pub(crate) fn rearm(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        inbox: &Arc<Inbox<O>>,
+        at: Option<u64>,
+    ) {
+        if inbox.rearm_timer(at)
+            && let Some(at) = at
+        {
+            self.insert(runtime, inbox, at);
+        }
+    }
+
+    /// Adds `inbox` under the deadline `at`, starting the timer task on first use.
+    fn insert(self: &Arc<Self>, runtime: &Runtime, inbox: &Arc<Inbox<O>>, at: u64) {
         let earliest = {
             let mut armed = self.lock();
             let earliest = armed.keys().next().is_none_or(|first| at < *first);
@@ -79,7 +99,7 @@ impl<O: Send + 'static> IdleTimers<O> {
 }
 
 /// The timer task of one type: sleeps until the earliest deadline, then flags the inboxes due.
-async fn run<O: Send + 'static>(
+async fn run<O: DurableObject>(
     timers: Arc<IdleTimers<O>>,
     runtime: Weak<Shared>,
     shutdown: CancellationToken,

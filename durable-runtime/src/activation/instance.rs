@@ -6,7 +6,7 @@
 //! activation away so that the next call reloads what storage holds.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -15,15 +15,21 @@ use tracing::Instrument;
 
 use crate::activation::call::{Access, Outcome, Run};
 use crate::activation::gate::{Gate, Held};
-use crate::activation::registry::{Dormant, Envelope, Inbox, Replacement, Residency, TypeEntry};
+use crate::activation::inbox::Inbox;
+use crate::activation::registry::{Dormant, Envelope, Replacement, Residency, TypeEntry};
 use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
-use crate::object::handle::Runtime;
+use crate::object::handle::{Runtime, Shared};
 use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::observe::metrics;
 use crate::storage::{CommitError, KvChange, Loaded, ObjectKey, ObjectWrite};
+
+/// How long an idle object keeps its task before it parks it in its inbox. Waking a parked
+/// object spawns a task, which costs more than waking a waiting one: an object called more
+/// often than this keeps its task, and one idle longer gives its memory back.
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// How many times activation retries after losing a creation race to another runtime.
 const ACTIVATION_ATTEMPTS: usize = 3;
@@ -115,27 +121,94 @@ pub(crate) struct Instance<O: DurableObject> {
     slot: Slot,
     /// Calls whose replies wait for their writes.
     gate: Gate<O>,
-    /// The object went dormant: it stays live (holding its slot) without this task.
-    dormant: bool,
+    /// What the object is once this task ends.
+    after: After,
     /// The instance left the registry on request (see [`Envelope::Unload`]): the task ends
     /// once the envelope that asked is finished.
     left: bool,
 }
 
+/// What an object is once its task ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum After {
+    /// Gone from memory (or the task failed): it leaves the live objects.
+    Gone,
+    /// Dormant: it stays live (holding its slot), the registry keeping its encoded state.
+    Dormant,
+    /// Parked in its inbox while idle: it stays live as it is, and a task starts again when
+    /// something wakes it.
+    Parked,
+}
+
 impl<O: DurableObject> Drop for Instance<O> {
     fn drop(&mut self) {
-        // Calls still queued (the task panicked or was aborted) fail at once.
-        self.inbox.abandon();
-        if self.dormant {
-            // Still hibernated: the registry's dormant entry counts it from here.
-            self.inbox.set_residency(Residency::Unloaded);
-        } else {
-            self.set_residency(Residency::Unloaded);
+        match self.after {
+            After::Parked => {}
+            After::Dormant => {
+                self.inbox.abandon();
+                // Still hibernated: the registry's dormant entry counts it from here.
+                self.inbox.set_residency(Residency::Unloaded);
+            }
+            After::Gone => {
+                // Calls still queued (the task panicked or was aborted) fail at once.
+                self.inbox.abandon();
+                self.set_residency(Residency::Unloaded);
+                self.runtime().release_live_slot();
+                metrics::live_objects(O::TYPE_NAME, -1.0);
+            }
         }
-        if !self.dormant {
-            self.runtime().release_live_slot();
-            metrics::live_objects(O::TYPE_NAME, -1.0);
+    }
+}
+
+/// What an idle object's task leaves in its inbox when it parks: what the next task needs to
+/// take over. (Weak handles: the inbox belongs to the registry, which the runtime owns.)
+pub(crate) struct Parked<O: DurableObject> {
+    entry: Weak<TypeEntry<O>>,
+    runtime: Weak<Shared>,
+    slot: Slot,
+}
+
+impl<O: DurableObject> Parked<O> {
+    /// Starts a task for the object again, from what its last task left.
+    pub(crate) fn resume(self, inbox: Arc<Inbox<O>>) {
+        let Some(instance) = self.into_instance(inbox) else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            instance.runtime().clone().spawn_task(instance.run());
         }
+        // Outside any tokio runtime (its registry dropped there), nothing can run the
+        // object: the instance ends here, failing whatever was queued.
+    }
+
+    /// Shuts the object down where it is, without a task: a parked object has nothing to
+    /// flush. (Runtime shutdown and a shard leaving the node close many objects at once; a
+    /// task each would cost a burst of allocations.) The caller removes its registry entry.
+    pub(crate) fn leave(self, inbox: Arc<Inbox<O>>) {
+        let Some(instance) = self.into_instance(inbox) else {
+            return;
+        };
+        if !instance.runtime().is_closing() {
+            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+        }
+        instance.emit(|key| Event::ShutDown { key });
+        // Dropped: it leaves the live objects.
+    }
+
+    /// The instance the record was parked from, unless its runtime is gone (then nothing is
+    /// left to run, and a parked object has no write pending).
+    fn into_instance(self, inbox: Arc<Inbox<O>>) -> Option<Instance<O>> {
+        let entry = self.entry.upgrade()?;
+        let runtime = Runtime::upgrade(&self.runtime)?;
+        Some(Instance {
+            entry,
+            ctx: Context::with_root(inbox.root().clone(), runtime),
+            inbox,
+            slot: self.slot,
+            gate: Gate::new(),
+            after: After::Gone,
+            left: false,
+        })
     }
 }
 
@@ -144,11 +217,15 @@ enum Wake<O> {
     Envelope(Envelope<O>),
     Idle(Idle),
     Closed,
+    /// Something changed (a commit, a timer that fired early): look again.
+    Again,
 }
 
 /// An idle transition.
 #[derive(Clone, Copy, Debug)]
 enum Idle {
+    /// The task parks in the inbox ([`PARK_AFTER`]).
+    Park,
     Hibernate,
     Shutdown,
 }
@@ -175,7 +252,7 @@ impl<O: DurableObject> Instance<O> {
             inbox,
             slot,
             gate: Gate::new(),
-            dormant: false,
+            after: After::Gone,
             left: false,
         }
     }
@@ -216,7 +293,7 @@ impl<O: DurableObject> Instance<O> {
                         let started = Instant::now();
                         if let Err(envelope) = self.handle_in_place(envelope, started) {
                             // Boxed: a running envelope's state would otherwise be part of
-                            // every idle task's size. One allocation per envelope that waits
+                            // every task's size. One allocation per envelope that waits
                             // buys that space back.
                             let handle = Box::pin(self.handle(envelope, started));
                             handle.await;
@@ -225,6 +302,12 @@ impl<O: DurableObject> Instance<O> {
                         self.inbox.set_gate_busy(!self.gate.is_open());
                         self.inbox.finished(self.runtime().uptime_millis_at(now));
                         if self.left {
+                            return;
+                        }
+                    }
+                    Wake::Again => {}
+                    Wake::Idle(Idle::Park) => {
+                        if self.park() {
                             return;
                         }
                     }
@@ -239,9 +322,9 @@ impl<O: DurableObject> Instance<O> {
                         }
                     }
                     Wake::Closed => {
-                        // Cold paths are boxed so that every live task stays small. (Boxed
-                        // in a statement of its own: a temporary would keep the unboxed
-                        // future's space in this one.)
+                        // Cold paths are boxed so that the task stays small. (Boxed in a
+                        // statement of its own: a temporary would keep the unboxed future's
+                        // space in this one.)
                         let close = Box::pin(self.close());
                         return close.await;
                     }
@@ -250,41 +333,77 @@ impl<O: DurableObject> Instance<O> {
         }
     }
 
+    /// Arms the idle timer for the next idle transition, if any is due (while nothing waits
+    /// for a commit: idle transitions wait until every reply is out). The timer lives across
+    /// calls and tasks: it is armed again only when it fires early (the object was used since)
+    /// or when a deadline moves earlier, not around every call. (A timer armed no later than
+    /// the deadline is kept.) Returns whether a transition is due at all.
+    fn arm_idle_timer(&self, park: bool) -> bool {
+        let deadline = self
+            .gate
+            .is_open()
+            .then(|| self.next_deadline(park))
+            .flatten();
+        if let Some((at, _)) = deadline {
+            let at = self.runtime().uptime_millis_at(at);
+            self.entry.idle_timers.arm(self.runtime(), &self.inbox, at);
+        }
+        deadline.is_some()
+    }
+
+    /// Ends the task, the object idle since [`PARK_AFTER`]: nothing is queued and no reply
+    /// waits for a commit. What it holds is parked in its inbox, where the next envelope, its
+    /// idle timer or the inbox closing starts a task again. Returns whether the task is to end.
+    fn park(&mut self) -> bool {
+        if !self.gate.is_open() || self.inbox.has_outstanding() {
+            return false;
+        }
+        // Armed for the next transition, hibernation or shutdown, which a new task makes; not
+        // for parking any more (armed for a moment already past, with the object used since
+        // in a caller's task, that would only start a task to park again, and again).
+        let next = self
+            .next_deadline(false)
+            .map(|(at, _)| self.runtime().uptime_millis_at(at));
+        self.entry
+            .idle_timers
+            .rearm(self.runtime(), &self.inbox, next);
+        let (entry, ctx, slot) = (&self.entry, &self.ctx, &mut self.slot);
+        let parked = self.inbox.park(|| Parked {
+            entry: Arc::downgrade(entry),
+            runtime: ctx.runtime().downgrade(),
+            slot: std::mem::replace(slot, Slot::Unloaded),
+        });
+        if parked {
+            self.after = After::Parked;
+        }
+        parked
+    }
+
     /// Waits for what the task does next. A future of its own, so that the task's future
     /// holds either this wait or a running envelope, never both.
     async fn next_wake(&mut self) -> Wake<O> {
-        loop {
-            // Idle transitions wait until every reply is out; new calls wait while the gate
-            // already holds a queue's worth.
-            let deadline = self.gate.is_open().then(|| self.next_deadline()).flatten();
-            if let Some((at, _)) = deadline {
-                // The idle timer lives across calls: it is armed again only when it fires
-                // early (the object was used since) or when a deadline moves earlier, not
-                // around every call. (A timer armed no later than the deadline is kept.)
-                let at = self.runtime().uptime_millis_at(at);
-                self.entry.idle_timers.arm(self.runtime(), &self.inbox, at);
+        let idle_timer = self.arm_idle_timer(true);
+        // New calls wait while the gate already holds a queue's worth.
+        let accepting = self.gate.held() < self.entry.settings.queue_capacity;
+        tokio::select! {
+            // Commits first (they release replies), then calls, then idle transitions.
+            biased;
+            outcome = in_flight(&mut self.gate) => {
+                self.committed(outcome);
+                self.inbox.set_gate_busy(!self.gate.is_open());
+                Wake::Again
             }
-            let accepting = self.gate.held() < self.entry.settings.queue_capacity;
-            return tokio::select! {
-                // Commits first (they release replies), then calls, then idle transitions.
-                biased;
-                outcome = in_flight(&mut self.gate) => {
-                    self.committed(outcome);
-                    self.inbox.set_gate_busy(!self.gate.is_open());
-                    continue;
-                }
-                envelope = self.inbox.recv(), if accepting => {
-                    envelope.map_or(Wake::Closed, Wake::Envelope)
-                }
-                // Computed again: reads in callers' tasks may have used the object meanwhile.
-                () = self.inbox.timer(), if deadline.is_some() => match self.next_deadline() {
-                    // The timer was armed for an earlier deadline: the object was used since
-                    // (armed again above).
-                    Some((at, _)) if at > Instant::now() => continue,
-                    Some((_, transition)) => Wake::Idle(transition),
-                    None => continue,
-                },
-            };
+            envelope = self.inbox.recv(), if accepting => {
+                envelope.map_or(Wake::Closed, Wake::Envelope)
+            }
+            // Computed again: reads in callers' tasks may have used the object meanwhile.
+            () = self.inbox.timer(), if idle_timer => match self.next_deadline(true) {
+                // The timer was armed for an earlier deadline: the object was used since
+                // (armed again on the next wait).
+                Some((at, _)) if at > Instant::now() => Wake::Again,
+                Some((_, transition)) => Wake::Idle(transition),
+                None => Wake::Again,
+            },
         }
     }
 
@@ -382,8 +501,9 @@ impl<O: DurableObject> Instance<O> {
         self.gate.start(outcome);
     }
 
-    /// The next idle transition and when it is due, if any.
-    fn next_deadline(&self) -> Option<(Instant, Idle)> {
+    /// The next idle transition and when it is due, if any; parking among them with `park`
+    /// (a task that parks arms its timer for what comes after).
+    fn next_deadline(&self, park: bool) -> Option<(Instant, Idle)> {
         let settings = &self.entry.settings;
         // Counted from the last call, whichever task ran it.
         let last_used = self.runtime().instant_at_uptime(self.inbox.last_used());
@@ -403,9 +523,21 @@ impl<O: DurableObject> Instance<O> {
             Slot::Hibernated { .. } => None,
         };
         let shutdown = after(settings.shutdown_after).map(|at| (at, Idle::Shutdown));
-        match (hibernate, shutdown) {
+        let transition = match (hibernate, shutdown) {
             (Some(h), Some(s)) => Some(if h.0 < s.0 { h } else { s }),
             (h, s) => h.or(s),
+        };
+        if !park {
+            return transition;
+        }
+        // Parking comes first only if it is strictly earlier (the other two end the task too)
+        // and the other is not already due (parking would only wake the object again for it).
+        match (after(Some(PARK_AFTER)), transition) {
+            (Some(park), Some((at, _))) if park < at && at > Instant::now() => {
+                Some((park, Idle::Park))
+            }
+            (Some(park), None) => Some((park, Idle::Park)),
+            (_, transition) => transition,
         }
     }
 
@@ -434,7 +566,7 @@ impl<O: DurableObject> Instance<O> {
         self.inbox.root().kv().reset();
         if dormant {
             self.slot = Slot::Unloaded;
-            self.dormant = true;
+            self.after = After::Dormant;
         } else if let Slot::Active {
             committed, version, ..
         } = std::mem::replace(&mut self.slot, Slot::Unloaded)

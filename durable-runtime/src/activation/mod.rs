@@ -7,6 +7,7 @@ pub(crate) mod direct;
 pub(crate) mod gate;
 pub(crate) mod idempotent;
 pub(crate) mod idle;
+pub(crate) mod inbox;
 pub(crate) mod instance;
 pub(crate) mod options;
 pub(crate) mod outside;

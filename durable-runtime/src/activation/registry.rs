@@ -1,8 +1,9 @@
 //! The objects of one type in this runtime: id → entry, with exactly one instance per id.
 //!
-//! An entry is *live* (a task runs the object; the entry holds its inbox) or *dormant* (the
-//! object hibernated and its task ended; the entry holds only its encoded state, and the next
-//! envelope starts a task from those bytes without a storage read).
+//! An entry is *live* (the entry holds the object's inbox, and a task runs the object while it
+//! works, see [`inbox`](crate::activation::inbox)) or *dormant* (the object hibernated; the
+//! entry holds only its encoded state, and the next envelope starts a task from those bytes
+//! without a storage read).
 //!
 //! Callers enqueue into an inbox only while holding a read guard on its map entry, and an
 //! instance removes or replaces its own entry (under the write guard) only when its inbox is
@@ -12,11 +13,9 @@
 
 use std::any::TypeId;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Poll, Waker};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
@@ -25,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::activation::call::Invocation;
 use crate::activation::idle::{IdleTimers, Wake, wait_for_deadline};
+use crate::activation::inbox::{Inbox, SendError};
 use crate::activation::instance::{Instance, Origin, Settings};
 use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
 use crate::object::DurableObject;
-use crate::object::chain::Root;
 use crate::object::handle::{Objects, Runtime, Shared, ceil_millis};
 use crate::observe::events::Event;
 use crate::observe::metrics;
@@ -102,7 +101,7 @@ pub(crate) enum Residency {
 }
 
 impl Residency {
-    fn from_u8(value: u8) -> Self {
+    pub(crate) fn from_u8(value: u8) -> Self {
         match value {
             1 => Self::Active,
             2 => Self::Hibernated,
@@ -111,319 +110,22 @@ impl Residency {
     }
 }
 
-/// Why an envelope was not enqueued.
-pub(crate) enum SendError<O> {
-    /// The inbox holds its capacity.
-    Full(Envelope<O>),
-    /// The inbox takes nothing more: its instance is ending.
-    Closed(Envelope<O>),
-}
-
-/// One live object's queue of envelopes, its decoded state and what the registry knows of its
-/// activity, shared by its registry entry and its task. (A plain queue under a lock: far
-/// smaller than a channel, which preallocates a block of slots and pads its fields to cache
-/// lines.)
-pub(crate) struct Inbox<O> {
-    queue: Mutex<Queue<O>>,
-    /// The decoded state while the object is active, `None` otherwise. Under a lock of its own
-    /// so that a read-only call can run on it from the caller's task while the object is idle
-    /// ([`crate::activation::direct`]); whoever runs a call holds the lock (or has taken the state out).
-    state: Mutex<Option<O>>,
-    /// The object's key, as the root of the call chains its handlers run in.
-    root: Root,
-    residency: AtomicU8,
-    /// Envelopes enqueued and not yet fully handled. Incremented under the entry's read
-    /// guard, so a zero seen under its write guard means the object is idle. (At most the
-    /// queue's capacity, which is kept below `u32::MAX`, plus the one running.)
-    outstanding: AtomicU32,
-    /// When the object last finished a call (or started), in milliseconds of the runtime's
-    /// uptime, rounded up: the idle timer and the least-recently-used order count from it.
-    last_used: AtomicU64,
-    /// Whether replies wait in the object's output gate (writes not yet committed).
-    gate_busy: AtomicBool,
-    /// Nothing more is accepted; the task ends once the queue is empty. Read and written only
-    /// under the queue's lock (kept out of the queue, where it would cost a padded word).
-    closed: AtomicBool,
-    /// The deadline (uptime milliseconds) the object's idle timer is armed for among its
-    /// type's [`IdleTimers`](crate::activation::idle::IdleTimers); `u64::MAX` if none.
-    timer_at: AtomicU64,
-    /// The armed timer fired and the task has not seen it yet. Read and written only under
-    /// the queue's lock, like `closed`.
-    timer_fired: AtomicBool,
-}
-
-struct Queue<O> {
-    envelopes: Envelopes<O>,
-    /// The task waiting for the next envelope.
-    waker: Option<Waker>,
-}
-
-/// A first-in first-out queue whose first envelope is held inline: an object mostly has one
-/// envelope queued at a time, and a `VecDeque` keeps the buffer of its first push (four
-/// envelopes) for the object's whole life.
-struct Envelopes<O> {
-    first: Option<Envelope<O>>,
-    /// The ones behind `first` (empty while `first` is).
-    rest: VecDeque<Envelope<O>>,
-}
-
-impl<O> Default for Envelopes<O> {
-    fn default() -> Self {
-        Self {
-            first: None,
-            rest: VecDeque::new(),
-        }
-    }
-}
-
-impl<O> Envelopes<O> {
-    fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    fn push_back(&mut self, envelope: Envelope<O>) {
-        if self.first.is_none() {
-            self.first = Some(envelope);
-        } else {
-            self.rest.push_back(envelope);
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<Envelope<O>> {
-        let first = self.first.take()?;
-        self.first = self.rest.pop_front();
-        if self.rest.is_empty() && self.rest.capacity() > 0 {
-            // A burst is over: its buffer goes with it.
-            self.rest = VecDeque::new();
-        }
-        Some(first)
-    }
-}
-
-impl<O> Inbox<O> {
-    pub(crate) fn new(residency: Residency, key: ObjectKey, kv: crate::kv::KvLimits) -> Self {
-        Self {
-            queue: Mutex::new(Queue {
-                envelopes: Envelopes::default(),
-                waker: None,
-            }),
-            state: Mutex::new(None),
-            root: Root::new(key, kv),
-            residency: AtomicU8::new(residency as u8),
-            outstanding: AtomicU32::new(0),
-            last_used: AtomicU64::new(0),
-            gate_busy: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            timer_at: AtomicU64::new(u64::MAX),
-            timer_fired: AtomicBool::new(false),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Queue<O>> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Enqueues without waiting, counting the envelope as outstanding.
-    fn try_send(&self, envelope: Envelope<O>, capacity: usize) -> Result<(), SendError<O>> {
-        let mut queue = self.lock();
-        if self.closed.load(Ordering::Relaxed) {
-            return Err(SendError::Closed(envelope));
-        }
-        if queue.envelopes.len() >= capacity {
-            return Err(SendError::Full(envelope));
-        }
-        self.outstanding.fetch_add(1, Ordering::AcqRel);
-        queue.envelopes.push_back(envelope);
-        let waker = queue.waker.take();
-        drop(queue);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        Ok(())
-    }
-
-    /// The next envelope; `None` once the inbox is closed and empty. (A `poll_fn` rather than
-    /// an `async fn`: it is part of every live task's future.)
-    pub(crate) fn recv(&self) -> impl Future<Output = Option<Envelope<O>>> + '_ {
-        std::future::poll_fn(move |cx| {
-            let mut queue = self.lock();
-            if let Some(envelope) = queue.envelopes.pop_front() {
-                return Poll::Ready(Some(envelope));
-            }
-            if self.closed.load(Ordering::Relaxed) {
-                return Poll::Ready(None);
-            }
-            match &queue.waker {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => queue.waker = Some(cx.waker().clone()),
-            }
-            Poll::Pending
-        })
-    }
-
-    /// Records `at` (uptime milliseconds) as the idle timer's deadline unless one no later is
-    /// armed. Returns whether the timer is to be armed for `at`.
-    pub(crate) fn arm_timer(&self, at: u64) -> bool {
-        self.timer_at.fetch_min(at, Ordering::AcqRel) > at
-    }
-
-    /// The idle timer armed for `at` fired: the task is woken to see it (unless it armed an
-    /// earlier one since, which fired or will).
-    pub(crate) fn timer_fired(&self, at: u64) {
-        let waker = {
-            let queue = &mut *self.lock();
-            if self
-                .timer_at
-                .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                return;
-            }
-            self.timer_fired.store(true, Ordering::Relaxed);
-            queue.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    /// Waits until the idle timer fires. (A `poll_fn`, like [`recv`](Self::recv).)
-    pub(crate) fn timer(&self) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            let mut queue = self.lock();
-            if self.timer_fired.swap(false, Ordering::Relaxed) {
-                return Poll::Ready(());
-            }
-            match &queue.waker {
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                _ => queue.waker = Some(cx.waker().clone()),
-            }
-            Poll::Pending
-        })
-    }
-
-    /// Accepts nothing more; what is queued is still handled.
-    pub(crate) fn close(&self) {
-        let waker = {
-            let mut queue = self.lock();
-            self.closed.store(true, Ordering::Relaxed);
-            queue.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    /// Closes and drops what is queued (its callers see the runtime shutting down) and the
-    /// state: the task is gone.
-    pub(crate) fn abandon(&self) {
-        let envelopes = {
-            let mut queue = self.lock();
-            self.closed.store(true, Ordering::Relaxed);
-            queue.waker = None;
-            std::mem::take(&mut queue.envelopes)
-        };
-        drop(envelopes);
-        self.clear_state();
-    }
-
-    /// Drops the decoded state, once a read running on it in a caller's task is done (and
-    /// outside the lock: dropping a state may take a while).
-    pub(crate) fn clear_state(&self) {
-        let state = self.state().take();
-        drop(state);
-    }
-
-    /// The decoded state, locked.
-    pub(crate) fn state(&self) -> MutexGuard<'_, Option<O>> {
-        lock(&self.state)
-    }
-
-    /// The decoded state, if the object is active, idle and nobody else holds it.
-    ///
-    /// Idleness is checked under the state's lock: the task counts an envelope as finished
-    /// only after marking its writes as in flight, and takes the lock to run it, so an object
-    /// found idle here has no call running and its state is committed.
-    pub(crate) fn try_idle_state(&self) -> Option<MutexGuard<'_, Option<O>>> {
-        let guard = match self.state.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        (guard.is_some() && self.is_idle()).then_some(guard)
-    }
-
-    /// The root of the object's call chains (its key).
-    pub(crate) fn root(&self) -> &Root {
-        &self.root
-    }
-
-    fn is_closed(&self) -> bool {
-        let _queue = self.lock();
-        self.closed.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.lock().envelopes.is_empty()
-    }
-
-    /// Sets what the object holds in memory; returns what it held before.
-    pub(crate) fn set_residency(&self, residency: Residency) -> Residency {
-        Residency::from_u8(self.residency.swap(residency as u8, Ordering::Relaxed))
-    }
-
-    pub(crate) fn residency(&self) -> Residency {
-        Residency::from_u8(self.residency.load(Ordering::Relaxed))
-    }
-
-    /// An envelope was handled.
-    pub(crate) fn finished(&self, at_millis: u64) {
-        self.touch(at_millis);
-        self.outstanding.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// The object was used at `at_millis` (uptime, rounded up).
-    pub(crate) fn touch(&self, at_millis: u64) {
-        self.last_used.store(at_millis, Ordering::Relaxed);
-    }
-
-    /// When the object was last used (uptime milliseconds, rounded up).
-    pub(crate) fn last_used(&self) -> u64 {
-        self.last_used.load(Ordering::Relaxed)
-    }
-
-    /// Set before the envelope that made the gate busy is counted as finished.
-    pub(crate) fn set_gate_busy(&self, busy: bool) {
-        self.gate_busy.store(busy, Ordering::Release);
-    }
-
-    fn is_idle(&self) -> bool {
-        self.outstanding.load(Ordering::Acquire) == 0 && !self.gate_busy.load(Ordering::Acquire)
-    }
-}
-
 /// How many live objects of a type are looked at to find an eviction candidate.
 const EVICTION_SAMPLE: usize = 64;
 
 /// The registry entry of one live object. Dropping it closes the inbox.
-pub(crate) struct Mailbox<O> {
+pub(crate) struct Mailbox<O: DurableObject> {
     inbox: Arc<Inbox<O>>,
 }
 
-impl<O> Drop for Mailbox<O> {
+impl<O: DurableObject> Drop for Mailbox<O> {
     fn drop(&mut self) {
         self.inbox.close();
     }
 }
 
 /// The registry entry of one object.
-enum Entry<O> {
+enum Entry<O: DurableObject> {
     /// A task runs the object.
     Live(Mailbox<O>),
     /// The object hibernated and its task ended.
@@ -476,7 +178,7 @@ type Expiries = BinaryHeap<Reverse<(u64, Box<str>)>>;
 const STALE_EXPIRIES_KEPT: usize = 64;
 
 /// Objects of type `O` and the settings they run with.
-pub(crate) struct TypeEntry<O> {
+pub(crate) struct TypeEntry<O: DurableObject> {
     /// Hashed with foldhash, seeded per map: SipHash's cost shows on every call.
     objects: DashMap<Box<str>, Entry<O>, foldhash::fast::RandomState>,
     /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
@@ -914,6 +616,22 @@ impl<O: DurableObject> TypeEntry<O> {
         });
     }
 
+    /// Closes a live object's inbox for good. One with a task handles what it queued and
+    /// leaves; a parked one leaves at once (returns false: its entry goes).
+    fn close_live(&self, mailbox: &Mailbox<O>) -> bool {
+        match mailbox.inbox.close_parked() {
+            Some(parked) => {
+                self.removed();
+                parked.leave(Arc::clone(&mailbox.inbox));
+                false
+            }
+            None => {
+                mailbox.inbox.close();
+                true
+            }
+        }
+    }
+
     /// How many objects of this type are live (dormant ones included).
     pub(crate) fn live_count(&self) -> usize {
         self.objects.len()
@@ -921,7 +639,7 @@ impl<O: DurableObject> TypeEntry<O> {
 }
 
 /// Whether `entry` is the live entry of the instance owning `inbox`.
-fn holds<O>(entry: &Entry<O>, inbox: &Arc<Inbox<O>>) -> bool {
+fn holds<O: DurableObject>(entry: &Entry<O>, inbox: &Arc<Inbox<O>>) -> bool {
     matches!(entry, Entry::Live(mailbox) if Arc::ptr_eq(&mailbox.inbox, inbox))
 }
 
@@ -1011,10 +729,7 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                 return true;
             }
             match entry {
-                Entry::Live(mailbox) => {
-                    mailbox.inbox.close();
-                    true
-                }
+                Entry::Live(mailbox) => self.close_live(mailbox),
                 Entry::Dormant(_) => {
                     self.removed();
                     self.forget(runtime, id, true);
@@ -1033,10 +748,7 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
 
     fn close_all(&self, runtime: &Runtime) {
         self.objects.retain(|id, entry| match entry {
-            Entry::Live(mailbox) => {
-                mailbox.inbox.close();
-                true
-            }
+            Entry::Live(mailbox) => self.close_live(mailbox),
             Entry::Dormant(_) => {
                 self.removed();
                 self.forget(runtime, id, false);
@@ -1112,6 +824,7 @@ mod tests {
     use std::time::Duration;
 
     use super::{STALE_EXPIRIES_KEPT, lock};
+    use crate::activation::instance::PARK_AFTER;
     use crate::storage::{Loaded, StoredObject};
     use crate::{MemoryStorage, ObjectOptions, Runtime, durable_object};
 
@@ -1144,6 +857,137 @@ mod tests {
             state: format!(r#"{{"n":{n}}}"#).into_bytes(),
             version: 1,
         })
+    }
+
+    /// Whether `id` is live here with its task parked in its inbox.
+    fn parked(rt: &Runtime, id: &str) -> bool {
+        rt.with_type_entry::<Probe, _>(|entry| {
+            matches!(entry.objects.get(id).as_deref(), Some(super::Entry::Live(mailbox)) if mailbox.inbox.is_parked())
+        })
+    }
+
+    /// Idle past the time an object keeps its task (virtual time).
+    async fn idle() {
+        tokio::time::sleep(PARK_AFTER + Duration::from_millis(10)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_object_parks_its_task_in_its_inbox_and_wakes_for_its_next_call() {
+        let rt = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)));
+        Probe::set(&rt, "a", 5).await.unwrap();
+        tokio::time::sleep(PARK_AFTER / 2).await;
+        assert!(!parked(&rt, "a"), "an object used just now keeps its task");
+        idle().await;
+        assert!(parked(&rt, "a"), "idle: no task");
+        assert_eq!(rt.live_objects::<Probe>(), 1);
+        assert_eq!(
+            rt.status::<Probe>("a").await.unwrap(),
+            crate::ObjectStatus::Active
+        );
+        // A read runs in the caller's task: the object stays parked.
+        assert_eq!(Probe::n(&rt, "a").await.unwrap(), 5);
+        assert!(parked(&rt, "a"));
+        // A write wakes it, with its decoded state, and it parks again once committed.
+        Probe::set(&rt, "a", 6).await.unwrap();
+        idle().await;
+        assert!(parked(&rt, "a"));
+        assert_eq!(Probe::n(&rt, "a").await.unwrap(), 6);
+        // Shutdown closes it where it is, without a task.
+        let mut events = rt.subscribe();
+        rt.shutdown().await;
+        assert_eq!(rt.live_objects::<Probe>(), 0);
+        assert!(matches!(
+            events.try_recv(),
+            Ok(crate::Event::ShutDown { key }) if key.object_id == "a"
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_object_evicted_for_room_leaves_and_its_next_call_loads_it_again() {
+        let rt = Runtime::builder(MemoryStorage::new())
+            .register_with::<Probe>(
+                ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)),
+            )
+            .max_live_objects(1)
+            .build();
+        Probe::set(&rt, "a", 5).await.unwrap();
+        idle().await;
+        assert!(parked(&rt, "a"));
+        // No room for `b` but `a`'s, which it takes: `a` is woken to leave.
+        Probe::set(&rt, "b", 6).await.unwrap();
+        idle().await;
+        assert_eq!(rt.live_objects::<Probe>(), 1);
+        assert_eq!(
+            rt.with_type_entry::<Probe, _>(|entry| entry.residency("a")),
+            None
+        );
+        assert_eq!(Probe::n(&rt, "a").await.unwrap(), 5);
+        rt.shutdown().await;
+    }
+
+    /// A read in a caller's task uses a parked object without waking it, so the timer it
+    /// parked with fires early: the task it starts parks again, armed for the deadline counted
+    /// from that read, instead of parking and waking in a loop that would hold virtual time
+    /// still (hence the deadline on the real clock).
+    #[test]
+    fn a_parked_object_read_meanwhile_wakes_once_then_hibernates_on_time() {
+        let (done, finished) = std::sync::mpsc::channel();
+        let scenario = std::thread::spawn(move || {
+            let tokio = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .expect("a runtime");
+            tokio.block_on(async {
+                let rt =
+                    runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(300)));
+                let start = tokio::time::Instant::now();
+                let at = |secs| tokio::time::sleep_until(start + Duration::from_secs(secs));
+                Probe::set(&rt, "a", 5).await.unwrap();
+                at(2).await;
+                assert!(parked(&rt, "a"));
+                at(121).await;
+                assert_eq!(Probe::n(&rt, "a").await.unwrap(), 5);
+                // Its timer, armed for 300 s, fires: the object is woken, and parks again.
+                at(310).await;
+                assert!(parked(&rt, "a"));
+                // 300 s after the read, it hibernates.
+                at(420).await;
+                assert!(parked(&rt, "a"));
+                at(422).await;
+                assert_eq!(
+                    rt.with_type_entry::<Probe, _>(|entry| entry.residency("a")),
+                    Some(super::Residency::Hibernated)
+                );
+                rt.shutdown().await;
+            });
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(Duration::from_secs(60)) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                if let Err(panic) = scenario.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("virtual time stood still for a minute: the object woke in a loop")
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_object_does_not_keep_its_runtime_alive() {
+        let rt = runtime(ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600)));
+        let weak = rt.downgrade();
+        Probe::set(&rt, "a", 5).await.unwrap();
+        idle().await;
+        assert!(parked(&rt, "a"));
+        drop(rt);
+        idle().await;
+        assert!(
+            Runtime::upgrade(&weak).is_none(),
+            "the registry holds parked objects, and they hold no runtime"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1220,43 +1064,5 @@ mod tests {
         assert_eq!(rt.live_objects::<Probe>(), 1);
         tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
         assert_eq!(rt.live_objects::<Probe>(), 0);
-    }
-
-    #[test]
-    fn an_inbox_queue_is_first_in_first_out_across_its_inline_first_envelope() {
-        use super::{Envelope, Envelopes};
-        let mut queue = Envelopes::<Probe>::default();
-        let mut receivers = Vec::new();
-        let mut push = |queue: &mut Envelopes<Probe>| {
-            let (reply, receiver) = tokio::sync::oneshot::channel();
-            queue.push_back(Envelope::Delete(reply));
-            receivers.push(receiver);
-        };
-        // Interleaved pushes and pops: every envelope comes out once, in order.
-        push(&mut queue);
-        push(&mut queue);
-        push(&mut queue);
-        assert_eq!(queue.len(), 3);
-        let mut popped = Vec::new();
-        popped.push(queue.pop_front());
-        push(&mut queue);
-        while let Some(envelope) = queue.pop_front() {
-            popped.push(Some(envelope));
-        }
-        assert!(queue.is_empty());
-        assert_eq!(queue.len(), 0, "nothing counted");
-        assert_eq!(popped.len(), 4);
-        for (n, envelope) in popped.into_iter().enumerate() {
-            let Some(Envelope::Delete(reply)) = envelope else {
-                panic!("envelope {n} missing");
-            };
-            reply.send(Ok(n % 2 == 0)).expect("receiver kept");
-        }
-        for (n, mut receiver) in receivers.into_iter().enumerate() {
-            assert_eq!(
-                receiver.try_recv().expect("answered").ok(),
-                Some(n % 2 == 0)
-            );
-        }
     }
 }
