@@ -202,6 +202,13 @@ async fn serve_listeners(
     drain.begin();
     runtime.shutdown().await;
     closing.cancel();
+    if let (Some(cluster), Some(_)) = (&config.cluster, &internal_server) {
+        // The shards are released, and the other nodes see it at their next look (every
+        // `renew_every`); until then they may still forward calls here. Answered, those calls
+        // send their callers elsewhere (this node no longer owns the object); cut mid-send by
+        // a listener closing under them, they would end with an unknown outcome.
+        tokio::time::sleep(cluster.node.renew_every().min(config.shutdown_grace)).await;
+    }
     internal_stopping.cancel();
     let result = match ended {
         Some(result) => result,

@@ -316,6 +316,7 @@ impl<O: DurableObject> Inbox<O> {
     }
 }
 
+/// What wakes the object's task, and parks it: each wake-up starts a task if it is parked.
 impl<O: DurableObject> Inbox<O> {
     /// Enqueues without waiting, counting the envelope as outstanding, and wakes the task
     /// (starting one if the object is parked).
@@ -399,27 +400,12 @@ impl<O: DurableObject> Inbox<O> {
 
 #[cfg(test)]
 mod tests {
-    use crate::durable_object;
-
-    #[durable_object]
-    struct Probe {
-        n: u32,
-    }
-
-    #[durable_object]
-    impl Probe {
-        #[handler]
-        fn handle_n(&self) -> u32 {
-            self.n
-        }
-    }
-
     #[test]
     fn an_inbox_queue_is_first_in_first_out_across_its_inline_first_envelope() {
         use super::{Envelope, Envelopes};
-        let mut queue = Envelopes::<Probe>::default();
+        let mut queue = Envelopes::<()>::default();
         let mut receivers = Vec::new();
-        let mut push = |queue: &mut Envelopes<Probe>| {
+        let mut push = |queue: &mut Envelopes<()>| {
             let (reply, receiver) = tokio::sync::oneshot::channel();
             queue.push_back(Envelope::Delete(reply));
             receivers.push(receiver);
