@@ -200,15 +200,7 @@ impl<O: DurableObject> Parked<O> {
     fn into_instance(self, inbox: Arc<Inbox<O>>) -> Option<Instance<O>> {
         let entry = self.entry.upgrade()?;
         let runtime = Runtime::upgrade(&self.runtime)?;
-        Some(Instance {
-            entry,
-            ctx: Context::with_root(inbox.root().clone(), runtime),
-            inbox,
-            slot: self.slot,
-            gate: Gate::new(),
-            after: After::Gone,
-            left: false,
-        })
+        Some(Instance::with_slot(runtime, entry, inbox, self.slot))
     }
 }
 
@@ -246,6 +238,16 @@ impl<O: DurableObject> Instance<O> {
             Origin::Fetched(stored) => Slot::Fetched(Box::new(stored)),
         };
         inbox.touch(runtime.uptime_millis_at(Instant::now()));
+        Self::with_slot(runtime, entry, inbox, slot)
+    }
+
+    /// An instance holding `slot`, with a fresh context and an empty output gate.
+    fn with_slot(
+        runtime: Runtime,
+        entry: Arc<TypeEntry<O>>,
+        inbox: Arc<Inbox<O>>,
+        slot: Slot,
+    ) -> Self {
         Self {
             entry,
             ctx: Context::with_root(inbox.root().clone(), runtime),
