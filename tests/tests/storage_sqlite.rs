@@ -1003,6 +1003,97 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
     assert_eq!(store.load(&key).await.unwrap().object().unwrap().version, 2);
 }
 
+/// A store and its object `Counter/a`, stored with one alarm due at `at(10)`.
+async fn store_with_a_due_alarm(path: &Path, busy_timeout: Duration) -> (SqliteStore, ObjectKey) {
+    let store = SqliteStore::builder(path)
+        .busy_timeout(busy_timeout)
+        .open()
+        .await
+        .unwrap();
+    let key = ObjectKey::new("Counter", "a");
+    let mut write = insert(&key, "{}");
+    write.alarms.push(AlarmChange::Set {
+        name: "ring".to_owned(),
+        due_at: at(10),
+        payload: None,
+    });
+    store.commit(&[write]).await.unwrap();
+    (store, key)
+}
+
+/// A claim sends `BEGIN IMMEDIATE`, its update and `COMMIT` in one round trip: when another
+/// process holds the write lock past the busy timeout it fails with a retryable error, claims
+/// nothing, and leaves the writer usable, so the next claim takes the alarm once.
+#[tokio::test]
+async fn a_claim_meeting_a_locked_database_fails_retryably_and_claims_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_a_due_alarm(&db_path(&dir), Duration::from_millis(100)).await;
+    let options = SqliteConnectOptions::new().filename(db_path(&dir));
+    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    match store.claim_due_alarms(at(20), at(20), at(30), 10).await {
+        Err(err) => assert!(err.is_retryable(), "{err}"),
+        Ok(claimed) => panic!("claimed {claimed:?} under another process's write lock"),
+    }
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    let alarms = store.list_alarms(&key).await.unwrap();
+    assert_eq!(alarms[0].claimed_at, None, "the failed claim left no trace");
+    let claimed = store
+        .claim_due_alarms(at(20), at(20), at(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].claimed_at, Some(at(20)));
+    let again = store
+        .claim_due_alarms(at(21), at(21), at(31), 10)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "claimed twice: {again:?}");
+}
+
+/// A claim whose caller gives up while it waits for the write lock leaves no transaction open
+/// on the store's writer: other processes and the store itself write afterwards.
+#[tokio::test]
+async fn a_claim_abandoned_mid_transaction_leaves_no_transaction_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, key) = store_with_a_due_alarm(&db_path(&dir), Duration::from_secs(5)).await;
+    let options = SqliteConnectOptions::new()
+        .filename(db_path(&dir))
+        .busy_timeout(Duration::from_secs(5));
+    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        store.claim_due_alarms(at(20), at(20), at(30), 10),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the claim waited for the lock");
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE; ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("the write lock is free");
+    let claimed = store
+        .claim_due_alarms(at(20), at(20), at(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the abandoned claim took nothing");
+    store
+        .commit(&[insert(&ObjectKey::new("Counter", "b"), "{}")])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list_alarms(&key).await.unwrap()[0].claimed_at,
+        Some(at(20))
+    );
+}
+
 #[tokio::test]
 async fn an_unreadable_claimed_alarm_does_not_hold_back_the_others() {
     let fx = fixture().await;

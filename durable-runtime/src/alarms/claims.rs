@@ -65,18 +65,22 @@ struct Change {
     revoked: Vec<(String, SystemTime)>,
 }
 
+/// Hashed with foldhash, seeded per map, as the registry's maps: every firing looks its claim
+/// up and removes it in two of these maps, and under a burst of due alarms SipHash's cost shows.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Table {
     /// Held claims: object → (alarm name, claim time).
-    held: HashMap<ObjectKey, Vec<(String, SystemTime)>>,
+    held: Map<ObjectKey, Vec<(String, SystemTime)>>,
     /// Staged changes, in staging order per object.
-    changes: HashMap<ObjectKey, Vec<Change>>,
+    changes: Map<ObjectKey, Vec<Change>>,
     /// The number of the last claim query started.
     last_query: u64,
     /// Whether a claim query is running.
     querying: bool,
     /// Every claim this runtime owns in storage, with the end of its lease.
-    leases: HashMap<AlarmClaim, SystemTime>,
+    leases: Map<AlarmClaim, SystemTime>,
     /// While the scheduler waits for room ([`Claims::room_below`]): the number of owned claims
     /// it waits to get below. Zero when it does not wait.
     room_below: usize,

@@ -618,7 +618,7 @@ pub(super) async fn end_open(
 
 /// Ends the failed query's transaction. Returns false if the connection's state is unknown
 /// then, and it must be closed.
-async fn roll_back(conn: &mut SqliteConnection) -> bool {
+pub(super) async fn roll_back(conn: &mut SqliteConnection) -> bool {
     match sqlx::query("ROLLBACK").execute(conn).await {
         Ok(_) => true,
         Err(error) => {

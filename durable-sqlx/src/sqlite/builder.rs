@@ -16,6 +16,12 @@ use super::{SqliteStore, db_err};
 use crate::error::{Error, is_sqlite_lock};
 use crate::schema::{MAX_PREFIX_LEN, Names, validate_name};
 
+/// How many rows a connection's thread hands over before it waits for them to be taken (sqlx's
+/// default is 50): a claim or a batched read returns up to a batch of rows, and with a smaller
+/// channel the thread that holds the store's writer stops every 50 rows until a busy runtime
+/// schedules the task that reads them.
+const ROW_BUFFER_SIZE: usize = 1024;
+
 /// How hard SQLite pushes each commit to disk (its `synchronous` setting, in WAL mode).
 ///
 /// # Examples
@@ -526,6 +532,7 @@ impl SqliteStoreBuilder {
             .pragma("mmap_size", self.mmap_size.to_string())
             .pragma("wal_autocheckpoint", autocheckpoint.to_string())
             .pragma("journal_size_limit", self.wal_size_limit.to_string())
+            .row_buffer_size(ROW_BUFFER_SIZE)
             .busy_timeout(self.busy_timeout);
         if !in_memory {
             options = options.journal_mode(SqliteJournalMode::Wal);

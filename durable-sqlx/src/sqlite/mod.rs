@@ -448,16 +448,28 @@ impl Storage for SqliteStore {
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
         let mut writer = self.writer.lock().await?;
-        let mut tx = writer.begin_immediate().await?;
-        let rows = sqlx::query(self.sql.claim.clone())
+        // `BEGIN IMMEDIATE; UPDATE ..; COMMIT` in one round trip to the connection's thread:
+        // the writer is not left idle between the three while this task waits for its turn.
+        writer.transaction_started();
+        let claimed = sqlx::query(self.sql.claim.clone())
             .bind(now)
             .bind(due_by)
             .bind(lease_until)
             .bind(claim_limit(limit))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)?;
+            .fetch_all(writer.connection())
+            .await;
+        let rows = match claimed {
+            Ok(rows) => rows,
+            Err(error) => {
+                // Stopped at its first failure, with its transaction open unless `BEGIN`
+                // failed; a connection that cannot roll back is closed with the guard.
+                if batch::roll_back(writer.connection()).await {
+                    writer.transaction_ended();
+                }
+                return Err(db_err(error));
+            }
+        };
+        writer.transaction_ended();
         Ok(claimed_alarms(&rows, alarm_from_row))
     }
 
@@ -642,10 +654,11 @@ mod tests {
 
     /// The details of SQLite's plan for `sql` run with `binds` integer parameters.
     async fn plan(store: &SqliteStore, sql: &SqlStr, binds: usize) -> Vec<String> {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {}",
-            sql.as_str()
-        )));
+        plan_text(store, sql.as_str(), binds).await
+    }
+
+    async fn plan_text(store: &SqliteStore, sql: &str, binds: usize) -> Vec<String> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
         for _ in 0..binds {
             query = query.bind(0_i64);
         }
@@ -669,7 +682,18 @@ mod tests {
             .await
             .unwrap();
         let store = SqliteStore::builder_with_pool(pool).open().await.unwrap();
-        let claim = plan(&store, &store.sql.claim, 4).await;
+        // The claim runs in a transaction of its own, sent with it: its plan is its `UPDATE`'s.
+        let update = store
+            .sql
+            .claim
+            .as_str()
+            .trim()
+            .strip_prefix("BEGIN IMMEDIATE;")
+            .and_then(|sql| sql.strip_suffix("COMMIT;"))
+            .expect("a claim carries its own immediate transaction")
+            .trim()
+            .trim_end_matches(';');
+        let claim = plan_text(&store, update, 4).await;
         let reads: Vec<&String> = claim
             .iter()
             .filter(|detail| detail.contains("durable_alarms "))

@@ -174,8 +174,11 @@ impl Sql {
             // holds none of the alarms claimed ahead and not yet fired), merged with the
             // claims that became claimable (a range of the claimable index, which holds the
             // claims of live runtimes well after it): no claim reads alarms it will not take.
+            // In an immediate transaction of its own, sent with it in one round trip: no other
+            // writer claims the same rows between the selection and the update.
             claim: statement(format!(
-                "UPDATE {alarms} SET claimed_at = ?1, claim_expires_at = ?3
+                "BEGIN IMMEDIATE;
+                 UPDATE {alarms} SET claimed_at = ?1, claim_expires_at = ?3
                  WHERE rowid IN (
                      SELECT rowid FROM (
                          SELECT * FROM (
@@ -196,7 +199,8 @@ impl Sql {
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT ?4
                  )
-                 RETURNING {ALARM_COLUMNS}"
+                 RETURNING {ALARM_COLUMNS};
+                 COMMIT;"
             )),
             // `$1`: the claims, a JSON array of `[type, id, name, claimed at]`; `$2`: the end
             // of their new lease. One statement for any number of claims: each row is found by
