@@ -2,7 +2,7 @@
 //! migrations, upgrades, table prefixes, coexistence with a user's sqlx migrations, settings.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use durable_runtime::conformance::Fixture;
 use durable_runtime::storage::{
@@ -57,6 +57,31 @@ fn insert(key: &ObjectKey, state: &str) -> ObjectWrite {
         idempotency: None,
         fsm: Default::default(),
     }
+}
+
+/// `insert`, also setting the alarm `name` due at `due_at`.
+fn insert_with_alarm(key: &ObjectKey, state: &str, name: &str, due_at: SystemTime) -> ObjectWrite {
+    let mut write = insert(key, state);
+    write.alarms.push(AlarmChange::Set {
+        name: name.to_owned(),
+        due_at,
+        payload: None,
+    });
+    write
+}
+
+/// A connection of another process to the database at `path`, holding its write lock
+/// (`BEGIN IMMEDIATE`) until it runs `ROLLBACK`.
+async fn hold_the_write_lock(path: &Path, busy_timeout: Duration) -> SqliteConnection {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(busy_timeout);
+    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    other
 }
 
 async fn tables(pool: &SqlitePool) -> Vec<String> {
@@ -313,12 +338,7 @@ async fn table_prefixes_isolate_stores() {
         .await
         .unwrap();
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{\"app\":1}");
-    write.alarms.push(AlarmChange::Set {
-        name: "tick".into(),
-        due_at: at(0),
-        payload: None,
-    });
+    let write = insert_with_alarm(&key, "{\"app\":1}", "tick", at(0));
     app1.commit(&[write]).await.unwrap();
     app2.commit(&[insert(&key, "{\"app\":2}")]).await.unwrap();
 
@@ -868,12 +888,7 @@ async fn tables_are_inspectable() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(db_path(&dir)).await.unwrap();
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{\"count\":3,\"nul\":\"a\\u0000b\"}");
-    write.alarms.push(AlarmChange::Set {
-        name: "tick".into(),
-        due_at: at(0),
-        payload: None,
-    });
+    let write = insert_with_alarm(&key, "{\"count\":3,\"nul\":\"a\\u0000b\"}", "tick", at(0));
     store.commit(&[write]).await.unwrap();
     let (count, version): (i64, i64) = sqlx::query_as(
         "SELECT json_extract(state, '$.count'), version FROM durable_objects WHERE object_id = 'a'",
@@ -968,14 +983,7 @@ async fn a_commit_abandoned_mid_transaction_leaves_no_transaction_open() {
 
     // Another process holds the write lock, so the commit's `BEGIN IMMEDIATE` waits for it;
     // the commit's caller gives up meanwhile.
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .busy_timeout(Duration::from_secs(5));
-    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
-    sqlx::raw_sql("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = hold_the_write_lock(&path, Duration::from_secs(5)).await;
     let update = ObjectWrite {
         key: key.clone(),
         expected_version: 1,
@@ -1011,13 +1019,10 @@ async fn store_with_a_due_alarm(path: &Path, busy_timeout: Duration) -> (SqliteS
         .await
         .unwrap();
     let key = ObjectKey::new("Counter", "a");
-    let mut write = insert(&key, "{}");
-    write.alarms.push(AlarmChange::Set {
-        name: "ring".to_owned(),
-        due_at: at(10),
-        payload: None,
-    });
-    store.commit(&[write]).await.unwrap();
+    store
+        .commit(&[insert_with_alarm(&key, "{}", "ring", at(10))])
+        .await
+        .unwrap();
     (store, key)
 }
 
@@ -1028,12 +1033,7 @@ async fn store_with_a_due_alarm(path: &Path, busy_timeout: Duration) -> (SqliteS
 async fn a_claim_meeting_a_locked_database_fails_retryably_and_claims_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (store, key) = store_with_a_due_alarm(&db_path(&dir), Duration::from_millis(100)).await;
-    let options = SqliteConnectOptions::new().filename(db_path(&dir));
-    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
-    sqlx::raw_sql("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = hold_the_write_lock(&db_path(&dir), Duration::ZERO).await;
     match store.claim_due_alarms(at(20), at(20), at(30), 10).await {
         Err(err) => assert!(err.is_retryable(), "{err}"),
         Ok(claimed) => panic!("claimed {claimed:?} under another process's write lock"),
@@ -1060,14 +1060,7 @@ async fn a_claim_meeting_a_locked_database_fails_retryably_and_claims_nothing() 
 async fn a_claim_abandoned_mid_transaction_leaves_no_transaction_open() {
     let dir = tempfile::tempdir().unwrap();
     let (store, key) = store_with_a_due_alarm(&db_path(&dir), Duration::from_secs(5)).await;
-    let options = SqliteConnectOptions::new()
-        .filename(db_path(&dir))
-        .busy_timeout(Duration::from_secs(5));
-    let mut other = SqliteConnection::connect_with(&options).await.unwrap();
-    sqlx::raw_sql("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = hold_the_write_lock(&db_path(&dir), Duration::from_secs(5)).await;
     let abandoned = tokio::time::timeout(
         Duration::from_millis(100),
         store.claim_due_alarms(at(20), at(20), at(30), 10),
