@@ -3,7 +3,7 @@
 -- The FSM engine's migrations are numbered from 100, apart from the object store's.
 -- `{prefix}` is the store's schema and table prefix, `{index_prefix}` the table prefix alone.
 --
--- The layout is the seed specification's, with three additions: `lease_token` (a per-claim
+-- The layout is the gen_durable specification's, with three additions: `lease_token` (a per-claim
 -- token that fences outcome commits), `await_deadline` (await timeouts, swept by the reaper)
 -- and two partial indexes serving that sweep and garbage collection.
 
