@@ -362,13 +362,15 @@ impl<O: DurableObject> Inbox<O> {
     /// the object is idle). `None`, and nothing changed, if it has a task.
     pub(crate) fn close_parked(&self) -> Option<Parked<O>> {
         let mut queue = self.lock();
-        if !matches!(queue.task, Task::Parked(_)) {
-            return None;
-        }
-        self.closed.store(true, Ordering::Relaxed);
         match queue.take_task() {
-            Task::Parked(parked) => Some(parked),
-            _ => None,
+            Task::Parked(parked) => {
+                self.closed.store(true, Ordering::Relaxed);
+                Some(parked)
+            }
+            task => {
+                queue.task = task;
+                None
+            }
         }
     }
 

@@ -490,10 +490,9 @@ async fn send(
     // itself failed).
     // If it cannot be rolled back, the transaction is left marked open: the writer's guard
     // closes the connection when it is dropped, on the way out.
-    if !roll_back(conn).await {
+    if !writer.roll_back().await {
         return Err(db_err(error));
     }
-    writer.transaction_ended();
     if raised_by(&error, CHECK_FAILED, VERSION_MISMATCH) {
         Ok(false)
     } else {
@@ -543,13 +542,12 @@ async fn locate_limit(
         }
         outcome => {
             // As in `send`: a connection left in a transaction is closed with the guard.
-            if !roll_back(writer.connection()).await {
+            if !writer.roll_back().await {
                 return Err(crate::error::rejected(
                     "rolling back a batch that exceeded a limit failed",
                 )
                 .into());
             }
-            writer.transaction_ended();
             match outcome {
                 Ok(Some(exceeded)) => Ok(Located::Exceeded(exceeded)),
                 Ok(None) => unreachable!("a committed batch returned above"),
@@ -609,28 +607,11 @@ pub(super) async fn end_open(
             .execute(writer.connection())
             .await
             .map_err(db_err)?;
-    } else if !roll_back(writer.connection()).await {
+        writer.transaction_ended();
+    } else if !writer.roll_back().await {
         return Err(crate::error::rejected("rolling back a batch failed"));
     }
-    writer.transaction_ended();
     Ok(())
-}
-
-/// Ends the failed query's transaction. Returns false if the connection's state is unknown
-/// then, and it must be closed.
-pub(super) async fn roll_back(conn: &mut SqliteConnection) -> bool {
-    match sqlx::query("ROLLBACK").execute(conn).await {
-        Ok(_) => true,
-        Err(error) => {
-            let no_transaction = error
-                .as_database_error()
-                .is_some_and(|db| db.message().contains("no transaction is active"));
-            if !no_transaction {
-                tracing::warn!(%error, "rolling back a failed SQLite batch failed; closing its connection");
-            }
-            no_transaction
-        }
-    }
 }
 
 /// Reads the stored versions of the batch's objects and names the first write, in batch order,

@@ -463,9 +463,7 @@ impl Storage for SqliteStore {
             Err(error) => {
                 // Stopped at its first failure, with its transaction open unless `BEGIN`
                 // failed; a connection that cannot roll back is closed with the guard.
-                if batch::roll_back(writer.connection()).await {
-                    writer.transaction_ended();
-                }
+                writer.roll_back().await;
                 return Err(db_err(error));
             }
         };

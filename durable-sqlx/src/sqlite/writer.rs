@@ -113,6 +113,28 @@ impl WriterGuard<'_> {
     pub(super) fn transaction_ended(&mut self) {
         self.in_transaction = false;
     }
+
+    /// Rolls back the transaction a failed query left open (or finds none open, if its `BEGIN`
+    /// failed) and marks it ended. Returns false if the connection's state is unknown then: the
+    /// transaction stays marked open, so the guard closes the connection when it is dropped.
+    pub(super) async fn roll_back(&mut self) -> bool {
+        let rolled_back = match sqlx::query("ROLLBACK").execute(self.connection()).await {
+            Ok(_) => true,
+            Err(error) => {
+                let no_transaction = error
+                    .as_database_error()
+                    .is_some_and(|db| db.message().contains("no transaction is active"));
+                if !no_transaction {
+                    tracing::warn!(%error, "rolling back a failed SQLite write failed; closing its connection");
+                }
+                no_transaction
+            }
+        };
+        if rolled_back {
+            self.transaction_ended();
+        }
+        rolled_back
+    }
 }
 
 impl Drop for WriterGuard<'_> {
