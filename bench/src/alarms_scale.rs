@@ -4,7 +4,8 @@
 //! few seconds on, and `stored` alarms due a day later (a hundred per object), then starts a
 //! runtime and waits until every due alarm has fired. It reports the alarms fired per second,
 //! their lateness (from due time to the handler running: p50, p99, p999 and max), and the
-//! process's CPU time per firing, which should not grow with the alarms stored for later.
+//! process's CPU time and heap allocations per firing, which should not grow with the alarms
+//! stored for later.
 //!
 //! On SQLite each run is followed by its same-work baseline (`baseline::raw_firing`): the same
 //! alarms stored again in a new database with the same settings, fired with plain sqlx as they
@@ -116,7 +117,7 @@ async fn scale_run(
         "alarms/s",
     );
     let mut kept: Option<(f64, hdrhistogram::Histogram<u64>, f64)> = None;
-    let mut cpus = Vec::new();
+    let (mut cpus, mut allocations) = (Vec::new(), Vec::new());
     let mut raw = Figure::new("raw firing", settings.backend.name(), "alarms/s");
     let mut raw_kept: Option<(f64, hdrhistogram::Histogram<u64>, f64)> = None;
     let mut raw_committed = Vec::new();
@@ -131,6 +132,7 @@ async fn scale_run(
         let run = one_run(settings, due, stored).await?;
         figure.runs.push(run.rate);
         cpus.push(run.cpu_us);
+        allocations.push(run.allocations);
         keep_median(&mut kept, &figure, run.rate, run.lateness, run.max_us);
         if raw_baseline {
             let writes: u64 = run.sizes.iter().map(|&n| u64::from(n)).sum();
@@ -153,6 +155,9 @@ async fn scale_run(
         .extra
         .push(("alarms stored for later", stored as f64));
     figure.extra.push((CPU_PER_FIRING, median(&mut cpus)));
+    figure
+        .extra
+        .push(("allocations/firing", median(&mut allocations)));
     if let Some((_, lateness, max)) = raw_kept {
         let us = |q: f64| lateness.value_at_quantile(q) as f64 / 1000.0;
         figure.extra.extend([
@@ -198,6 +203,9 @@ struct Run {
     max_us: f64,
     /// The process's CPU time per firing, in µs.
     cpu_us: f64,
+    /// Heap allocations per firing, in every thread: what the allocator's share of the CPU
+    /// time follows, without the machine's noise.
+    allocations: f64,
     /// The writes of each batch group commit formed.
     sizes: Vec<u32>,
 }
@@ -278,12 +286,15 @@ async fn one_run(settings: &Settings, due: usize, stored: usize) -> Result<Run, 
     let (start, due_at) = store_alarms(opened.store.as_ref(), due, stored).await?;
     crate::commits::start()?;
     let cpu_before = cpu_time();
+    // Every thread's allocations count, the connections' included.
+    let allocations = stats_alloc::Region::new(crate::GLOBAL);
     let rt = Runtime::builder(Arc::clone(&opened.store))
         .alarm_settings(AlarmSettings::default())
         .register::<Ringer>()
         .build();
     crate::objects::wait_for_fired(due, Duration::from_secs(120)).await?;
     let cpu = cpu_time().saturating_sub(cpu_before);
+    let allocations = allocations.change().allocations as f64 / due as f64;
     let sizes = crate::commits::take()?.sizes;
     let fired = std::mem::take(&mut *FIRED.lock().unwrap_or_else(|p| p.into_inner()));
     let mut lateness = histogram();
@@ -311,6 +322,7 @@ async fn one_run(settings: &Settings, due: usize, stored: usize) -> Result<Run, 
         lateness,
         max_us: max.as_secs_f64() * 1e6,
         cpu_us: cpu.as_secs_f64() * 1e6 / due as f64,
+        allocations,
         sizes,
     })
 }

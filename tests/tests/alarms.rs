@@ -295,11 +295,12 @@ async fn several_names_coexist_and_fire(store: Arc<dyn Storage>) {
     let rt = runtime(store);
     // Listed while both are an hour away, so that neither fires before the listing however
     // slow the machine; scheduled in the other order, so that the listing's order is the due
-    // times'.
-    Reminder::schedule(&rt, "r", "second".into(), 3_600_060)
+    // times'. A minute apart: each delay counts from its own call, and a loaded machine may
+    // take a while between the two.
+    Reminder::schedule(&rt, "r", "second".into(), 3_660_000)
         .await
         .unwrap();
-    Reminder::schedule(&rt, "r", "first".into(), 3_600_030)
+    Reminder::schedule(&rt, "r", "first".into(), 3_600_000)
         .await
         .unwrap();
     let alarms = rt.list_alarms::<Reminder>("r").await.unwrap();

@@ -366,7 +366,7 @@ where
             chain,
         });
     }
-    let (keyed, stored) = match idempotency.split(&ObjectKey::new(O::TYPE_NAME, id)) {
+    let (keyed, stored) = match idempotency.split(O::TYPE_NAME, id) {
         Ok(Some((keyed, stored))) => {
             runtime.ensure_idempotency_sweep();
             (Some(keyed), Some(stored))
@@ -418,7 +418,9 @@ where
         }
     };
     match timeout {
-        Some(limit) => match tokio::time::timeout(limit, waited).await {
+        // Boxed: held inline, the timer would make every call's future larger, and most
+        // calls have no timeout.
+        Some(limit) => match Box::pin(tokio::time::timeout(limit, waited)).await {
             Ok(result) => result,
             Err(_) => Err(Error::Timeout {
                 key: ObjectKey::new(O::TYPE_NAME, id),

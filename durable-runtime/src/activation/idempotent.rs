@@ -114,8 +114,10 @@ pub(crate) struct Keyed<R, E> {
 pub(crate) type Split<R, E> = Result<Option<(Box<Keyed<R, E>>, oneshot::Receiver<Vec<u8>>)>, Error>;
 
 impl<R, E> Idempotency<R, E> {
-    /// Splits into what the queued call keeps and what its caller waits on.
-    pub(crate) fn split(self, key: &ObjectKey) -> Split<R, E> {
+    /// Splits into what the queued call keeps and what its caller waits on. The key of the
+    /// object called (`object_type`, `id`) is built only for an error: most calls carry no
+    /// idempotency key.
+    pub(crate) fn split(self, object_type: &'static str, id: &str) -> Split<R, E> {
         match self.0 {
             Inner::None => Ok(None),
             Inner::Keyed {
@@ -133,7 +135,7 @@ impl<R, E> Idempotency<R, E> {
                 Ok(Some((Box::new(keyed), receive)))
             }
             Inner::Unencodable(message) => Err(Error::Encode {
-                key: key.clone(),
+                key: ObjectKey::new(object_type, id),
                 message: format!("the call's arguments cannot be encoded: {message}"),
             }),
         }

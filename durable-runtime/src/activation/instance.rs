@@ -1068,12 +1068,12 @@ impl<O: DurableObject> Instance<O> {
     /// stays so unless the hook changed its state or scheduled alarms.
     async fn load(&mut self, fetched: Option<Loaded>) -> Result<(), Error> {
         let key = self.key().clone();
+        // The read and the hook's commit are boxed: held inline they would make this future,
+        // boxed for every activation, too large for the allocator's fast path, and an object
+        // started from a state read ahead (a burst of alarms) needs neither.
         let loaded = match fetched {
             Some(loaded) => loaded,
-            None => self
-                .runtime()
-                .loader()
-                .load(key.clone())
+            None => Box::pin(self.runtime().loader().load(key.clone()))
                 .await
                 .map_err(|source| Error::Storage {
                     key: key.clone(),
@@ -1133,7 +1133,7 @@ impl<O: DurableObject> Instance<O> {
                 idempotency: None,
                 fsm,
             };
-            match self.commit(write).await {
+            match Box::pin(self.commit(write)).await {
                 Ok(write) if !write.kv.is_empty() => self.inbox.root().kv().committed(),
                 Ok(_) => {}
                 Err(error) => {

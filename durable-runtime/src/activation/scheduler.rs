@@ -52,6 +52,10 @@ impl<O> TypedTarget<O> {
 }
 
 impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
+    fn type_name(&self) -> &'static str {
+        O::TYPE_NAME
+    }
+
     fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64> {
         runtime.with_type_entry::<O, _>(|entry| entry.fetch_epoch(id))
     }
@@ -414,18 +418,25 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Dura
 /// The timer task of one held alarm: starts its object, waits until the alarm is due and fires
 /// it, unless it is revoked first. At shutdown an unfired claim is released in storage.
 async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
-    let Some(claimed_at) = alarm.claimed_at else {
-        return;
-    };
+    // Two steps, so that the task's future holds the alarm in one of them at a time: a task
+    // per held alarm, and a smaller one is cheaper to allocate.
+    if let Some(alarm) = held_until_due(&runtime, alarm).await {
+        fire_held(runtime, alarm).await;
+    }
+}
+
+/// Waits until `alarm` is due, and returns it if its claim is still held then.
+async fn held_until_due(runtime: &Runtime, alarm: AlarmRecord) -> Option<AlarmRecord> {
+    let claimed_at = alarm.claimed_at?;
     let claims = runtime.scheduler().claims();
     if alarm.due_at > runtime.now() {
         // An object the claim's batched read started decodes that state as its task starts:
         // activating it too would cost a call of its own. Only one that batch did not start
         // (its read failed, or there was no room) is activated, loading its state, now.
         if let Some(target) = runtime.alarm_target(&alarm.key.object_type)
-            && target.fetch_epoch(&runtime, &alarm.key.object_id).is_some()
+            && target.fetch_epoch(runtime, &alarm.key.object_id).is_some()
         {
-            target.activate(&runtime, &alarm.key.object_id).await;
+            target.activate(runtime, &alarm.key.object_id).await;
         }
         // Re-read the clock: a jump while activating moves the wait, capped by the claim
         // horizon either way.
@@ -438,17 +449,18 @@ async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
             () = tokio::time::sleep(wait) => {}
             () = shutdown.cancelled() => {
                 if claims.take(&alarm.key, &alarm.name, claimed_at) {
-                    release(&runtime, claim_of(&alarm, claimed_at)).await;
+                    // Boxed: only at shutdown.
+                    Box::pin(release(runtime, claim_of(&alarm, claimed_at))).await;
                 }
-                return;
+                return None;
             }
         }
     }
     if !claims.is_held(&alarm.key, &alarm.name, claimed_at) {
-        metrics::alarm_fired(&alarm.key.object_type, "revoked");
-        return;
+        metrics::alarm_fired(alarm.key.object_type.clone(), "revoked");
+        return None;
     }
-    fire_held(runtime, alarm).await;
+    Some(alarm)
 }
 
 /// The claim `alarm` was claimed under at `claimed_at`.
@@ -555,7 +567,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         // Deleted (or changed) by another runtime since the claim: nothing to fire.
         claims.take(key, &alarm.name, claimed_at);
         claims.let_go(key, &alarm.name, claimed_at);
-        metrics::alarm_fired(&key.object_type, "revoked");
+        metrics::alarm_fired(target.type_name(), "revoked");
         return;
     }
     let attempt = alarm.attempts + 1;
@@ -576,12 +588,12 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         Ok(Fired::Ran) => {
             // Removed in the handler's own commit.
             claims.let_go(key, &alarm.name, claimed_at);
-            metrics::alarm_fired(&key.object_type, "ok");
+            metrics::alarm_fired(target.type_name(), "ok");
             return;
         }
         Ok(Fired::Revoked) => {
             // The change that revoked it answers for its claim.
-            metrics::alarm_fired(&key.object_type, "revoked");
+            metrics::alarm_fired(target.type_name(), "revoked");
             return;
         }
         Err(
@@ -590,7 +602,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
             | Error::TooManyObjects { .. }
             | Error::Conflict { .. }),
         ) => {
-            metrics::alarm_fired(&key.object_type, "deferred");
+            metrics::alarm_fired(target.type_name(), "deferred");
             // Not an attempt (the handler did not run, or ran on a state another runtime had
             // replaced, and the object reloads): offer it again later without counting it,
             // so that contention alone never makes an alarm dead. A full runtime frees room
@@ -630,7 +642,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
                 tracing::warn!(object = %key, alarm = %alarm.name, attempt, error = %message, "alarm failed; will retry");
             }
             metrics::alarm_fired(
-                &key.object_type,
+                target.type_name(),
                 if retry_at.is_none() { "dead" } else { "retry" },
             );
             runtime.emit_alarm_failed(&alarm, attempt, &message, retry_at.is_none());

@@ -69,28 +69,66 @@ struct Change {
 /// up and removes it in two of these maps, and under a burst of due alarms SipHash's cost shows.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// A claim this runtime owns in storage.
+#[derive(Debug)]
+struct Owned {
+    name: String,
+    claimed_at: SystemTime,
+    /// The end of its lease.
+    lease: SystemTime,
+    /// Held until its timer fires it; `false` once taken to fire or revoked by a change whose
+    /// write is in flight.
+    held: bool,
+}
+
+impl Owned {
+    fn is(&self, name: &str, claimed_at: SystemTime) -> bool {
+        self.name == name && self.claimed_at == claimed_at
+    }
+}
+
+/// Claims are kept by object, so that a firing finds its own from the key and the name it
+/// already has, without building a key of its own: under a burst of due alarms every firing
+/// holds, takes and lets go of one.
 #[derive(Debug, Default)]
 struct Table {
-    /// Held claims: object → (alarm name, claim time).
-    held: Map<ObjectKey, Vec<(String, SystemTime)>>,
+    /// Every claim this runtime owns in storage, by object: held, firing, or revoked by a
+    /// write in flight.
+    owned: Map<ObjectKey, Vec<Owned>>,
+    /// How many claims `owned` holds.
+    count: usize,
     /// Staged changes, in staging order per object.
     changes: Map<ObjectKey, Vec<Change>>,
     /// The number of the last claim query started.
     last_query: u64,
     /// Whether a claim query is running.
     querying: bool,
-    /// Every claim this runtime owns in storage, with the end of its lease.
-    leases: Map<AlarmClaim, SystemTime>,
     /// While the scheduler waits for room ([`Claims::room_below`]): the number of owned claims
     /// it waits to get below. Zero when it does not wait.
     room_below: usize,
 }
 
 impl Table {
-    /// This runtime no longer owns `claim`. Returns whether the scheduler waiting for room
-    /// should be woken.
-    fn drop_lease(&mut self, claim: &AlarmClaim) -> bool {
-        if self.leases.remove(claim).is_none() || self.leases.len() >= self.room_below {
+    /// This runtime no longer owns the claim of `name` of `key` made at `claimed_at`. Returns
+    /// whether the scheduler waiting for room should be woken.
+    fn drop_lease(&mut self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
+        self.forget(key, |claim| claim.is(name, claimed_at))
+    }
+
+    /// This runtime no longer owns the claims of `key` that `gone` picks. Returns whether the
+    /// scheduler waiting for room should be woken.
+    fn forget(&mut self, key: &ObjectKey, gone: impl Fn(&Owned) -> bool) -> bool {
+        let Some(owned) = self.owned.get_mut(key) else {
+            return false;
+        };
+        let before = owned.len();
+        owned.retain(|claim| !gone(claim));
+        let dropped = before - owned.len();
+        if owned.is_empty() {
+            self.owned.remove(key);
+        }
+        self.count -= dropped;
+        if dropped == 0 || self.count >= self.room_below {
             return false;
         }
         self.room_below = 0;
@@ -170,27 +208,43 @@ impl Claims {
         claimed_at: SystemTime,
         lease: SystemTime,
     ) {
-        let names = table.held.entry(alarm.key.clone()).or_default();
-        // A claim of the same alarm held before (its lease lapsed and it was claimed again) is
-        // gone from storage: its lease is no longer this runtime's to renew.
-        let replaced: Vec<SystemTime> = names
-            .iter()
-            .filter(|(name, at)| *name == alarm.name && *at != claimed_at)
-            .map(|(_, at)| *at)
-            .collect();
-        names.retain(|(name, _)| *name != alarm.name);
-        names.push((alarm.name.clone(), claimed_at));
-        for at in replaced {
-            if table.drop_lease(&claim_of(&alarm.key, &alarm.name, at)) {
-                self.room.notify_waiters();
-            }
-        }
-        if table.leases.is_empty() {
+        if table.count == 0 {
             self.first_lease.notify_one();
         }
-        table
-            .leases
-            .insert(claim_of(&alarm.key, &alarm.name, claimed_at), lease);
+        // A claim of the same alarm held before (its lease lapsed and it was claimed again) is
+        // gone from storage: its lease is no longer this runtime's to renew.
+        let replaced = |claim: &Owned| {
+            claim.held && claim.name == alarm.name && claim.claimed_at != claimed_at
+        };
+        if table.forget(&alarm.key, replaced) {
+            self.room.notify_waiters();
+        }
+        // Looked up before it is inserted: most claims are of objects that own none, and the
+        // key is copied only for those.
+        if !table.owned.contains_key(&alarm.key) {
+            table.owned.insert(alarm.key.clone(), Vec::new());
+        }
+        let Some(owned) = table.owned.get_mut(&alarm.key) else {
+            return;
+        };
+        match owned
+            .iter_mut()
+            .find(|claim| claim.is(&alarm.name, claimed_at))
+        {
+            Some(again) => {
+                again.lease = lease;
+                again.held = true;
+            }
+            None => {
+                owned.push(Owned {
+                    name: alarm.name.clone(),
+                    claimed_at,
+                    lease,
+                    held: true,
+                });
+                table.count += 1;
+            }
+        }
     }
 
     /// The query's claims are all offered: changes that only it could have missed are
@@ -198,34 +252,35 @@ impl Claims {
     pub(crate) fn end_query(&self, query: Query) {
         let mut table = self.table();
         table.querying = false;
-        // The scheduler runs the queries: it does not wait for room meanwhile.
-        let Table {
-            changes, leases, ..
-        } = &mut *table;
-        changes.retain(|key, changes| {
-            changes.retain(|change| {
+        let mut lapsed = Vec::new();
+        table.changes.retain(|key, changes| {
+            changes.retain_mut(|change| {
                 let keep = match change.missed_by {
                     Some(last) => last > query.0,
                     None => change.staged.elapsed() < UNSETTLED_LIMIT,
                 };
-                if !keep {
+                if !keep && !change.revoked.is_empty() {
                     // Its outcome is lost: what it revoked lapses with its lease.
-                    for (name, claimed_at) in &change.revoked {
-                        leases.remove(&claim_of(key, name, *claimed_at));
-                    }
+                    lapsed.push((key.clone(), std::mem::take(&mut change.revoked)));
                 }
                 keep
             });
             !changes.is_empty()
         });
+        for (key, revoked) in lapsed {
+            // The scheduler runs the queries: it does not wait for room meanwhile.
+            table.forget(&key, |claim| {
+                revoked.iter().any(|(name, at)| claim.is(name, *at))
+            });
+        }
     }
 
     /// Whether this claim is still held.
     pub(crate) fn is_held(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
-        self.table().held.get(key).is_some_and(|names| {
-            names
+        self.table().owned.get(key).is_some_and(|owned| {
+            owned
                 .iter()
-                .any(|held| held.0 == name && held.1 == claimed_at)
+                .any(|claim| claim.held && claim.is(name, claimed_at))
         })
     }
 
@@ -233,22 +288,21 @@ impl Claims {
     /// until [`let_go`](Self::let_go).
     pub(crate) fn take(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) -> bool {
         let mut table = self.table();
-        let Some(names) = table.held.get_mut(key) else {
+        let Some(claim) = table.owned.get_mut(key).and_then(|owned| {
+            owned
+                .iter_mut()
+                .find(|claim| claim.held && claim.is(name, claimed_at))
+        }) else {
             return false;
         };
-        let before = names.len();
-        names.retain(|held| !(held.0 == name && held.1 == claimed_at));
-        let taken = names.len() < before;
-        if names.is_empty() {
-            table.held.remove(key);
-        }
-        taken
+        claim.held = false;
+        true
     }
 
     /// This runtime is done with this claim (its outcome is recorded, or it was released):
     /// its lease is no longer renewed.
     pub(crate) fn let_go(&self, key: &ObjectKey, name: &str, claimed_at: SystemTime) {
-        if self.table().drop_lease(&claim_of(key, name, claimed_at)) {
+        if self.table().drop_lease(key, name, claimed_at) {
             self.room.notify_waiters();
         }
     }
@@ -264,16 +318,11 @@ impl Claims {
         let count = affected.len();
         let mut table = self.table();
         let mut revoked = Vec::new();
-        if let Some(names) = table.held.get_mut(key) {
-            names.retain(|held| {
-                let covered = affected.iter().any(|a| a.covers(&held.0));
-                if covered {
-                    revoked.push(held.clone());
-                }
-                !covered
-            });
-            if names.is_empty() {
-                table.held.remove(key);
+        // Still owned in storage until the change's write settles.
+        for claim in table.owned.get_mut(key).into_iter().flatten() {
+            if claim.held && affected.iter().any(|a| a.covers(&claim.name)) {
+                claim.held = false;
+                revoked.push((claim.name.clone(), claim.claimed_at));
             }
         }
         let changes = table.changes.entry(key.clone()).or_default();
@@ -322,19 +371,21 @@ impl Claims {
                 table.changes.remove(key);
             }
         }
-        let revoked: Vec<AlarmClaim> = revoked
-            .into_iter()
-            .map(|(name, claimed_at)| claim_of(key, &name, claimed_at))
-            .collect();
         let mut room = false;
-        for claim in &revoked {
-            room |= table.drop_lease(claim);
+        for (name, claimed_at) in &revoked {
+            room |= table.drop_lease(key, name, *claimed_at);
         }
         drop(table);
         if room {
             self.room.notify_waiters();
         }
-        if committed { Vec::new() } else { revoked }
+        if committed {
+            return Vec::new();
+        }
+        revoked
+            .into_iter()
+            .map(|(name, claimed_at)| claim_of(key, &name, claimed_at))
+            .collect()
     }
 
     /// The object is being deleted with all its alarms: its claims must not fire.
@@ -344,20 +395,23 @@ impl Claims {
 
     /// The claims whose lease ends before `before`, to renew.
     pub(crate) fn due_for_renewal(&self, before: SystemTime) -> Vec<AlarmClaim> {
-        self.table()
-            .leases
-            .iter()
-            .filter(|(_, lease)| **lease < before)
-            .map(|(claim, _)| claim.clone())
-            .collect()
+        let table = self.table();
+        let mut due = Vec::new();
+        for (key, owned) in &table.owned {
+            for claim in owned.iter().filter(|claim| claim.lease < before) {
+                due.push(claim_of(key, &claim.name, claim.claimed_at));
+            }
+        }
+        due
     }
 
     /// These claims' leases were extended to `lease_until` (those still owned).
     pub(crate) fn renewed(&self, claims: &[AlarmClaim], lease_until: SystemTime) {
         let mut table = self.table();
-        for claim in claims {
-            if let Some(lease) = table.leases.get_mut(claim) {
-                *lease = lease_until;
+        for renewed in claims {
+            let owned = table.owned.get_mut(&renewed.key).into_iter().flatten();
+            for claim in owned.filter(|claim| claim.is(&renewed.name, renewed.claimed_at)) {
+                claim.lease = lease_until;
             }
         }
     }
@@ -369,13 +423,13 @@ impl Claims {
 
     /// Whether this runtime owns any claim in storage.
     pub(crate) fn owns_any(&self) -> bool {
-        !self.table().leases.is_empty()
+        self.table().count > 0
     }
 
     /// How many claims this runtime owns in storage: held, firing, or revoked by a write in
     /// flight.
     pub(crate) fn owned(&self) -> usize {
-        self.table().leases.len()
+        self.table().count
     }
 
     /// Waits until this runtime owns fewer than `max` claims.
@@ -386,7 +440,7 @@ impl Claims {
             room.as_mut().enable();
             {
                 let mut table = self.table();
-                if table.leases.len() < max {
+                if table.count < max {
                     return;
                 }
                 table.room_below = max;
@@ -534,5 +588,70 @@ mod tests {
         claims.revoke(&a.key, &[cancel("x")]);
         assert!(claims.settle(&a.key, Some(1), true).is_empty());
         assert!(!claims.owns_any());
+    }
+
+    #[test]
+    fn a_claim_is_owned_until_let_go_and_a_new_claim_of_its_alarm_replaces_it() {
+        let claims = Claims::default();
+        let first = alarm("a", "x", 1);
+        let query = claims.begin_query();
+        assert_eq!(claims.hold(&query, &first, LEASE), Hold::Held);
+        assert_eq!(claims.hold(&query, &alarm("a", "y", 1), LEASE), Hold::Held);
+        claims.end_query(query);
+        assert_eq!(claims.owned(), 2);
+        // Its lease lapsed and another query claimed it again: the old claim is gone from
+        // storage, and no longer this runtime's.
+        let again = alarm("a", "x", 2);
+        let query = claims.begin_query();
+        assert_eq!(claims.hold(&query, &again, LEASE), Hold::Held);
+        claims.end_query(query);
+        assert_eq!(claims.owned(), 2);
+        assert!(!claims.is_held(&first.key, "x", first.claimed_at.unwrap()));
+        let at = again.claimed_at.unwrap();
+        assert!(claims.take(&again.key, "x", at));
+        assert!(!claims.take(&again.key, "x", at), "taken once");
+        assert_eq!(claims.owned(), 2, "a claim firing is still owned");
+        claims.let_go(&again.key, "x", at);
+        assert_eq!(claims.owned(), 1);
+        claims.let_go(&again.key, "x", at);
+        assert_eq!(claims.owned(), 1, "let go once");
+    }
+
+    #[test]
+    fn only_leases_ending_before_the_horizon_are_renewed() {
+        let claims = Claims::default();
+        let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let (soon, later) = (alarm("a", "x", 1), alarm("b", "x", 1));
+        let query = claims.begin_query();
+        claims.hold(&query, &soon, at(10));
+        claims.hold(&query, &later, at(100));
+        claims.end_query(query);
+        let due = claims.due_for_renewal(at(50));
+        assert_eq!(due, [claim_of(&soon.key, "x", soon.claimed_at.unwrap())]);
+        claims.renewed(&due, at(200));
+        let due = claims.due_for_renewal(at(150));
+        assert_eq!(due, [claim_of(&later.key, "x", later.claimed_at.unwrap())]);
+    }
+
+    #[tokio::test]
+    async fn letting_a_claim_go_makes_room_for_the_scheduler() {
+        let claims = std::sync::Arc::new(Claims::default());
+        let a = alarm("a", "x", 1);
+        let query = claims.begin_query();
+        claims.hold(&query, &a, LEASE);
+        claims.hold(&query, &alarm("b", "x", 1), LEASE);
+        claims.end_query(query);
+        let waiting = tokio::spawn({
+            let claims = std::sync::Arc::clone(&claims);
+            async move { claims.room_below(2).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "two owned, room below two");
+        claims.take(&a.key, "x", a.claimed_at.unwrap());
+        claims.let_go(&a.key, "x", a.claimed_at.unwrap());
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the scheduler waiting for room is woken")
+            .unwrap();
     }
 }

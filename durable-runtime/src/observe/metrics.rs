@@ -206,9 +206,10 @@ pub(crate) fn woken(object_type: &'static str, took: Duration) {
     metrics::histogram!(WAKE_DURATION, "type" => object_type).record(took.as_secs_f64());
 }
 
-pub(crate) fn alarm_fired(object_type: &str, outcome: &'static str) {
-    metrics::counter!(ALARMS_FIRED, "type" => object_type.to_owned(), "outcome" => outcome)
-        .increment(1);
+/// `object_type` is the registered type's name where the scheduler has it (no copy), or the
+/// alarm's stored one.
+pub(crate) fn alarm_fired(object_type: impl Into<metrics::SharedString>, outcome: &'static str) {
+    metrics::counter!(ALARMS_FIRED, "type" => object_type, "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn commit_batch(writes: usize) {
