@@ -418,25 +418,18 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Dura
 /// The timer task of one held alarm: starts its object, waits until the alarm is due and fires
 /// it, unless it is revoked first. At shutdown an unfired claim is released in storage.
 async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
-    // Two steps, so that the task's future holds the alarm in one of them at a time: a task
-    // per held alarm, and a smaller one is cheaper to allocate.
-    if let Some(alarm) = held_until_due(&runtime, alarm).await {
-        fire_held(runtime, alarm).await;
-    }
-}
-
-/// Waits until `alarm` is due, and returns it if its claim is still held then.
-async fn held_until_due(runtime: &Runtime, alarm: AlarmRecord) -> Option<AlarmRecord> {
-    let claimed_at = alarm.claimed_at?;
+    let Some(claimed_at) = alarm.claimed_at else {
+        return;
+    };
     let claims = runtime.scheduler().claims();
     if alarm.due_at > runtime.now() {
         // An object the claim's batched read started decodes that state as its task starts:
         // activating it too would cost a call of its own. Only one that batch did not start
         // (its read failed, or there was no room) is activated, loading its state, now.
         if let Some(target) = runtime.alarm_target(&alarm.key.object_type)
-            && target.fetch_epoch(runtime, &alarm.key.object_id).is_some()
+            && target.fetch_epoch(&runtime, &alarm.key.object_id).is_some()
         {
-            target.activate(runtime, &alarm.key.object_id).await;
+            target.activate(&runtime, &alarm.key.object_id).await;
         }
         // Re-read the clock: a jump while activating moves the wait, capped by the claim
         // horizon either way.
@@ -449,18 +442,17 @@ async fn held_until_due(runtime: &Runtime, alarm: AlarmRecord) -> Option<AlarmRe
             () = tokio::time::sleep(wait) => {}
             () = shutdown.cancelled() => {
                 if claims.take(&alarm.key, &alarm.name, claimed_at) {
-                    // Boxed: only at shutdown.
-                    Box::pin(release(runtime, claim_of(&alarm, claimed_at))).await;
+                    release(&runtime, claim_of(&alarm, claimed_at)).await;
                 }
-                return None;
+                return;
             }
         }
     }
     if !claims.is_held(&alarm.key, &alarm.name, claimed_at) {
         metrics::alarm_fired(alarm.key.object_type.clone(), "revoked");
-        return None;
+        return;
     }
-    Some(alarm)
+    fire_held(runtime, alarm).await;
 }
 
 /// The claim `alarm` was claimed under at `claimed_at`.

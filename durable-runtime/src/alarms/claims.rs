@@ -72,7 +72,9 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// A claim this runtime owns in storage.
 #[derive(Debug)]
 struct Owned {
+    /// The alarm's name.
     name: String,
+    /// When it was claimed: storage knows the claim by it.
     claimed_at: SystemTime,
     /// The end of its lease.
     lease: SystemTime,
@@ -219,8 +221,8 @@ impl Claims {
         if table.forget(&alarm.key, replaced) {
             self.room.notify_waiters();
         }
-        // Looked up before it is inserted: most claims are of objects that own none, and the
-        // key is copied only for those.
+        // Looked up first, so that the key is copied only for an object that owns no claim
+        // yet (an entry would copy it for every claim).
         if !table.owned.contains_key(&alarm.key) {
             table.owned.insert(alarm.key.clone(), Vec::new());
         }
