@@ -14,7 +14,10 @@ mkdir -p "$WORK"
 
 bash .ci/python-tools.sh
 
-cargo build --quiet --workspace --bins --examples
+# .ci/run has built them already (and its doctests hold cargo's build directory meanwhile).
+if [ -z "${DURABLE_CI_BUILT:-}" ]; then
+  cargo build --quiet --workspace --bins --examples
+fi
 SERVER="$TARGET/debug/examples/server"
 
 # A fresh database, a random token (only its hash is written down) and a free loopback port.

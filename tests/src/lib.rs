@@ -296,5 +296,7 @@ macro_rules! backend_tests {
     };
 }
 
+pub mod shapes;
+
 #[cfg(doctest)]
 mod book;

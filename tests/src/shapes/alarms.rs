@@ -62,8 +62,8 @@ impl Reminder {
     fn platform(&mut self) {}
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
     let all: [Alarm<Reminder>; 5] = [
         Reminder::PLAIN,
         Reminder::WITH_CTX,

@@ -69,8 +69,8 @@ impl Counter {
     fn handle_unit(&self) -> Result {}
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
     let rt = Runtime::new(MemoryStorage::new());
     assert_eq!(Counter::increment(&rt, "a", 2).await.unwrap(), 3);
     assert_eq!(Counter::checked(&rt, "a", 1).await.unwrap(), 4);

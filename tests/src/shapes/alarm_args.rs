@@ -20,8 +20,10 @@ impl Calendar {
     #[handler]
     fn handle_plan(&mut self, ctx: &Context) {
         let reminder = Reminder { text: "hi".into() };
-        ctx.schedule_alarm_with(Self::REMIND, &reminder, Duration::ZERO).unwrap();
-        ctx.schedule_alarm_with(Self::COUNT, &(1, 2), Duration::ZERO).unwrap();
+        ctx.schedule_alarm_with(Self::REMIND, &reminder, Duration::ZERO)
+            .unwrap();
+        ctx.schedule_alarm_with(Self::COUNT, &(1, 2), Duration::ZERO)
+            .unwrap();
         ctx.cancel_alarm(Self::COUNT);
     }
 
@@ -49,6 +51,7 @@ async fn outside(rt: &Runtime) {
     rt.cancel_alarm("c1", Calendar::REMIND).await.unwrap();
 }
 
-fn main() {
-    let _ = outside(&Runtime::new(MemoryStorage::new()));
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
+    outside(&Runtime::new(MemoryStorage::new())).await;
 }

@@ -109,8 +109,8 @@ async fn super_third(rt: &Runtime) {
     handle.set(5).await.unwrap();
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
     let rt = Runtime::new(MemoryStorage::new());
     assert_eq!(First::get(&rt, "a").await.unwrap(), 0);
     assert_eq!(Second::get(&rt, "a").await.unwrap(), 1);
@@ -139,7 +139,7 @@ mod sibling_logic {
     use durable_runtime::durable_object;
 
     #[durable_object]
-    impl crate::sibling_state::Tally {
+    impl super::sibling_state::Tally {
         #[handler]
         fn handle_add(&mut self, by: u32) -> u32 {
             self.count += by;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use durable_runtime::fsm::{durable_fsm, Fsm, FsmState, Instance, Outcome, StepContext, StepError};
+use durable_runtime::fsm::{Fsm, FsmState, Instance, Outcome, StepContext, StepError, durable_fsm};
 
 #[derive(Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Receipt {
@@ -102,7 +102,8 @@ impl Renamed {
     }
 }
 
-fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub fn runs() {
     assert_eq!(Order::NAME, "shop.order");
     assert_eq!(Order::VERSION, 3);
     assert_eq!(Order::QUEUE, "payments");

@@ -45,7 +45,8 @@ impl Shapes {
     }
 }
 
-fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub fn runs() {
     let names: Vec<_> = Shapes::HANDLERS.iter().map(|h| h.name).collect();
     assert_eq!(names, ["plain", "later", "aliased", "replace"]);
     assert_eq!(Shapes::HANDLERS[1].arguments, ["type"]);

@@ -166,8 +166,8 @@ impl Clone for Shapes {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
     let rt = Runtime::new(MemoryStorage::new());
     let id = "s";
     assert_eq!(Shapes::add_pair(&rt, id, (1, 2), 0, 1).await.unwrap(), 1);

@@ -24,8 +24,8 @@ impl Counter {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+/// Checks what the generated code does (run by this package's tests).
+pub async fn runs() {
     use renamed::DurableObject;
     assert_eq!(Counter::options().queue_capacity, Some(4));
     let rt = Runtime::new(MemoryStorage::new());
