@@ -32,8 +32,8 @@
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
 //! and `--stored` (comma-separated counts). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
-//! Built with the `jemalloc` feature, the program allocates with jemalloc instead of the
-//! system allocator (the `memory` figures name the allocator in their backend column).
+//! Built with the `jemalloc` or the `mimalloc` feature, the program allocates with that allocator
+//! instead of the system's (the `memory` figures name the allocator in their backend column).
 
 mod alarms_scale;
 mod baseline;
@@ -55,20 +55,26 @@ use std::time::Duration;
 
 use stats_alloc::StatsAlloc;
 
-/// The allocator under the counting one: the system's (glibc), or jemalloc with the
-/// `jemalloc` feature.
-#[cfg(not(feature = "jemalloc"))]
+/// The allocator under the counting one: the system's (glibc), jemalloc with the `jemalloc`
+/// feature, or mimalloc with the `mimalloc` feature.
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
 type Allocator = std::alloc::System;
-#[cfg(not(feature = "jemalloc"))]
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
 const ALLOCATOR: Allocator = std::alloc::System;
 #[cfg(feature = "jemalloc")]
 type Allocator = tikv_jemallocator::Jemalloc;
 #[cfg(feature = "jemalloc")]
 const ALLOCATOR: Allocator = tikv_jemallocator::Jemalloc;
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+type Allocator = mimalloc::MiMalloc;
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+const ALLOCATOR: Allocator = mimalloc::MiMalloc;
 
-/// The allocator's name in the `memory` figures.
+/// The allocator's name in the figures.
 pub(crate) const ALLOCATOR_NAME: &str = if cfg!(feature = "jemalloc") {
     "jemalloc"
+} else if cfg!(feature = "mimalloc") {
+    "mimalloc"
 } else {
     "system"
 };

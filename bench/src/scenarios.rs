@@ -792,10 +792,10 @@ fn resident_bytes() -> f64 {
 
 /// The process's resident memory once the allocator has given back what it returns over
 /// time: jemalloc returns freed pages along its decay curve, within 10 s by default (its
-/// purging starts slowly, so a pause in the fall says nothing); the system allocator returns
-/// nothing over time.
+/// purging starts slowly, so a pause in the fall says nothing), mimalloc after a delay, as its
+/// threads next allocate or free; the system allocator returns nothing over time.
 async fn settled_resident_bytes() -> f64 {
-    let settle = if cfg!(feature = "jemalloc") {
+    let settle = if cfg!(any(feature = "jemalloc", feature = "mimalloc")) {
         Duration::from_secs(12)
     } else {
         Duration::from_secs(1)
