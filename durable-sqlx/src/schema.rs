@@ -257,10 +257,10 @@ pub(crate) fn state_text(state: &[u8]) -> Result<&str, StorageError> {
 
 /// What a load read in an object's row: its state (`NULL` for a tombstone) and version, or no
 /// row (both `NULL` in a batched load's outer join).
-pub(crate) fn loaded(state: Option<String>, version: Option<i64>) -> Result<Loaded, StorageError> {
+pub(crate) fn loaded(state: Option<Vec<u8>>, version: Option<i64>) -> Result<Loaded, StorageError> {
     Ok(match (state, version) {
         (Some(state), Some(version)) => Loaded::Object(StoredObject {
-            state: state.into_bytes(),
+            state,
             version: from_db_version(version)?,
         }),
         // A cluster's placeholder row (version 0) holds nothing.
@@ -275,7 +275,7 @@ pub(crate) fn loaded(state: Option<String>, version: Option<i64>) -> Result<Load
 /// The rows of a batched load (state and version per key, in key order) as what each key
 /// holds, checking that every key got its row.
 pub(crate) fn loaded_rows(
-    rows: Vec<(Option<String>, Option<i64>)>,
+    rows: Vec<(Option<Vec<u8>>, Option<i64>)>,
     keys: usize,
 ) -> Result<Vec<Loaded>, StorageError> {
     if rows.len() != keys {

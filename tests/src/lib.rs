@@ -296,6 +296,7 @@ macro_rules! backend_tests {
     };
 }
 
+pub mod large_state;
 pub mod shapes;
 
 #[cfg(doctest)]

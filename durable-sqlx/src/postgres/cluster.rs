@@ -312,7 +312,7 @@ fn fenced_loaded(state: Option<String>, version: i64) -> Result<Loaded, StorageE
     if version == 0 && state.is_none() {
         return Ok(Loaded::Absent);
     }
-    loaded(state, Some(version))
+    loaded(state.map(String::into_bytes), Some(version))
 }
 
 impl PostgresStore {

@@ -250,7 +250,7 @@ impl Storage for PostgresStore {
             .await
             .map_err(db_err)?;
         row.map_or(Ok(Loaded::Absent), |(state, version)| {
-            loaded(state, Some(version))
+            loaded(state.map(String::into_bytes), Some(version))
         })
     }
 
@@ -269,6 +269,10 @@ impl Storage for PostgresStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
+        let rows = rows
+            .into_iter()
+            .map(|(state, version)| (state.map(String::into_bytes), version))
+            .collect();
         crate::schema::loaded_rows(rows, keys.len())
     }
 

@@ -32,6 +32,7 @@ use durable_runtime::storage::{CommitError, ObjectWrite, StorageError};
 use sqlx::{SqlStr, SqliteConnection};
 
 use super::db_err;
+use super::packing::Packer;
 use super::sql::Sql;
 use super::writer::WriterGuard;
 use crate::conflict::{StoredVersion, UNLOCATED_RETRIES, first_conflict, kept_changing, raised_by};
@@ -86,9 +87,16 @@ impl Statements {
                 "INSERT INTO {guard} (mismatch) SELECT 1 WHERE changes() <> json_array_length({param});\n"
             )
         };
-        // A row's state, from the states blob (`$14`): its offset (1-based) and length. A blob
-        // of no bytes arrives as NULL, and an empty state is a state, not a tombstone.
-        let state = "coalesce(CAST(substr($14, value->>2, value->>3) AS TEXT), '')";
+        // A row's state, from the states blob (`$14`): its offset (1-based) and length, and
+        // whether it is compressed (element `packed`), which stays a BLOB; text is cast back.
+        // A blob of no bytes arrives as NULL, and an empty state is a state, not a tombstone.
+        let state = |packed: usize| {
+            format!(
+                "CASE WHEN value->>{packed} THEN substr($14, value->>2, value->>3)
+                     ELSE coalesce(CAST(substr($14, value->>2, value->>3) AS TEXT), '') END"
+            )
+        };
+        let (insert_state, update_state) = (state(4), state(5));
         // The alarms of the limit's object `w`.
         let alarm_count = format!(
             "(SELECT count(*) FROM {alarms} AS a
@@ -97,13 +105,13 @@ impl Statements {
         let parts: [String; KINDS] = [
             format!(
                 "INSERT INTO {objects} (object_type, object_id, state, version, created_at, updated_at)
-                     SELECT value->>0, value->>1, {state}, 1, $1, $1 FROM json_each($2) WHERE true
+                     SELECT value->>0, value->>1, {insert_state}, 1, $1, $1 FROM json_each($2) WHERE true
                      ON CONFLICT (object_type, object_id) DO NOTHING;\n{}",
                 guard_rows("$2")
             ),
             format!(
                 "UPDATE {objects} SET state = w.s, version = version + 1, updated_at = $1
-                     FROM (SELECT value->>0 AS t, value->>1 AS i, {state} AS s, value->>4 AS e
+                     FROM (SELECT value->>0 AS t, value->>1 AS i, {update_state} AS s, value->>4 AS e
                            FROM json_each($3)) AS w
                      WHERE object_type = w.t AND object_id = w.i AND version = w.e;\n{}",
                 guard_rows("$3")
@@ -243,12 +251,12 @@ impl Statements {
 pub(super) struct Params<'a> {
     /// The kinds of change present: bit `k` set if the `k`-th array below is not empty.
     kinds: usize,
-    /// New objects: `[type, id, state offset, state length]`.
+    /// New objects: `[type, id, state offset, state length, compressed]`.
     inserts: String,
-    /// Changed states: `[type, id, state offset, state length, expected version]`.
+    /// Changed states: `[type, id, state offset, state length, expected version, compressed]`.
     updates: String,
-    /// The states of `inserts` and `updates`, one after another; offsets are 1-based, as
-    /// SQLite's `substr` counts.
+    /// The states of `inserts` and `updates`, one after another, as stored (large ones
+    /// compressed: see [`Packer`]); offsets are 1-based, as SQLite's `substr` counts.
     states: Vec<u8>,
     /// Version-only writes (alarm changes without a state): `[type, id, expected version]`.
     touches: String,
@@ -278,7 +286,7 @@ pub(super) struct Params<'a> {
 impl<'a> Params<'a> {
     /// Checks and converts a batch; a state that cannot be stored is rejected here, before
     /// anything is sent.
-    pub(super) fn new(batch: &'a [ObjectWrite]) -> Result<Self, StorageError> {
+    pub(super) fn new(batch: &'a [ObjectWrite], packer: &Packer) -> Result<Self, StorageError> {
         let mut rows = Rows::default();
         for (index, write) in batch.iter().enumerate() {
             let key = &write.key;
@@ -286,12 +294,15 @@ impl<'a> Params<'a> {
             let expected = to_db_version(write.expected_version)?;
             match write.state.as_deref().map(state_text).transpose()? {
                 Some(state) => {
-                    let at = (db_len(rows.states.len() + 1), db_len(state.len()));
-                    rows.states.extend_from_slice(state.as_bytes());
+                    let packed = packer.pack(state.as_bytes());
+                    let stored = packed.as_deref().unwrap_or(state.as_bytes());
+                    let at = (db_len(rows.states.len() + 1), db_len(stored.len()));
+                    rows.states.extend_from_slice(stored);
+                    let packed = packed.is_some();
                     if expected == 0 {
-                        rows.inserts.push((t, i, at.0, at.1));
+                        rows.inserts.push((t, i, at.0, at.1, packed));
                     } else {
-                        rows.updates.push((t, i, at.0, at.1, expected));
+                        rows.updates.push((t, i, at.0, at.1, expected, packed));
                     }
                 }
                 None => rows.touches.push((t, i, expected)),
@@ -387,8 +398,8 @@ impl<'a> Params<'a> {
 /// The rows of [`Params`] before encoding, borrowed from the batch.
 #[derive(Default)]
 struct Rows<'a> {
-    inserts: Vec<(&'a str, &'a str, i64, i64)>,
-    updates: Vec<(&'a str, &'a str, i64, i64, i64)>,
+    inserts: Vec<(&'a str, &'a str, i64, i64, bool)>,
+    updates: Vec<(&'a str, &'a str, i64, i64, i64, bool)>,
     states: Vec<u8>,
     touches: Vec<(&'a str, &'a str, i64)>,
     cancel_alls: Vec<(&'a str, &'a str)>,

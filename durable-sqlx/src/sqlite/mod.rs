@@ -30,12 +30,14 @@ mod checkpoint;
 #[cfg(feature = "fsm")]
 pub(crate) mod fsm;
 mod migrate;
+mod packing;
 mod sql;
 mod writer;
 
 use builder::Source;
 pub use builder::{SqliteStoreBuilder, Synchronous};
 use checkpoint::{Checkpointer, Limits};
+use packing::{Packer, unpack};
 use sql::{Sql, alarm_from_row};
 use writer::Writer;
 
@@ -81,6 +83,8 @@ pub struct SqliteStore {
     sql: Arc<Sql>,
     /// Every write of this store goes through this one connection.
     writer: Arc<Writer>,
+    /// Compresses the large states the store writes.
+    packer: Arc<Packer>,
     /// The background checkpointer, stopped when the last clone of the store is dropped.
     checkpointer: Option<Arc<Checkpointer>>,
     /// The FSM store over this store's tables, its statements built once (see `fsm()`).
@@ -173,12 +177,14 @@ impl SqliteStore {
         names: Names,
         migrate: bool,
         checkpoints: Option<Limits>,
+        packer: Packer,
     ) -> Result<Self, Error> {
         let mut store = Self {
             pool: pool.clone(),
             sql: Arc::new(Sql::new(&names)),
             names: Arc::new(names),
             writer: Arc::new(Writer::new(&pool)),
+            packer: Arc::new(packer),
             checkpointer: None,
             #[cfg(feature = "fsm")]
             fsm: Arc::default(),
@@ -266,14 +272,17 @@ impl SqliteStore {
 #[async_trait]
 impl Storage for SqliteStore {
     async fn load(&self, key: &ObjectKey) -> Result<Loaded, StorageError> {
-        let row: Option<(Option<String>, i64)> = sqlx::query_as(self.sql.load.clone())
+        let row: Option<(Option<Vec<u8>>, i64)> = sqlx::query_as(self.sql.load.clone())
             .bind(&key.object_type)
             .bind(&key.object_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_err)?;
         row.map_or(Ok(Loaded::Absent), |(state, version)| {
-            loaded(state, Some(version))
+            loaded(
+                state.map(|state| unpack(state, || key.to_string())),
+                Some(version),
+            )
         })
     }
 
@@ -282,11 +291,19 @@ impl Storage for SqliteStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(Option<String>, Option<i64>)> = sqlx::query_as(self.sql.load_many.clone())
+        let rows: Vec<(Option<Vec<u8>>, Option<i64>)> = sqlx::query_as(self.sql.load_many.clone())
             .bind(key_pairs(keys)?)
             .fetch_all(&self.pool)
             .await
             .map_err(db_err)?;
+        let rows = rows
+            .into_iter()
+            .enumerate()
+            .map(|(index, (state, version))| {
+                let key = || keys.get(index).map(ToString::to_string).unwrap_or_default();
+                (state.map(|state| unpack(state, key)), version)
+            })
+            .collect();
         loaded_rows(rows, keys.len())
     }
 
@@ -316,7 +333,7 @@ impl Storage for SqliteStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let params = batch::Params::new(batch)?;
+        let params = batch::Params::new(batch, &self.packer)?;
         let carrying_fsm = batch.iter().position(|write| !write.fsm.is_empty());
         #[cfg(not(feature = "fsm"))]
         if let Some(index) = carrying_fsm {

@@ -9,12 +9,16 @@
 //!   prints `claimed` once its scheduler has claimed it, and never finishes firing it (its
 //!   handler waits forever), so that the kill always falls between the claim and the firing's
 //!   commit.
+//! - `crash_child <database file> large`: appends 4 KiB entries to a [`Journal`] (a state of
+//!   up to 64 KiB, which the store compresses) as fast as it can and prints how many it has
+//!   appended after each acknowledged append. Its first line is `pid <id>`.
 
 use std::io::Write;
 use std::time::Duration;
 
 use durable_runtime::{Context, Runtime, durable_object};
 use durable_sqlx::{SqliteStore, Synchronous};
+use durable_tests::large_state::{Journal, letters};
 
 #[durable_object]
 pub struct CrashCounter {
@@ -87,7 +91,13 @@ async fn main() {
             let rt = Runtime::builder(store).register::<CrashAlarm>().build();
             arm_and_hang(rt, delay_ms).await;
         }
-        Some(other) => panic!("unknown mode {other}: use full, full-short-wal, normal or alarm"),
+        Some("large") => {
+            let store = open(Synchronous::Full).await;
+            append_forever(Runtime::builder(store).register::<Journal>().build()).await
+        }
+        Some(other) => {
+            panic!("unknown mode {other}: use full, full-short-wal, normal, alarm or large")
+        }
     }
 }
 
@@ -99,6 +109,18 @@ async fn increment_forever(rt: Runtime) {
             .await
             .expect("increment");
         writeln!(out, "{value}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+async fn append_forever(rt: Runtime) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "pid {}", std::process::id()).expect("stdout");
+    for seed in 0.. {
+        let appended = Journal::append(&rt, "crash", letters(4096, seed))
+            .await
+            .expect("append");
+        writeln!(out, "{appended}").expect("stdout");
         out.flush().expect("stdout");
     }
 }
