@@ -53,6 +53,9 @@
 //!   `state::jsonb ->> 'count'` on Postgres). Not `jsonb`: Postgres' `jsonb` rejects strings
 //!   holding U+0000 (which JSON writes as the escape `\u0000`), while `TEXT` keeps every state
 //!   exactly, byte for byte. A state that is not UTF-8 or holds a raw NUL byte is rejected.
+//!   On SQLite, a state of 16 KiB or more is stored compressed, as a zstd frame in a `BLOB`,
+//!   which SQL does not read as JSON
+//!   ([`SqliteStoreBuilder::compress_states_from`](crate::SqliteStoreBuilder::compress_states_from)).
 //! - `version` starts at 1 and grows by one on each write; a write names the version it
 //!   replaces and fails with a conflict if the row moved on.
 //! - A deleted object keeps its row as a *tombstone*: `state` is `NULL` and `version` one

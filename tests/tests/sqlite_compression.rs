@@ -1,4 +1,5 @@
-//! Large states on SQLite are stored compressed (`SqliteStoreBuilder::compress_states_from`):
+//! Large states on SQLite are stored compressed (`SqliteStoreBuilder::compress_states_from`),
+//! and their batches journal in memory:
 //! the runtime and the application see the same bytes, small states stay JSON text that SQL
 //! reads, a compressed state that does not decompress fails its object alone and is kept, and
 //! the write path's guarantees hold for compressed states as for text: a failed or unknown
@@ -113,6 +114,29 @@ async fn large_states_are_stored_compressed_and_read_back_whole() {
     store.commit(&[write]).await.unwrap();
     assert_eq!(stored_form(&store, &large).await.0, "text");
     assert_eq!(loaded_state(&store, &large).await, small_state);
+}
+
+/// A batch's multi-row statements journal the pages they change; SQLite spills that journal to
+/// a temporary file past 64 KiB, which for large states handed as many bytes again to `write`
+/// as the WAL got. Every connection of the store keeps temporary storage in memory.
+#[tokio::test]
+async fn statement_journals_stay_in_memory_on_every_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::builder(dir.path().join("c.db"))
+        .max_connections(3)
+        .open()
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut conn = store.pool().acquire().await.unwrap();
+        let temp_store: i64 = durable_sqlx::sqlx::query_scalar("PRAGMA temp_store")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(temp_store, 2, "MEMORY");
+        held.push(conn);
+    }
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! odd ids and alarm names, large states, and JSON escapes such as `\u0000`.
 
 use super::support::{alarm_times, alarms, at, commit_ok, insert, json, key, load, set, update};
-use crate::storage::{ObjectKey, ObjectWrite, Storage, StoredObject};
+use crate::storage::{Loaded, ObjectKey, ObjectWrite, Storage, StoredObject};
 
 /// `list_ids` pages through one type's ids in order, with a cursor, and only that type's.
 pub async fn list_ids_pages<S: Storage + ?Sized>(store: &S) {
@@ -143,7 +143,8 @@ pub async fn odd_ids_round_trip<S: Storage + ?Sized>(store: &S) {
     assert!(store.list_ids(ty, None, 100).await.unwrap().ids.is_empty());
 }
 
-/// A state of more than 1 MiB round-trips, and can be replaced by another.
+/// A state of more than 1 MiB round-trips, can be replaced by another, and comes back whole
+/// from a batched read beside a small state and an absent object.
 pub async fn large_state_round_trips<S: Storage + ?Sized>(store: &S) {
     let k = key("large_state_round_trips", "a");
     let big = |fill: char| {
@@ -165,9 +166,31 @@ pub async fn large_state_round_trips<S: Storage + ?Sized>(store: &S) {
     assert_eq!(
         load(store, &k).await,
         Some(StoredObject {
-            state: second,
+            state: second.clone(),
             version: 2
         })
+    );
+    let small_key = key("large_state_round_trips", "b");
+    let small = json(serde_json::json!({ "n": 1 }));
+    commit_ok(store, &[insert(&small_key, &small)]).await;
+    let missing = key("large_state_round_trips", "missing");
+    let loaded = store
+        .load_many(&[small_key, k, missing])
+        .await
+        .expect("a batched load");
+    assert_eq!(
+        loaded,
+        vec![
+            Loaded::Object(StoredObject {
+                state: small,
+                version: 1
+            }),
+            Loaded::Object(StoredObject {
+                state: second,
+                version: 2
+            }),
+            Loaded::Absent,
+        ]
     );
 }
 

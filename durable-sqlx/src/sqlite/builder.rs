@@ -555,7 +555,8 @@ impl SqliteStoreBuilder {
     /// pending migrations unless [`migrate_on_open`](Self::migrate_on_open) is off.
     ///
     /// The connections use WAL mode, the configured `synchronous` level, busy timeout, page
-    /// cache and memory map, and the store starts its
+    /// cache and memory map, temporary storage in memory (`temp_store = MEMORY`), and the
+    /// store starts its
     /// [background checkpointer](Self::background_checkpoints) (except for a pool given to
     /// [`SqliteStore::builder_with_pool`], used as it is).
     ///
@@ -599,6 +600,11 @@ impl SqliteStoreBuilder {
             .pragma("mmap_size", self.mmap_size.to_string())
             .pragma("wal_autocheckpoint", autocheckpoint.to_string())
             .pragma("journal_size_limit", self.wal_size_limit.to_string())
+            // A batch's multi-row statements keep the pages they change in a statement journal,
+            // which SQLite spills to a temporary file past 64 KiB: for large states, as many
+            // bytes again handed to `write` as the WAL gets. In memory it is bounded by the
+            // batch, whose states are in memory already.
+            .pragma("temp_store", "memory")
             .row_buffer_size(ROW_BUFFER_SIZE)
             .busy_timeout(self.busy_timeout);
         if !in_memory {
