@@ -28,7 +28,8 @@
 //! their commits checkpoint (default: the store's default); `--cache-size`, `--mmap-size` (bytes)
 //! and `--inline-checkpoints` the store's page cache, memory map and checkpoints in the commit
 //! path (with `--page-size 1024 --cache-size 2048000 --mmap-size 0 --inline-checkpoints`, the
-//! store's settings of earlier versions). `scale` (outside `all`; see `scale.rs`) takes
+//! store's settings of earlier versions); `--compress-states-from BYTES|off` the state size from
+//! which the store compresses states (`off`: never). `scale` (outside `all`; see `scale.rs`) takes
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
 //! and `--stored` (comma-separated counts). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
@@ -140,6 +141,9 @@ pub(crate) struct Settings {
     pub(crate) mmap_size: Option<u64>,
     /// SQLite checkpoints in the commit path instead of in the background.
     pub(crate) inline_checkpoints: bool,
+    /// The state size from which SQLite stores states compressed (`Some(None)`: never;
+    /// default: the store's).
+    pub(crate) compress_states_from: Option<Option<usize>>,
     /// The options of `scale`.
     pub(crate) scale: scale::Options,
     /// The options of `alarms-scale`.
@@ -190,6 +194,7 @@ fn parse_args() -> Result<Settings, String> {
         cache_size: None,
         mmap_size: None,
         inline_checkpoints: false,
+        compress_states_from: None,
         scale: scale::Options::default(),
         alarms_scale: alarms_scale::Options::default(),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
@@ -220,6 +225,17 @@ fn parse_args() -> Result<Settings, String> {
             "--cache-size" => settings.cache_size = Some(value(&mut args, "--cache-size")?),
             "--mmap-size" => settings.mmap_size = Some(value(&mut args, "--mmap-size")?),
             "--inline-checkpoints" => settings.inline_checkpoints = true,
+            "--compress-states-from" => {
+                let bytes = value::<String>(&mut args, "--compress-states-from")?;
+                settings.compress_states_from = Some(match bytes.as_str() {
+                    "off" => None,
+                    bytes => Some(
+                        bytes
+                            .parse()
+                            .map_err(|e| format!("--compress-states-from: {e}"))?,
+                    ),
+                });
+            }
             "--smoke" => settings.smoke = true,
             "scale" => settings.scenarios.push("scale".to_owned()),
             flag if settings.scale.parse(flag, &mut args)? => {}

@@ -126,6 +126,9 @@ pub(crate) async fn sqlite_store(
     if let Some(bytes) = settings.mmap_size {
         builder = builder.mmap_size(bytes);
     }
+    if let Some(from) = settings.compress_states_from {
+        builder = builder.compress_states_from(from);
+    }
     builder.open().await.map_err(|e| e.to_string())
 }
 
