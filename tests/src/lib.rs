@@ -27,6 +27,14 @@ enum Location {
 }
 
 impl Backend {
+    /// The Postgres schema of the backend's tables; `None` off Postgres.
+    pub fn postgres_schema(&self) -> Option<&str> {
+        match &self.location {
+            Location::Postgres { schema, .. } => Some(schema),
+            Location::Memory | Location::Sqlite(_) => None,
+        }
+    }
+
     /// A second handle on the same database, as another process would open it: its own
     /// connections to the same SQLite file or Postgres schema (the same store in memory).
     pub async fn open_again(&self) -> Arc<dyn Storage> {
