@@ -3,8 +3,9 @@
 //! This file holds the store itself: its constructors, its pool, and its [`Storage`]
 //! implementation. The rest is one concern per file: the settings it is opened with
 //! ([`builder`]), its schema migrations ([`migrate`]), the statements it runs ([`sql`]), how a
-//! batch is committed ([`batch`]) and the one connection it writes through ([`writer`]); the
-//! FSM engine's store in the same database is [`fsm`] (feature `fsm`).
+//! batch is committed ([`batch`]), how large states are compressed ([`packing`]), the one
+//! connection it writes through ([`writer`]) and the background checkpointer
+//! ([`checkpoint`]); the FSM engine's store in the same database is [`fsm`] (feature `fsm`).
 
 use std::path::Path;
 use std::sync::Arc;

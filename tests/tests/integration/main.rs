@@ -118,6 +118,7 @@ mod outside_alarms;
 mod runtime_core;
 mod schemas;
 mod shared_database;
+mod sqlite_compression;
 mod storage_memory;
 mod storage_postgres;
 mod storage_sqlite;
