@@ -1,10 +1,10 @@
-//! Large states on SQLite are stored compressed (`SqliteStoreBuilder::compress_states_from`),
-//! and their batches journal in memory:
+//! Large states on SQLite are stored compressed (`SqliteStoreBuilder::compress_states_from`):
 //! the runtime and the application see the same bytes, small states stay JSON text that SQL
 //! reads, a compressed state that does not decompress fails its object alone and is kept, and
 //! the write path's guarantees hold for compressed states as for text: a failed or unknown
 //! commit rolls the object back to what is stored, two runtimes on one file fence each other's
-//! writes, and a killed process loses no acknowledged write.
+//! writes, and a killed process loses no acknowledged write. The store's statement journals
+//! stay in memory, so that a batch of large states does not write them to a temporary file.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
