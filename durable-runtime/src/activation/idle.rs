@@ -21,6 +21,10 @@ use crate::object::handle::{Runtime, Shared};
 /// Deadlines (uptime milliseconds) and the inboxes armed for each.
 type Armed<O> = BTreeMap<u64, Vec<Weak<Inbox<O>>>>;
 
+/// Room made for the inboxes of a new deadline: a busy type arms many in the same millisecond,
+/// and growing the list one doubling at a time costs a reallocation for each.
+const DEADLINE_CAPACITY: usize = 16;
+
 /// The idle timers of one type's live objects.
 pub(crate) struct IdleTimers<O: DurableObject> {
     armed: Mutex<Armed<O>>,
@@ -72,7 +76,10 @@ impl<O: DurableObject> IdleTimers<O> {
         let earliest = {
             let mut armed = self.lock();
             let earliest = armed.keys().next().is_none_or(|first| at < *first);
-            armed.entry(at).or_default().push(Arc::downgrade(inbox));
+            armed
+                .entry(at)
+                .or_insert_with(|| Vec::with_capacity(DEADLINE_CAPACITY))
+                .push(Arc::downgrade(inbox));
             earliest
         };
         if !self.started.swap(true, Ordering::AcqRel) {

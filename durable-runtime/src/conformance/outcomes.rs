@@ -162,6 +162,8 @@ pub async fn fail_alarm_retry<S: Storage + ?Sized>(store: &S) {
         (claimed[0].attempts, claimed[0].claimed_at),
         (1, Some(at(3)))
     );
+    // A claim returns the whole record as storage now holds it: its error included.
+    assert_eq!(claimed, alarms(store, &k).await);
     assert!(
         store
             .fail_alarm(&k, "x", at(3), 2, "again", Some(at(7)))

@@ -89,7 +89,13 @@ impl Context {
     pub(crate) fn absorb(&self, fork: Self) {
         let changes = fork.take_alarm_changes();
         if !changes.is_empty() {
-            self.changes().extend(changes);
+            let mut mine = self.changes();
+            if mine.is_empty() {
+                // The common case (an alarm handler removing its alarm): moved, not copied.
+                *mine = changes;
+            } else {
+                mine.extend(changes);
+            }
         }
         let kv = fork.take_kv();
         if !kv.is_empty() {

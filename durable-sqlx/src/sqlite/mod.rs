@@ -39,7 +39,7 @@ use builder::Source;
 pub use builder::{SqliteStoreBuilder, Synchronous};
 use checkpoint::{Checkpointer, Limits};
 use packing::{Packer, unpack};
-use sql::{Sql, alarm_from_row};
+use sql::{Sql, alarm_from_row, claimed_from_row};
 use writer::Writer;
 
 fn db_err(err: sqlx::Error) -> StorageError {
@@ -463,6 +463,7 @@ impl Storage for SqliteStore {
         let now = to_micros(now)?;
         let due_by = to_micros(due_by)?;
         let lease_until = to_micros(lease_until)?;
+        let claimed_at = from_micros(now)?;
         // One statement in one immediate transaction: no other writer can claim the same rows
         // between the selection and the update.
         let mut writer = self.writer.lock().await?;
@@ -486,7 +487,9 @@ impl Storage for SqliteStore {
             }
         };
         writer.transaction_ended();
-        Ok(claimed_alarms(&rows, alarm_from_row))
+        Ok(claimed_alarms(&rows, |row| {
+            claimed_from_row(row, claimed_at)
+        }))
     }
 
     async fn renew_alarm_claims(

@@ -2,6 +2,8 @@
 //! filled in, and the decoding of the alarm rows they return. A batch's statements are built
 //! in [`batch`].
 
+use std::time::SystemTime;
+
 use durable_runtime::storage::{AlarmRecord, ObjectKey, StorageError};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlStr};
@@ -74,6 +76,12 @@ fn dead_alarms(alarms: &str, of_type: bool, after: bool) -> SqlStr {
 
 const ALARM_COLUMNS: &str =
     "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead, payload";
+
+/// What a claim returns of each alarm it claims, read by position ([`claimed_from_row`]): not
+/// its claim time, which the claim sets, nor `dead`, which the claim requires to be 0. Every
+/// column returned is a value copied for the runtime's thread, and a burst of due alarms is
+/// claimed a batch of hundreds of rows at a time.
+const CLAIMED_COLUMNS: &str = "object_type, object_id, name, due_at, attempts, last_error, payload";
 
 impl Sql {
     pub(super) fn new(names: &Names) -> Self {
@@ -199,7 +207,7 @@ impl Sql {
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT ?4
                  )
-                 RETURNING {ALARM_COLUMNS};
+                 RETURNING {CLAIMED_COLUMNS};
                  COMMIT;"
             )),
             // `$1`: the claims, a JSON array of `[type, id, name, claimed at]`; `$2`: the end
@@ -246,6 +254,26 @@ impl Sql {
             )),
         }
     }
+}
+
+/// An alarm claimed at `claimed_at`, from a row of [`CLAIMED_COLUMNS`].
+pub(super) fn claimed_from_row(
+    row: &SqliteRow,
+    claimed_at: SystemTime,
+) -> Result<AlarmRecord, StorageError> {
+    Ok(AlarmRecord {
+        key: ObjectKey::new(
+            row.try_get::<String, _>(0).map_err(db_err)?,
+            row.try_get::<String, _>(1).map_err(db_err)?,
+        ),
+        name: row.try_get(2).map_err(db_err)?,
+        due_at: from_micros(row.try_get(3).map_err(db_err)?)?,
+        attempts: from_db_attempts(row.try_get(4).map_err(db_err)?)?,
+        claimed_at: Some(claimed_at),
+        last_error: row.try_get(5).map_err(db_err)?,
+        dead: false,
+        payload: row.try_get(6).map_err(db_err)?,
+    })
 }
 
 pub(super) fn alarm_from_row(row: &SqliteRow) -> Result<AlarmRecord, StorageError> {
