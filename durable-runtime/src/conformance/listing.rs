@@ -1,7 +1,9 @@
 //! Checks on listing ids and on what must round-trip exactly: `list_ids` pages and byte order,
 //! odd ids and alarm names, large states, and JSON escapes such as `\u0000`.
 
-use super::support::{alarm_times, alarms, at, commit_ok, insert, json, key, load, set, update};
+use super::support::{
+    alarm_times, alarms, at, claim, commit_ok, insert, json, key, load, set, update,
+};
 use crate::storage::{Loaded, ObjectKey, ObjectWrite, Storage, StoredObject};
 
 /// `list_ids` pages through one type's ids in order, with a cursor, and only that type's.
@@ -81,8 +83,9 @@ pub async fn list_ids_byte_order<S: Storage + ?Sized>(store: &S) {
     assert_eq!(paged, expected, "paging in byte order");
 }
 
-/// Ids and alarm names with SQL and URL metacharacters, quotes, whitespace, non-ASCII text and
-/// the maximum length (1024 bytes) round-trip exactly.
+/// Ids and alarm names with SQL and URL metacharacters, quotes, whitespace, control characters,
+/// non-ASCII text and the maximum length (1024 bytes) round-trip exactly: loaded, listed and
+/// claimed.
 pub async fn odd_ids_round_trip<S: Storage + ?Sized>(store: &S) {
     let ty = "conformance.odd_ids_round_trip";
     let long = "x".repeat(crate::MAX_ID_LEN);
@@ -101,6 +104,7 @@ pub async fn odd_ids_round_trip<S: Storage + ?Sized>(store: &S) {
         "tab\there",
         "new\nline",
         "back\\slash",
+        "ctl\u{1}\u{1f}\u{7f}",
         " leading and trailing ",
         "?1 $1 :name @p",
         "a*b[c]",
@@ -123,8 +127,18 @@ pub async fn odd_ids_round_trip<S: Storage + ?Sized>(store: &S) {
             "alarm name {id:?}"
         );
     }
+    // A claim returns each key and alarm name exactly as stored.
+    let mut claimed: Vec<(String, String)> = claim(store, at(5), at(60_000), 100)
+        .await
+        .into_iter()
+        .filter(|alarm| alarm.key.object_type == ty)
+        .map(|alarm| (alarm.key.object_id, alarm.name))
+        .collect();
+    claimed.sort();
     let mut expected: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
     expected.sort();
+    let named: Vec<(String, String)> = expected.iter().map(|id| (id.clone(), id.clone())).collect();
+    assert_eq!(claimed, named, "claimed keys and names");
     assert_eq!(store.list_ids(ty, None, 100).await.unwrap().ids, expected);
     let after_percent = store.list_ids(ty, Some("%"), 100).await.unwrap().ids;
     assert_eq!(

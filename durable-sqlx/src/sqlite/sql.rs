@@ -77,11 +77,13 @@ fn dead_alarms(alarms: &str, of_type: bool, after: bool) -> SqlStr {
 const ALARM_COLUMNS: &str =
     "object_type, object_id, name, due_at, attempts, claimed_at, last_error, dead, payload";
 
-/// What a claim returns of each alarm it claims, read by position ([`claimed_from_row`]): not
-/// its claim time, which the claim sets, nor `dead`, which the claim requires to be 0. Every
-/// column returned is a value copied for the runtime's thread, and a burst of due alarms is
-/// claimed a batch of hundreds of rows at a time.
-const CLAIMED_COLUMNS: &str = "object_type, object_id, name, due_at, attempts, last_error, payload";
+/// What a claim returns of each alarm it claims ([`claimed_from_row`]): one JSON array of its
+/// type, id, name, due time, attempts, last error and payload (in hex, `null` for none), not its
+/// claim time, which the claim sets, nor `dead`, which the claim requires to be 0. Every column
+/// returned is a value the connection's thread copies and the runtime's frees, and a burst of
+/// due alarms is claimed a batch of hundreds of rows at a time: one column a row, not seven.
+const CLAIMED_ROW: &str = "json_array(object_type, object_id, name, due_at, attempts, last_error,
+                               CASE WHEN payload IS NULL THEN NULL ELSE hex(payload) END)";
 
 impl Sql {
     pub(super) fn new(names: &Names) -> Self {
@@ -207,7 +209,7 @@ impl Sql {
                      ORDER BY due_at, object_type, object_id, name
                      LIMIT ?4
                  )
-                 RETURNING {CLAIMED_COLUMNS};
+                 RETURNING {CLAIMED_ROW};
                  COMMIT;"
             )),
             // `$1`: the claims, a JSON array of `[type, id, name, claimed at]`; `$2`: the end
@@ -256,23 +258,39 @@ impl Sql {
     }
 }
 
-/// An alarm claimed at `claimed_at`, from a row of [`CLAIMED_COLUMNS`].
+/// A claimed alarm as [`CLAIMED_ROW`] encodes it.
+type ClaimedRow = (
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+);
+
+/// An alarm claimed at `claimed_at`, from a row of [`CLAIMED_ROW`].
 pub(super) fn claimed_from_row(
     row: &SqliteRow,
     claimed_at: SystemTime,
 ) -> Result<AlarmRecord, StorageError> {
+    let decode =
+        |error: Box<dyn std::error::Error + Send + Sync>| db_err(sqlx::Error::Decode(error));
+    let text: &str = row.try_get(0).map_err(db_err)?;
+    let (object_type, object_id, name, due_at, attempts, last_error, payload): ClaimedRow =
+        serde_json::from_str(text).map_err(|error| decode(error.into()))?;
     Ok(AlarmRecord {
-        key: ObjectKey::new(
-            row.try_get::<String, _>(0).map_err(db_err)?,
-            row.try_get::<String, _>(1).map_err(db_err)?,
-        ),
-        name: row.try_get(2).map_err(db_err)?,
-        due_at: from_micros(row.try_get(3).map_err(db_err)?)?,
-        attempts: from_db_attempts(row.try_get(4).map_err(db_err)?)?,
+        key: ObjectKey::new(object_type, object_id),
+        name,
+        due_at: from_micros(due_at)?,
+        attempts: from_db_attempts(attempts)?,
         claimed_at: Some(claimed_at),
-        last_error: row.try_get(5).map_err(db_err)?,
+        last_error,
         dead: false,
-        payload: row.try_get(6).map_err(db_err)?,
+        payload: payload
+            .map(hex::decode)
+            .transpose()
+            .map_err(|error| decode(error.into()))?,
     })
 }
 
