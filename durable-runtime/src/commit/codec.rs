@@ -1,7 +1,7 @@
 //! How object state is encoded for storage: JSON, so stored rows stay readable with SQL.
 //!
-//! Decoding goes through `serde_path_to_error`, so a state that no longer fits its struct is
-//! reported with the path of the failing field.
+//! A state that no longer fits its struct is decoded again through `serde_path_to_error`, so
+//! that the failure is reported with the path of the failing field.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -37,6 +37,11 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailu
 }
 
 fn decode_unguarded<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeFailure> {
+    // The plain decoder first: tracking the path copies every field name it passes, and is
+    // only needed to explain a failure.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| DecodeFailure {
         path: e.path().to_string(),

@@ -487,6 +487,9 @@ impl Storage for SqliteStore {
             }
         };
         writer.transaction_ended();
+        // The rows are this task's: the writer goes to whoever waits for it (a group commit,
+        // most often) before they are decoded.
+        drop(writer);
         Ok(claimed_alarms(&rows, |row| {
             claimed_from_row(row, claimed_at)
         }))
