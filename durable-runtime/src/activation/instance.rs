@@ -154,7 +154,7 @@ impl<O: DurableObject> Drop for Instance<O> {
                 self.inbox.abandon();
                 self.set_residency(Residency::Unloaded);
                 self.runtime().release_live_slot();
-                metrics::live_objects(O::TYPE_NAME, -1.0);
+                metrics::live_objects::<O>(-1.0);
             }
         }
     }
@@ -189,7 +189,7 @@ impl<O: DurableObject> Parked<O> {
             return;
         };
         if !instance.runtime().is_closing() {
-            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+            metrics::count::<O>(metrics::SHUTDOWNS);
         }
         instance.emit(|key| Event::ShutDown { key });
         // Dropped: it leaves the live objects.
@@ -416,7 +416,7 @@ impl<O: DurableObject> Instance<O> {
         let id = self.key().object_id.clone();
         self.entry.deregister(&id, &self.inbox);
         if !self.runtime().is_closing() {
-            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+            metrics::count::<O>(metrics::SHUTDOWNS);
         }
         self.emit(|key| Event::ShutDown { key });
     }
@@ -457,7 +457,7 @@ impl<O: DurableObject> Instance<O> {
             Err(error) => {
                 // Failed or unknown outcome: every call that saw this state fails, and
                 // storage is the truth from now on.
-                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                metrics::count::<O>(metrics::PERSISTENCE_FAILURES);
                 self.runtime().commit_failed(&error);
                 let key = self.key().clone();
                 self.inbox.root().durability().failed(&error);
@@ -575,7 +575,7 @@ impl<O: DurableObject> Instance<O> {
         {
             self.slot = Slot::Hibernated { committed, version };
         }
-        metrics::count(metrics::HIBERNATIONS, O::TYPE_NAME);
+        metrics::count::<O>(metrics::HIBERNATIONS);
         self.emit(|key| Event::Hibernated { key });
         dormant
     }
@@ -584,7 +584,7 @@ impl<O: DurableObject> Instance<O> {
     /// objects exact: each moves only when the object enters or leaves its state.
     fn set_residency(&self, residency: Residency) {
         let before = self.inbox.set_residency(residency);
-        metrics::residency_changed(O::TYPE_NAME, before, residency);
+        metrics::residency_changed::<O>(before, residency);
     }
 
     fn emit(&self, event: impl FnOnce(ObjectKey) -> Event) {
@@ -596,7 +596,7 @@ impl<O: DurableObject> Instance<O> {
         let id = &self.ctx.key().object_id;
         let removed = self.entry.deregister(id, &self.inbox);
         if removed {
-            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+            metrics::count::<O>(metrics::SHUTDOWNS);
             self.emit(|key| Event::ShutDown { key });
         }
         removed
@@ -674,7 +674,7 @@ impl<O: DurableObject> Instance<O> {
         };
         let result = self.commit(write).await.map(|write| write.new_version());
         if matches!(result, Err(Error::Storage { .. })) {
-            metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+            metrics::count::<O>(metrics::PERSISTENCE_FAILURES);
         }
         self.set_slot_unloaded();
         result
@@ -697,7 +697,7 @@ impl<O: DurableObject> Instance<O> {
                 Ok(existed)
             }
             Err(source) => {
-                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                metrics::count::<O>(metrics::PERSISTENCE_FAILURES);
                 Err(Error::Storage { key, source })
             }
         };
@@ -981,7 +981,7 @@ impl<O: DurableObject> Instance<O> {
                     stored: true,
                 };
                 self.set_residency(Residency::Active);
-                metrics::woken(O::TYPE_NAME, started.elapsed());
+                metrics::woken::<O>(started.elapsed());
                 self.emit(|key| Event::Woken { key });
                 Ok(())
             }
@@ -1018,7 +1018,7 @@ impl<O: DurableObject> Instance<O> {
             .version(key.clone())
             .await
             .map_err(|source| {
-                metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                metrics::count::<O>(metrics::PERSISTENCE_FAILURES);
                 Error::Storage { key, source }
             })?;
         // Nothing stored counts as version 0, the version of an object never written.
@@ -1031,7 +1031,7 @@ impl<O: DurableObject> Instance<O> {
             stored = stored.unwrap_or(0),
             "another writer replaced the state: reloading before the read"
         );
-        metrics::count(metrics::STALE_RELOADS, O::TYPE_NAME);
+        metrics::count::<O>(metrics::STALE_RELOADS);
         self.set_slot_unloaded();
         self.activate().await
     }
@@ -1050,13 +1050,13 @@ impl<O: DurableObject> Instance<O> {
                 }
                 Err(error) => {
                     if matches!(error, Error::Storage { .. }) {
-                        metrics::count(metrics::PERSISTENCE_FAILURES, O::TYPE_NAME);
+                        metrics::count::<O>(metrics::PERSISTENCE_FAILURES);
                     }
                     return Err(error);
                 }
                 Ok(()) => {
                     self.set_residency(Residency::Active);
-                    metrics::count(metrics::ACTIVATIONS, O::TYPE_NAME);
+                    metrics::count::<O>(metrics::ACTIVATIONS);
                     return Ok(());
                 }
             }

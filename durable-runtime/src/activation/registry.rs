@@ -358,7 +358,7 @@ impl<O: DurableObject> TypeEntry<O> {
     }
 
     fn refuse(&self, id: &str, envelope: Envelope<O>) {
-        metrics::count(metrics::QUEUE_REJECTIONS, O::TYPE_NAME);
+        metrics::count::<O>(metrics::QUEUE_REJECTIONS);
         envelope.fail(Error::Overloaded {
             key: ObjectKey::new(O::TYPE_NAME, id),
             capacity: self.settings.queue_capacity,
@@ -374,7 +374,7 @@ impl<O: DurableObject> TypeEntry<O> {
             self.settings.kv,
         ));
         self.spawn(runtime, Arc::clone(&inbox), origin);
-        metrics::live_objects(O::TYPE_NAME, 1.0);
+        metrics::live_objects::<O>(1.0);
         Mailbox { inbox }
     }
 
@@ -606,10 +606,10 @@ impl<O: DurableObject> TypeEntry<O> {
     /// A dormant object left: its slot and its place in the live count go with it.
     fn forget(&self, runtime: &Runtime, id: &str, counted: bool) {
         if counted {
-            metrics::count(metrics::SHUTDOWNS, O::TYPE_NAME);
+            metrics::count::<O>(metrics::SHUTDOWNS);
         }
-        metrics::live_objects(O::TYPE_NAME, -1.0);
-        metrics::residency_changed(O::TYPE_NAME, Residency::Hibernated, Residency::Unloaded);
+        metrics::live_objects::<O>(-1.0);
+        metrics::residency_changed::<O>(Residency::Hibernated, Residency::Unloaded);
         runtime.release_live_slot();
         runtime.emit(|| Event::ShutDown {
             key: ObjectKey::new(O::TYPE_NAME, id),

@@ -52,8 +52,8 @@ impl<O> TypedTarget<O> {
 }
 
 impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
-    fn type_name(&self) -> &'static str {
-        O::TYPE_NAME
+    fn alarm_fired(&self, outcome: &'static str) {
+        metrics::alarm_of_type_fired::<O>(outcome);
     }
 
     fn fetch_epoch(&self, runtime: &Runtime, id: &str) -> Option<u64> {
@@ -559,7 +559,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         // Deleted (or changed) by another runtime since the claim: nothing to fire.
         claims.take(key, &alarm.name, claimed_at);
         claims.let_go(key, &alarm.name, claimed_at);
-        metrics::alarm_fired(target.type_name(), "revoked");
+        target.alarm_fired("revoked");
         return;
     }
     let attempt = alarm.attempts + 1;
@@ -580,12 +580,12 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         Ok(Fired::Ran) => {
             // Removed in the handler's own commit.
             claims.let_go(key, &alarm.name, claimed_at);
-            metrics::alarm_fired(target.type_name(), "ok");
+            target.alarm_fired("ok");
             return;
         }
         Ok(Fired::Revoked) => {
             // The change that revoked it answers for its claim.
-            metrics::alarm_fired(target.type_name(), "revoked");
+            target.alarm_fired("revoked");
             return;
         }
         Err(
@@ -594,7 +594,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
             | Error::TooManyObjects { .. }
             | Error::Conflict { .. }),
         ) => {
-            metrics::alarm_fired(target.type_name(), "deferred");
+            target.alarm_fired("deferred");
             // Not an attempt (the handler did not run, or ran on a state another runtime had
             // replaced, and the object reloads): offer it again later without counting it,
             // so that contention alone never makes an alarm dead. A full runtime frees room
@@ -633,10 +633,7 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
             } else {
                 tracing::warn!(object = %key, alarm = %alarm.name, attempt, error = %message, "alarm failed; will retry");
             }
-            metrics::alarm_fired(
-                target.type_name(),
-                if retry_at.is_none() { "dead" } else { "retry" },
-            );
+            target.alarm_fired(if retry_at.is_none() { "dead" } else { "retry" });
             runtime.emit_alarm_failed(&alarm, attempt, &message, retry_at.is_none());
             let retry_at = retry_at.map(crate::storage::truncate_to_micros);
             storage

@@ -201,8 +201,8 @@ pub(crate) trait Objects: Send + Sync {
 
 /// Fires an alarm at an object of a type known only by name.
 pub(crate) trait AlarmTarget: Send + Sync {
-    /// The registered type's name.
-    fn type_name(&self) -> &'static str;
+    /// Counts an alarm of the type fired with `outcome`.
+    fn alarm_fired(&self, outcome: &'static str);
 
     /// The registry's count to read the object's state under, or `None` if the object is
     /// registered (see `TypeEntry::fetch_epoch`).

@@ -44,12 +44,14 @@
 //! assert_eq!(metrics::COMMIT_DURATION, "durable_commit_duration_seconds");
 //! ```
 
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata};
 
 use crate::activation::registry::Residency;
+use crate::object::DurableObject;
 
 /// Calls handled, by `type`, `handler` and `outcome`, counted when the reply goes out: `ok`,
 /// `handler_error`, `panicked`, `timeout`, `encode_failed`, `persistence_failed` (the commit
@@ -174,36 +176,84 @@ impl CallMetrics {
     }
 }
 
-pub(crate) fn live_objects(object_type: &'static str, delta: f64) {
-    metrics::gauge!(LIVE_OBJECTS, "type" => object_type).increment(delta);
+pub(crate) fn live_objects<O: DurableObject>(delta: f64) {
+    gauge(LIVE_OBJECTS, TypeLabels::<O>::TYPE).increment(delta);
 }
 
 /// An object moved from `before` to `after`: the gauges of active and hibernated objects
 /// follow.
-pub(crate) fn residency_changed(object_type: &'static str, before: Residency, after: Residency) {
+pub(crate) fn residency_changed<O: DurableObject>(before: Residency, after: Residency) {
     if before == after {
         return;
     }
-    let gauge = |residency| match residency {
+    let name = |residency| match residency {
         Residency::Active => Some(ACTIVE_OBJECTS),
         Residency::Hibernated => Some(HIBERNATED_OBJECTS),
         Residency::Unloaded => None,
     };
-    if let Some(name) = gauge(before) {
-        metrics::gauge!(name, "type" => object_type).decrement(1.0);
+    if let Some(name) = name(before) {
+        gauge(name, TypeLabels::<O>::TYPE).decrement(1.0);
     }
-    if let Some(name) = gauge(after) {
-        metrics::gauge!(name, "type" => object_type).increment(1.0);
+    if let Some(name) = name(after) {
+        gauge(name, TypeLabels::<O>::TYPE).increment(1.0);
     }
 }
 
-pub(crate) fn count(name: &'static str, object_type: &'static str) {
-    metrics::counter!(name, "type" => object_type).increment(1);
+pub(crate) fn count<O: DurableObject>(name: &'static str) {
+    let key = Key::from_static_parts(name, TypeLabels::<O>::TYPE);
+    metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA)).increment(1);
 }
 
-pub(crate) fn woken(object_type: &'static str, took: Duration) {
-    count(WAKES, object_type);
-    metrics::histogram!(WAKE_DURATION, "type" => object_type).record(took.as_secs_f64());
+pub(crate) fn woken<O: DurableObject>(took: Duration) {
+    count::<O>(WAKES);
+    let key = Key::from_static_parts(WAKE_DURATION, TypeLabels::<O>::TYPE);
+    metrics::with_recorder(|recorder| recorder.register_histogram(&key, &METADATA))
+        .record(took.as_secs_f64());
+}
+
+/// An alarm of type `O` fired with `outcome` (one of the outcomes [`ALARMS_FIRED`] lists).
+pub(crate) fn alarm_of_type_fired<O: DurableObject>(outcome: &'static str) {
+    let labels = match outcome {
+        "ok" => TypeLabels::<O>::ALARM_OK,
+        "revoked" => TypeLabels::<O>::ALARM_REVOKED,
+        "deferred" => TypeLabels::<O>::ALARM_DEFERRED,
+        "retry" => TypeLabels::<O>::ALARM_RETRY,
+        "dead" => TypeLabels::<O>::ALARM_DEAD,
+        other => return alarm_fired(O::TYPE_NAME, other),
+    };
+    let key = Key::from_static_parts(ALARMS_FIRED, labels);
+    metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA)).increment(1);
+}
+
+/// Where the runtime's metrics come from, for recorders that filter by target or level.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// The labels of object type `O`'s metrics, built at compile time: recording one builds no
+/// list of labels, where the `metrics` macros allocate one at every call (several per firing
+/// of an alarm, or per activation).
+struct TypeLabels<O>(PhantomData<fn() -> O>);
+
+impl<O: DurableObject> TypeLabels<O> {
+    const TYPE: &'static [Label] = &[Label::from_static_parts("type", O::TYPE_NAME)];
+    const ALARM_OK: &'static [Label] = &Self::alarm("ok");
+    const ALARM_REVOKED: &'static [Label] = &Self::alarm("revoked");
+    const ALARM_DEFERRED: &'static [Label] = &Self::alarm("deferred");
+    const ALARM_RETRY: &'static [Label] = &Self::alarm("retry");
+    const ALARM_DEAD: &'static [Label] = &Self::alarm("dead");
+
+    const fn alarm(outcome: &'static str) -> [Label; 2] {
+        [
+            Label::from_static_parts("type", O::TYPE_NAME),
+            Label::from_static_parts("outcome", outcome),
+        ]
+    }
+}
+
+/// The gauge `name` with `labels`, from the installed recorder.
+fn gauge(name: &'static str, labels: &'static [Label]) -> Gauge {
+    let key = Key::from_static_parts(name, labels);
+    metrics::with_recorder(|recorder| recorder.register_gauge(&key, &METADATA))
 }
 
 /// `object_type` is the registered type's name where the scheduler has it (no copy), or the

@@ -1103,10 +1103,31 @@ fn calls_of(snapshot: &Snapshot, handler: &str) -> u64 {
         .sum()
 }
 
+/// How many alarms of `Reminder` were counted as fired with `outcome`, in `snapshot`: the
+/// counter's labels are the type and the outcome, exactly.
+fn alarms_fired(snapshot: &Snapshot, outcome: &str) -> u64 {
+    snapshot
+        .iter()
+        .filter(|(key, ..)| {
+            let labels: Vec<(&str, &str)> = key
+                .key()
+                .labels()
+                .map(|label| (label.key(), label.value()))
+                .collect();
+            key.key().name() == durable_runtime::metrics::ALARMS_FIRED
+                && labels == [("type", "Reminder"), ("outcome", outcome)]
+        })
+        .map(|(.., value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => *n,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// An alarm claimed ahead fires as one call of its object: the object the claim's batched read
 /// started decodes its state as it starts, ahead of the due time, with no call of its own. One
 /// that read missed (it failed) is activated by a call ahead of the due time, loading its state
-/// on its own, so that its load is not paid late either.
+/// on its own, so that its load is not paid late either. A firing is counted by type and outcome.
 #[tokio::test(start_paused = true)]
 async fn an_alarm_claimed_ahead_fires_as_one_call_and_a_missed_object_loads_ahead() {
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
@@ -1131,6 +1152,11 @@ async fn an_alarm_claimed_ahead_fires_as_one_call_and_a_missed_object_loads_ahea
     let snapshot = snapshotter.snapshot().into_vec();
     assert_eq!(calls_of(&snapshot, "activate"), 0, "activated by a call");
     assert_eq!(calls_of(&snapshot, "alarm"), 1);
+    assert_eq!(
+        alarms_fired(&snapshot, "ok"),
+        1,
+        "counted by type and outcome"
+    );
     assert_eq!(fired(&rt, "batched").await, ["first"]);
     rt.shutdown().await;
 
