@@ -200,15 +200,12 @@ pub(crate) fn residency_changed<O: DurableObject>(before: Residency, after: Resi
 }
 
 pub(crate) fn count<O: DurableObject>(name: &'static str) {
-    let key = Key::from_static_parts(name, TypeLabels::<O>::TYPE);
-    metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA)).increment(1);
+    counter(name, TypeLabels::<O>::TYPE).increment(1);
 }
 
 pub(crate) fn woken<O: DurableObject>(took: Duration) {
     count::<O>(WAKES);
-    let key = Key::from_static_parts(WAKE_DURATION, TypeLabels::<O>::TYPE);
-    metrics::with_recorder(|recorder| recorder.register_histogram(&key, &METADATA))
-        .record(took.as_secs_f64());
+    histogram(WAKE_DURATION, TypeLabels::<O>::TYPE).record(took.as_secs_f64());
 }
 
 /// An alarm of type `O` fired with `outcome` (one of the outcomes [`ALARMS_FIRED`] lists).
@@ -221,8 +218,7 @@ pub(crate) fn alarm_of_type_fired<O: DurableObject>(outcome: &'static str) {
         "dead" => TypeLabels::<O>::ALARM_DEAD,
         other => return alarm_fired(O::TYPE_NAME, other),
     };
-    let key = Key::from_static_parts(ALARMS_FIRED, labels);
-    metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA)).increment(1);
+    counter(ALARMS_FIRED, labels).increment(1);
 }
 
 /// Where the runtime's metrics come from, for recorders that filter by target or level.
@@ -254,6 +250,18 @@ impl<O: DurableObject> TypeLabels<O> {
 fn gauge(name: &'static str, labels: &'static [Label]) -> Gauge {
     let key = Key::from_static_parts(name, labels);
     metrics::with_recorder(|recorder| recorder.register_gauge(&key, &METADATA))
+}
+
+/// The counter `name` with `labels`, from the installed recorder.
+fn counter(name: &'static str, labels: &'static [Label]) -> Counter {
+    let key = Key::from_static_parts(name, labels);
+    metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA))
+}
+
+/// The histogram `name` with `labels`, from the installed recorder.
+fn histogram(name: &'static str, labels: &'static [Label]) -> Histogram {
+    let key = Key::from_static_parts(name, labels);
+    metrics::with_recorder(|recorder| recorder.register_histogram(&key, &METADATA))
 }
 
 /// `object_type` is the registered type's name where the scheduler has it (no copy), or the
