@@ -206,8 +206,11 @@ impl SqliteStore {
     /// Closes the store: stops its background checkpointer and waits until it is done, closes
     /// the writing connection and the pool. Calls on any clone of the store fail afterwards.
     /// Dropping the last clone also stops the checkpointer and closes the connections, without
-    /// waiting; closing makes sure that nothing of the store has the database open any more
-    /// (SQLite then checkpoints the WAL a last time and removes it).
+    /// waiting; closing makes sure that nothing of the store has the database open any more,
+    /// closing the connections one after another so that the last one finds itself last (SQLite
+    /// then checkpoints the WAL a last time and removes it). Connections closed by a drop close
+    /// together, and each may still see another open: the WAL can then stay behind, for the next
+    /// open to read.
     ///
     /// # Examples
     ///

@@ -671,6 +671,33 @@ fn wal_len(path: &Path) -> u64 {
     std::fs::metadata(wal).map_or(0, |meta| meta.len())
 }
 
+/// The WAL frames of the database at `path` not yet copied into it, read from the header of
+/// its shared-memory index (the last frame written, at byte 16; the last copied, at byte 96);
+/// `None` while there is no index.
+fn wal_pending(path: &Path) -> Option<u32> {
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let header = std::fs::read(shm).ok()?;
+    let u32_at = |at: usize| Some(u32::from_ne_bytes(header.get(at..at + 4)?.try_into().ok()?));
+    Some(u32_at(16)? - u32_at(96)?)
+}
+
+/// How many files of the database at `path` (itself, its WAL, its shared-memory index) this
+/// process has open.
+fn open_files(path: &Path) -> usize {
+    let path = path.canonicalize().expect("the database exists");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("the process's open files are listed in /proc")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| {
+            target
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(path.as_os_str().as_encoded_bytes())
+        })
+        .count()
+}
+
 /// Waits, within a deadline that fails the test, until `done` holds.
 async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -845,19 +872,39 @@ async fn the_checkpointer_stops_when_the_store_is_closed_or_dropped() {
     assert!(clone.commit(&[write]).await.is_err());
     assert!(clone.load(&key).await.is_err());
 
-    // Dropped: the last clone gone, the checkpointer closes its connection too.
+    // Dropped: the last clone gone, the checkpointer closes its connection too. The connections
+    // close together, each on its own thread, so the one SQLite lets remove the WAL may not be
+    // last: what is checked is that no file of the database stays open in this process.
     let dropped = dir.path().join("dropped.db");
-    let store = SqliteStore::open(&dropped).await.unwrap();
+    let store = SqliteStore::builder(&dropped)
+        .wal_autocheckpoint(8)
+        .open()
+        .await
+        .unwrap();
     store.commit(&[insert(&key, "{}")]).await.unwrap();
     let clone = store.clone();
     drop(store);
-    // A clone keeps the store, and its checkpointer, running.
+    // A clone keeps the store, and its checkpointer, running: it checkpoints the WAL on its own
+    // connection once 8 pages are waiting (each commit adds at least one), and a look after a
+    // commit finds nothing left to copy.
+    let mut others = 0;
+    eventually("the checkpointer copied the WAL", async || {
+        others += 1;
+        let other = ObjectKey::new("Counter", format!("other{others}"));
+        clone.commit(&[insert(&other, "{}")]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        wal_pending(&dropped) == Some(0)
+    })
+    .await;
+    assert!(open_files(&dropped) >= 3, "the store has the database open");
     let mut write = insert(&key, "{\"n\":2}");
     write.expected_version = 1;
     clone.commit(&[write]).await.unwrap();
     drop(clone);
-    let wal = PathBuf::from(format!("{}-wal", dropped.display()));
-    eventually("every connection closed", async || !wal.exists()).await;
+    eventually("every connection closed", async || {
+        open_files(&dropped) == 0
+    })
+    .await;
     let reopened = SqliteStore::open(&dropped).await.unwrap();
     let stored = reopened.load(&key).await.unwrap().object().expect("stored");
     assert_eq!(stored.state, b"{\"n\":2}");
