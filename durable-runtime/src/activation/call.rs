@@ -243,15 +243,7 @@ where
             Started::Running(chain, future) => (chain, future),
         };
         Run::Running(Box::pin(async move {
-            let mut guarded = std::pin::pin!(chain.scope(AssertUnwindSafe(future).catch_unwind()));
-            // Most handlers finish in their first poll: only one that waits needs a timer.
-            let result = match futures_util::poll!(guarded.as_mut()) {
-                std::task::Poll::Ready(result) => result,
-                std::task::Poll::Pending => match limit {
-                    Some(limit) => tokio::time::timeout(limit, guarded).await.ok()?,
-                    None => guarded.await,
-                },
-            };
+            let result = guarded(chain, future, limit).await?;
             Some(self.settle(result))
         }))
     }
@@ -289,6 +281,24 @@ where
         let keyed = self.keyed.as_ref()?;
         let result = self.result.as_ref()?;
         Some(keyed.reply(result, expires_at))
+    }
+}
+
+/// Runs a handler's future to its end with `chain` as the task-local call chain, its panic
+/// caught; `None` if it was cut off after `limit`.
+pub(crate) async fn guarded<T>(
+    chain: Chain,
+    future: BoxFuture<'_, T>,
+    limit: Option<Duration>,
+) -> Option<std::thread::Result<T>> {
+    let mut guarded = std::pin::pin!(chain.scope(AssertUnwindSafe(future).catch_unwind()));
+    // Most handlers finish in their first poll: only one that waits needs a timer.
+    match futures_util::poll!(guarded.as_mut()) {
+        std::task::Poll::Ready(result) => Some(result),
+        std::task::Poll::Pending => match limit {
+            Some(limit) => tokio::time::timeout(limit, guarded).await.ok(),
+            None => Some(guarded.await),
+        },
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub(crate) mod call;
 pub(crate) mod direct;
+pub(crate) mod fire;
 pub(crate) mod gate;
 pub(crate) mod idempotent;
 pub(crate) mod idle;

@@ -4,10 +4,11 @@
 //! It sleeps until `claim_ahead` before the earliest known due time, and is woken early
 //! whenever this runtime commits an alarm due before that. It then claims the alarms due
 //! within `claim_ahead` (longer when looks at storage are slow: see [`LookTime`]) in one
-//! storage round trip, starts their objects from one batched read of their states, and gives
-//! each alarm a timer task that fires the alarm when it is due, so that neither the claim nor
-//! the object's load is paid at the due time (an object the batched read did not start is
-//! activated, loading its state, before the wait).
+//! storage round trip, starts their objects from one batched read of their states, and queues
+//! the alarms by due time (`alarms::timers`); one firing task hands each to its object when it
+//! is due (`activation::fire`), so that neither the claim nor the object's load is paid at the
+//! due time (an object the batched read did not start is activated, loading its state, before
+//! the wait).
 //!
 //! The claims a runtime owns are capped (`max_claimed`): a burst of due alarms larger than what
 //! it fires in a moment is claimed batch by batch as firings make room, so that claims do not
@@ -31,14 +32,17 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::activation::call::{Access, AsyncBody, SyncBody, call};
+use tokio::sync::oneshot;
+
+use crate::activation::call::{Access, SyncBody, call};
+use crate::activation::fire::{self, Completion};
 use crate::alarms::AlarmSettings;
 use crate::alarms::claims::Hold;
 use crate::alarms::handle::SchedulerHandle;
 use crate::error::Error;
 use crate::object::context::Context;
-use crate::object::handle::{AlarmTarget, Fired, Removal, Runtime, Shared};
-use crate::object::{BoxError, BoxFuture, DurableObject};
+use crate::object::handle::{AlarmTarget, Removal, Runtime, Shared};
+use crate::object::{BoxFuture, DurableObject};
 use crate::observe::metrics;
 use crate::storage::{AlarmClaim, AlarmRecord, Loaded, load_all, truncate_to_micros};
 
@@ -79,49 +83,15 @@ impl<O: DurableObject> AlarmTarget for TypedTarget<O> {
         })
     }
 
-    fn fire<'a>(
-        &'a self,
-        runtime: &'a Runtime,
-        id: &'a str,
-        name: &'a str,
+    fn fire(
+        &self,
+        runtime: &Runtime,
+        alarm: AlarmRecord,
         attempt: u32,
-        payload: Option<Vec<u8>>,
         removal: Removal,
-    ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>> {
-        let name = name.to_owned();
-        Box::pin(call::<O, Fired, BoxError, _>(
-            runtime,
-            id,
-            Access::Write,
-            "alarm",
-            AsyncBody::new(move |state: &mut O, ctx| {
-                match removal {
-                    Removal::Unconditional => ctx.remove_alarm(name.clone()),
-                    Removal::Claimed(claimed_at) => {
-                        // Taken inside the object's task, so a call that cancels the alarm is
-                        // either before this (revoked) or after it (the alarm has fired).
-                        let claims = ctx.runtime().scheduler().claims();
-                        if !claims.take(ctx.key(), &name, claimed_at) {
-                            return Box::pin(std::future::ready(Ok(Fired::Revoked)));
-                        }
-                    }
-                }
-                match state.alarm(ctx, &name, attempt, payload.as_deref()) {
-                    Some(fired) => Box::pin(async move {
-                        fired.await?;
-                        if let Removal::Claimed(claimed_at) = removal {
-                            ctx.finish_alarm(name, claimed_at);
-                        }
-                        Ok(Fired::Ran)
-                    }),
-                    None => {
-                        let message =
-                            format!("`{}` has no alarm handler named `{name}`", O::TYPE_NAME);
-                        Box::pin(std::future::ready(Err(message.into())))
-                    }
-                }
-            }),
-        ))
+        completion: Completion,
+    ) {
+        fire::dispatch::<O>(runtime, alarm, attempt, removal, completion);
     }
 }
 
@@ -139,12 +109,6 @@ fn max_claimed(settings: &AlarmSettings) -> usize {
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
-/// Delay before an alarm refused by an overloaded object is offered again.
-const OVERLOAD_RETRY: Duration = Duration::from_millis(100);
-
-/// Delay before an alarm refused because the runtime holds `max_live_objects` is offered again.
-const FULL_RETRY: Duration = Duration::from_secs(1);
-
 /// The scheduler task. It holds the runtime weakly and ends when the runtime is gone.
 pub(crate) async fn run(
     shared: Weak<Shared>,
@@ -153,6 +117,11 @@ pub(crate) async fn run(
 ) {
     if let Some(runtime) = Runtime::upgrade(&shared) {
         runtime.spawn_task(renew_leases(
+            shared.clone(),
+            Arc::clone(&handle),
+            shutdown.clone(),
+        ));
+        runtime.spawn_task(fire_due(
             shared.clone(),
             Arc::clone(&handle),
             shutdown.clone(),
@@ -310,7 +279,7 @@ enum Claimed {
     Full,
 }
 
-/// Claims one batch of alarms due within `lead` and gives each its timer task.
+/// Claims one batch of alarms due within `lead` and queues them until they are due.
 async fn claim_and_arm(
     runtime: &Runtime,
     settings: &AlarmSettings,
@@ -355,10 +324,30 @@ async fn claim_and_arm(
     }
     claims.end_query(query);
     start_objects(runtime, &held).await;
-    for alarm in held {
-        runtime.spawn_task(fire_when_due(runtime.clone(), alarm));
-    }
+    activate_missed(runtime, &held);
+    runtime.scheduler().timers().arm(held);
     Ok(outcome)
+}
+
+/// Activates, each in a task of its own, the objects of `alarms` due later that the batched
+/// read did not start (it failed, or there was no room), so that they load before their alarm
+/// is due. An object the read started decodes that state as its task starts: activating it
+/// too would cost a call of its own.
+fn activate_missed(runtime: &Runtime, alarms: &[AlarmRecord]) {
+    let now = runtime.now();
+    let mut seen = HashSet::new();
+    for alarm in alarms {
+        if alarm.due_at <= now || !seen.insert(&alarm.key) {
+            continue;
+        }
+        let Some(target) = runtime.alarm_target(&alarm.key.object_type) else {
+            continue;
+        };
+        if target.fetch_epoch(runtime, &alarm.key.object_id).is_some() {
+            let (task, id) = (runtime.clone(), alarm.key.object_id.clone());
+            runtime.spawn_task(async move { target.activate(&task, &id).await });
+        }
+    }
 }
 
 /// Starts the objects of `alarms` that are not live, from one batched read of their states,
@@ -415,44 +404,84 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Dura
     }
 }
 
-/// The timer task of one held alarm: starts its object, waits until the alarm is due and fires
-/// it, unless it is revoked first. At shutdown an unfired claim is released in storage.
-async fn fire_when_due(runtime: Runtime, alarm: AlarmRecord) {
+/// Alarms the firing task takes from the queue before it lets other tasks run.
+const FIRE_BATCH: usize = 256;
+
+/// The firing task: fires each held alarm when it is due, unless it was revoked first. At
+/// shutdown the claims still held are released in storage, so that a restart fires them at
+/// once. It holds the runtime weakly and ends when the runtime is gone.
+async fn fire_due(shared: Weak<Shared>, handle: Arc<SchedulerHandle>, shutdown: CancellationToken) {
+    let timers = handle.timers();
+    let mut due = Vec::with_capacity(FIRE_BATCH);
+    loop {
+        let Some(runtime) = Runtime::upgrade(&shared) else {
+            return;
+        };
+        let next = timers.take_due(runtime.now(), FIRE_BATCH, &mut due);
+        let full = due.len() == FIRE_BATCH;
+        for alarm in due.drain(..) {
+            fire_now(&runtime, alarm);
+        }
+        if full {
+            drop(runtime);
+            tokio::task::yield_now().await;
+            continue;
+        }
+        // Re-read the clock: the wait is to the earliest alarm left.
+        let wait = next.map(|at| at.duration_since(runtime.now()).unwrap_or(Duration::ZERO));
+        drop(runtime);
+        let sleep = async {
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = timers.earlier.notified() => {}
+            () = shutdown.cancelled() => break,
+        }
+    }
+    let Some(runtime) = Runtime::upgrade(&shared) else {
+        return;
+    };
+    for alarm in timers.take_all() {
+        if let Some(claimed_at) = alarm.claimed_at
+            && handle.claims().take(&alarm.key, &alarm.name, claimed_at)
+        {
+            release(&runtime, claim_of(&alarm, claimed_at)).await;
+        }
+    }
+}
+
+/// Fires one held alarm that is due, unless it was revoked: at once if its object is live,
+/// else from a task that first checks the claim is still there.
+fn fire_now(runtime: &Runtime, alarm: AlarmRecord) {
     let Some(claimed_at) = alarm.claimed_at else {
         return;
     };
-    let claims = runtime.scheduler().claims();
-    if alarm.due_at > runtime.now() {
-        // An object the claim's batched read started decodes that state as its task starts:
-        // activating it too would cost a call of its own. Only one that batch did not start
-        // (its read failed, or there was no room) is activated, loading its state, now.
-        if let Some(target) = runtime.alarm_target(&alarm.key.object_type)
-            && target.fetch_epoch(&runtime, &alarm.key.object_id).is_some()
-        {
-            target.activate(&runtime, &alarm.key.object_id).await;
-        }
-        // Re-read the clock: a jump while activating moves the wait, capped by the claim
-        // horizon either way.
-        let wait = alarm
-            .due_at
-            .duration_since(runtime.now())
-            .unwrap_or(Duration::ZERO);
-        let shutdown = runtime.shutdown_token();
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = shutdown.cancelled() => {
-                if claims.take(&alarm.key, &alarm.name, claimed_at) {
-                    release(&runtime, claim_of(&alarm, claimed_at)).await;
-                }
-                return;
-            }
-        }
-    }
-    if !claims.is_held(&alarm.key, &alarm.name, claimed_at) {
+    if !runtime
+        .scheduler()
+        .claims()
+        .is_held(&alarm.key, &alarm.name, claimed_at)
+    {
         metrics::alarm_fired(alarm.key.object_type.clone(), "revoked");
         return;
     }
-    fire_held(runtime, alarm).await;
+    match runtime.alarm_target(&alarm.key.object_type) {
+        Some(target) if target.fetch_epoch(runtime, &alarm.key.object_id).is_none() => {
+            let attempt = alarm.attempts + 1;
+            let completion = Completion::Settle(runtime.clone());
+            target.fire(
+                runtime,
+                alarm,
+                attempt,
+                Removal::Claimed(claimed_at),
+                completion,
+            );
+        }
+        _ => runtime.spawn_task(fire_held(runtime.clone(), alarm, false)),
+    }
 }
 
 /// The claim `alarm` was claimed under at `claimed_at`.
@@ -510,7 +539,7 @@ async fn still_claimed(runtime: &Runtime, alarm: &AlarmRecord, claimed_at: Syste
     }
 }
 
-/// Fires one claimed alarm now and records the outcome.
+/// Fires one claimed alarm now and returns once its outcome is recorded.
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
     let lease_until = lease_end(runtime.now(), runtime.alarm_settings().claim_ttl);
@@ -518,11 +547,12 @@ pub(crate) async fn fire(runtime: Runtime, alarm: AlarmRecord) {
         .scheduler()
         .claims()
         .hold_unchecked(&alarm, lease_until);
-    fire_held(runtime, alarm).await;
+    fire_held(runtime, alarm, true).await;
 }
 
-/// Fires one held alarm and records the outcome.
-async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
+/// Fires one held alarm: hands it to its object, which records the outcome once the handler's
+/// write is committed; `waited`, returns only once the outcome is recorded.
+async fn fire_held(runtime: Runtime, alarm: AlarmRecord, waited: bool) {
     let key = &alarm.key;
     let Some(claimed_at) = alarm.claimed_at else {
         return;
@@ -563,89 +593,22 @@ async fn fire_held(runtime: Runtime, alarm: AlarmRecord) {
         return;
     }
     let attempt = alarm.attempts + 1;
-    let outcome = target
-        .fire(
-            &runtime,
-            &key.object_id,
-            &alarm.name,
-            attempt,
-            alarm.payload.clone(),
-            Removal::Claimed(claimed_at),
-        )
-        .await;
-    // A call that never reached the handler leaves the claim held.
-    claims.take(key, &alarm.name, claimed_at);
-    let storage = runtime.storage();
-    let recorded = match outcome {
-        Ok(Fired::Ran) => {
-            // Removed in the handler's own commit.
-            claims.let_go(key, &alarm.name, claimed_at);
-            target.alarm_fired("ok");
-            return;
-        }
-        Ok(Fired::Revoked) => {
-            // The change that revoked it answers for its claim.
-            target.alarm_fired("revoked");
-            return;
-        }
-        Err(
-            error @ (Error::Overloaded { .. }
-            | Error::ShuttingDown
-            | Error::TooManyObjects { .. }
-            | Error::Conflict { .. }),
-        ) => {
-            target.alarm_fired("deferred");
-            // Not an attempt (the handler did not run, or ran on a state another runtime had
-            // replaced, and the object reloads): offer it again later without counting it,
-            // so that contention alone never makes an alarm dead. A full runtime frees room
-            // only as objects go idle, so it waits longer.
-            let after = match error {
-                Error::TooManyObjects { .. } => FULL_RETRY,
-                _ => OVERLOAD_RETRY,
-            };
-            storage
-                .fail_alarm(
-                    key,
-                    &alarm.name,
-                    claimed_at,
-                    alarm.attempts,
-                    &error.to_string(),
-                    Some(runtime.now() + after),
-                )
-                .await
-        }
-        Err(error) => {
-            let message = match &error {
-                Error::Handler(inner) => inner.to_string(),
-                other => other.to_string(),
-            };
-            let retry = runtime.alarm_settings().retry;
-            let retry_at =
-                (attempt < retry.max_attempts).then(|| runtime.now() + retry.delay_after(attempt));
-            if retry_at.is_none() {
-                tracing::error!(
-                    object = %key,
-                    alarm = %alarm.name,
-                    attempts = attempt,
-                    error = %message,
-                    "alarm failed for the last time; kept as a dead alarm"
-                );
-            } else {
-                tracing::warn!(object = %key, alarm = %alarm.name, attempt, error = %message, "alarm failed; will retry");
-            }
-            target.alarm_fired(if retry_at.is_none() { "dead" } else { "retry" });
-            runtime.emit_alarm_failed(&alarm, attempt, &message, retry_at.is_none());
-            let retry_at = retry_at.map(crate::storage::truncate_to_micros);
-            storage
-                .fail_alarm(key, &alarm.name, claimed_at, attempt, &message, retry_at)
-                .await
-        }
-    };
-    claims.let_go(key, &alarm.name, claimed_at);
-    match recorded {
-        Ok(_) => runtime.signal_alarm_scheduled(),
-        Err(error) => {
-            tracing::warn!(%error, object = %key, alarm = %alarm.name, "recording an alarm outcome failed; the alarm fires again when its lease ends")
-        }
+    let removal = Removal::Claimed(claimed_at);
+    if !waited {
+        let completion = Completion::Settle(runtime.clone());
+        target.fire(&runtime, alarm, attempt, removal, completion);
+        return;
+    }
+    let (reply, outcome) = oneshot::channel();
+    target.fire(
+        &runtime,
+        alarm.clone(),
+        attempt,
+        removal,
+        Completion::Reply(reply),
+    );
+    let outcome = outcome.await.unwrap_or(Err(Error::ShuttingDown));
+    if let Some(error) = fire::settle(&runtime, target.as_ref(), &alarm, claimed_at, outcome) {
+        fire::record_failure(&runtime, target.as_ref(), &alarm, claimed_at, error).await;
     }
 }

@@ -6,13 +6,15 @@ use std::time::SystemTime;
 use tokio::sync::Notify;
 
 use crate::alarms::claims::Claims;
+use crate::alarms::timers::Timers;
 
 /// The scheduler's shared side: wakes it when an alarm is committed, and holds the claims it
-/// took that have not fired yet.
+/// took that have not fired yet, with their alarms queued by due time.
 #[derive(Debug, Default)]
 pub(crate) struct SchedulerHandle {
     pub(crate) notify: Notify,
     claims: Claims,
+    timers: Timers,
     /// While the scheduler sleeps: the due time (microseconds since the Unix epoch) from which
     /// on it claims an alarm on time without being woken, since it looks at storage again
     /// early enough before it (`claim_ahead`, or longer when storage is slow). Zero while it
@@ -49,6 +51,11 @@ impl SchedulerHandle {
     /// The claims held until they fire.
     pub(crate) fn claims(&self) -> &Claims {
         &self.claims
+    }
+
+    /// The held alarms, queued until they are due.
+    pub(crate) fn timers(&self) -> &Timers {
+        &self.timers
     }
 }
 

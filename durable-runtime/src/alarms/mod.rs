@@ -4,6 +4,7 @@ pub(crate) mod args;
 pub(crate) mod claims;
 pub(crate) mod handle;
 pub(crate) mod limit;
+pub(crate) mod timers;
 
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};

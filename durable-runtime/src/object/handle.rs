@@ -16,15 +16,15 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::activation::fire::Completion;
 use crate::alarms::AlarmSettings;
 use crate::alarms::handle::SchedulerHandle;
 use crate::clock::Clock;
 use crate::commit::committer::Committer;
 use crate::commit::freshness::{SecondWriterWarning, VersionChecks};
 use crate::commit::loader::Loader;
-use crate::error::Error;
 use crate::object::type_map::TypeMap;
-use crate::object::{BoxError, BoxFuture, DurableObject, ObjectOptions};
+use crate::object::{BoxFuture, DurableObject, ObjectOptions};
 use crate::observe::events::Event;
 use crate::storage::{AlarmRecord, Loaded, Storage};
 
@@ -214,17 +214,17 @@ pub(crate) trait AlarmTarget: Send + Sync {
     /// Starts the object (loading its state) ahead of an alarm, without changing anything.
     fn activate<'a>(&'a self, runtime: &'a Runtime, id: &'a str) -> BoxFuture<'a, ()>;
 
-    /// Runs the alarm's handler through the object, with the argument stored with the alarm;
-    /// the alarm's removal (see [`Removal`]) is committed with the handler's state.
-    fn fire<'a>(
-        &'a self,
-        runtime: &'a Runtime,
-        id: &'a str,
-        name: &'a str,
+    /// Hands the object of `alarm` the firing of its attempt `attempt`: the handler runs with
+    /// the argument stored with the alarm, the alarm's removal (see [`Removal`]) is committed
+    /// with the handler's state, and `completion` learns the outcome. Returns at once.
+    fn fire(
+        &self,
+        runtime: &Runtime,
+        alarm: AlarmRecord,
         attempt: u32,
-        payload: Option<Vec<u8>>,
         removal: Removal,
-    ) -> BoxFuture<'a, Result<Fired, Error<BoxError>>>;
+        completion: Completion,
+    );
 }
 
 /// How a fired alarm is removed, in the same commit as its handler's state.

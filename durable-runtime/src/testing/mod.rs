@@ -303,18 +303,18 @@ impl TestRuntime {
             let message = format!("alarm `{}` of {key} is not scheduled", alarm.name());
             return Err(Error::Handler(message.into()));
         };
-        let target = crate::activation::scheduler::TypedTarget::<O>::new();
-        crate::object::handle::AlarmTarget::fire(
-            &target,
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        crate::activation::fire::dispatch::<O>(
             &self.runtime,
-            id,
-            alarm.name(),
+            scheduled,
             1,
-            scheduled.payload,
             crate::object::handle::Removal::Unconditional,
-        )
-        .await
-        .map(drop)
+            crate::activation::fire::Completion::Reply(reply),
+        );
+        match outcome.await {
+            Ok(fired) => fired.map(drop),
+            Err(_) => Err(Error::ShuttingDown),
+        }
     }
 
     /// Fires every alarm due now, earliest first, one at a time, with the scheduler's
