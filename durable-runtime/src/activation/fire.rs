@@ -331,3 +331,71 @@ pub(crate) async fn record_failure(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::storage::Storage;
+    use crate::{MemoryStorage, durable_object};
+
+    #[durable_object]
+    pub struct Ringer {
+        attempts: Vec<u32>,
+    }
+
+    #[durable_object]
+    impl Ringer {
+        #[alarm]
+        fn ring(&mut self, attempt: u32) {
+            self.attempts.push(attempt);
+        }
+    }
+
+    /// A firing dropped before its object answered (its object stopped with the runtime)
+    /// settles its claim as refused: the alarm is offered again at once, not when the claim's
+    /// hour-long lease ends, and the refusal does not count as an attempt.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_firing_dropped_unanswered_is_offered_again_without_counting_an_attempt() {
+        let storage = MemoryStorage::new();
+        let rt = Runtime::new(storage.clone());
+        let hour = Duration::from_secs(3600);
+        rt.schedule_alarm("r", Ringer::RING, hour).await.unwrap();
+        let now = rt.now();
+        let claimed = storage
+            .claim_due_alarms(now, now + 2 * hour, now + hour, 1)
+            .await
+            .unwrap();
+        let [alarm] = &claimed[..] else {
+            panic!("one alarm claimed: {claimed:?}");
+        };
+        let claimed_at = alarm.claimed_at.expect("claimed");
+        rt.scheduler().claims().hold_unchecked(alarm, now + hour);
+        drop(Firing::<Ringer> {
+            job: Some(Job {
+                alarm: alarm.clone(),
+                attempt: 1,
+                removal: Removal::Claimed(claimed_at),
+                completion: Completion::Settle(rt.clone()),
+            }),
+            result: None,
+            chain: Chain::default(),
+            object: PhantomData,
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = rt.read_state::<Ringer>("r").await.unwrap();
+            if let Some(state) = state
+                && !state.attempts.is_empty()
+            {
+                assert_eq!(state.attempts, [1], "the refusal was not an attempt");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the alarm fired again");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(rt.list_alarms::<Ringer>("r").await.unwrap().is_empty());
+        rt.shutdown().await;
+    }
+}
