@@ -109,21 +109,42 @@ fn max_claimed(settings: &AlarmSettings) -> usize {
 /// Delay before polling again after storage failed.
 const STORAGE_RETRY: Duration = Duration::from_secs(1);
 
-/// The scheduler task. It holds the runtime weakly and ends when the runtime is gone.
+/// The scheduler task. It holds the runtime weakly and ends when the runtime is gone. At
+/// shutdown it releases in storage the claims still queued, so that a restart fires them at
+/// once: here, after its last claim, so that none is queued after the release.
 pub(crate) async fn run(
     shared: Weak<Shared>,
     handle: Arc<SchedulerHandle>,
     shutdown: CancellationToken,
 ) {
-    if let Some(runtime) = Runtime::upgrade(&shared) {
+    claim_until_shutdown(&shared, &handle, &shutdown).await;
+    let Some(runtime) = Runtime::upgrade(&shared) else {
+        return;
+    };
+    for alarm in handle.timers().take_all() {
+        if let Some(claimed_at) = alarm.claimed_at
+            && handle.claims().take(&alarm.key, &alarm.name, claimed_at)
+        {
+            release(&runtime, claim_of(&alarm, claimed_at)).await;
+        }
+    }
+}
+
+/// The scheduler's loop: claims due alarms until shutdown, or until the runtime is gone.
+async fn claim_until_shutdown(
+    shared: &Weak<Shared>,
+    handle: &Arc<SchedulerHandle>,
+    shutdown: &CancellationToken,
+) {
+    if let Some(runtime) = Runtime::upgrade(shared) {
         runtime.spawn_task(renew_leases(
             shared.clone(),
-            Arc::clone(&handle),
+            Arc::clone(handle),
             shutdown.clone(),
         ));
         runtime.spawn_task(fire_due(
             shared.clone(),
-            Arc::clone(&handle),
+            Arc::clone(handle),
             shutdown.clone(),
         ));
     }
@@ -132,7 +153,7 @@ pub(crate) async fn run(
         if shutdown.is_cancelled() {
             return;
         }
-        let Some(runtime) = Runtime::upgrade(&shared) else {
+        let Some(runtime) = Runtime::upgrade(shared) else {
             return;
         };
         let settings = *runtime.alarm_settings();
@@ -407,9 +428,9 @@ async fn time_until_next(runtime: &Runtime, settings: &AlarmSettings, lead: Dura
 /// Alarms the firing task takes from the queue before it lets other tasks run.
 const FIRE_BATCH: usize = 256;
 
-/// The firing task: fires each held alarm when it is due, unless it was revoked first. At
-/// shutdown the claims still held are released in storage, so that a restart fires them at
-/// once. It holds the runtime weakly and ends when the runtime is gone.
+/// The firing task: fires each held alarm when it is due, unless it was revoked first, until
+/// shutdown (the scheduler task then releases what is left). It holds the runtime weakly and
+/// ends when the runtime is gone.
 async fn fire_due(shared: Weak<Shared>, handle: Arc<SchedulerHandle>, shutdown: CancellationToken) {
     let timers = handle.timers();
     let mut due = Vec::with_capacity(FIRE_BATCH);
@@ -439,17 +460,7 @@ async fn fire_due(shared: Weak<Shared>, handle: Arc<SchedulerHandle>, shutdown: 
         tokio::select! {
             () = sleep => {}
             () = timers.earlier.notified() => {}
-            () = shutdown.cancelled() => break,
-        }
-    }
-    let Some(runtime) = Runtime::upgrade(&shared) else {
-        return;
-    };
-    for alarm in timers.take_all() {
-        if let Some(claimed_at) = alarm.claimed_at
-            && handle.claims().take(&alarm.key, &alarm.name, claimed_at)
-        {
-            release(&runtime, claim_of(&alarm, claimed_at)).await;
+            () = shutdown.cancelled() => return,
         }
     }
 }
