@@ -92,7 +92,7 @@ pub use kv::{
 };
 pub use object::context::Context;
 pub use object::handle::Runtime;
-pub use object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
+pub use object::{AlarmRun, BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
 pub use observe::events::Event;
 pub use observe::metrics;
 pub use runtime::{ObjectStatus, RuntimeBuilder};

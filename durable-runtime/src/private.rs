@@ -12,7 +12,7 @@ pub use crate::error::Error;
 pub use crate::exposed::alarm_args::{alarm_arguments, no_alarm_arguments};
 pub use crate::object::context::Context;
 pub use crate::object::handle::Runtime;
-pub use crate::object::{BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
+pub use crate::object::{AlarmRun, BoxError, BoxFuture, DurableObject, Handlers, ObjectOptions};
 
 use crate::object;
 

@@ -112,8 +112,8 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
                     let __args = match #private::alarm_args::<#ty>(#name, __payload) {
                         ::core::result::Result::Ok(args) => args,
                         ::core::result::Result::Err(error) => {
-                            return ::core::option::Option::Some(::std::boxed::Box::pin(
-                                ::core::future::ready(::core::result::Result::Err(error)),
+                            return ::core::option::Option::Some(#private::AlarmRun::Done(
+                                ::core::result::Result::Err(error),
                             ));
                         }
                     };
@@ -127,13 +127,21 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
         let into_result = quote_spanned! {output.span()=>
             <#output as #private::HookResult>::into_hook_result(#call)
         };
+        // A synchronous handler runs here, without a future.
+        let run = if *is_async {
+            quote! {
+                #private::AlarmRun::Running(::std::boxed::Box::pin(async move {
+                    #into_result
+                }))
+            }
+        } else {
+            quote!(#private::AlarmRun::Done(#into_result))
+        };
         quote! {
             #(#cfgs)*
             #name => {
                 #decode
-                ::core::option::Option::Some(::std::boxed::Box::pin(async move {
-                    #into_result
-                }))
+                ::core::option::Option::Some(#run)
             }
         }
     });
@@ -144,9 +152,7 @@ fn alarm(set: &HandlerSet, private: &TokenStream) -> TokenStream {
             __name: &::core::primitive::str,
             __attempt: ::core::primitive::u32,
             __payload: ::core::option::Option<&[::core::primitive::u8]>,
-        ) -> ::core::option::Option<
-            #private::BoxFuture<'__a, ::core::result::Result<(), #private::BoxError>>,
-        > {
+        ) -> ::core::option::Option<#private::AlarmRun<'__a>> {
             match __name {
                 #(#arms)*
                 _ => ::core::option::Option::None,

@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::object::chain::Chain;
 use crate::object::context::Context;
 use crate::object::handle::{AlarmTarget, Fired, Removal, Runtime};
-use crate::object::{BoxError, DurableObject};
+use crate::object::{AlarmRun, BoxError, DurableObject};
 use crate::storage::{AlarmRecord, IdempotentReply, ObjectKey, truncate_to_micros};
 
 /// Delay before an alarm refused by an overloaded object is offered again.
@@ -85,6 +85,30 @@ pub(crate) fn dispatch<O: DurableObject>(
 }
 
 impl<O: DurableObject> Firing<O> {
+    /// Keeps the result of a handler run (or its panic) for the reply; a handler that succeeded
+    /// removes its alarm in its own commit.
+    fn ran(
+        &mut self,
+        ctx: &Context,
+        removal: Removal,
+        result: std::thread::Result<Result<(), BoxError>>,
+    ) -> Outcome {
+        match result {
+            Ok(Ok(())) => {
+                if let (Removal::Claimed(claimed_at), Some(job)) = (removal, &self.job) {
+                    ctx.finish_alarm(job.alarm.name.clone(), claimed_at);
+                }
+                self.result = Some(Ok(Fired::Ran));
+                Outcome::Returned
+            }
+            Ok(Err(error)) => {
+                self.result = Some(Err(error));
+                Outcome::HandlerError
+            }
+            Err(payload) => Outcome::Panicked(panic_message(&*payload)),
+        }
+    }
+
     /// Ends the firing with `outcome`, told to whoever learns it.
     fn complete(&mut self, outcome: Result<Fired, Error<BoxError>>) {
         let Some(job) = self.job.take() else {
@@ -166,13 +190,20 @@ impl<O: DurableObject> Invocation<O> for Firing<O> {
                 }
             }
         }
-        let started = catch_unwind(AssertUnwindSafe(move || {
-            // Moved in, so that the handler's future may hold the state for `'a`.
-            let state = state;
-            state.alarm(ctx, name, *attempt, alarm.payload.as_deref())
-        }));
+        // In the chain's scope, as a synchronous call's body: the handler may run here.
+        let started = chain.clone().sync_scope(|| {
+            catch_unwind(AssertUnwindSafe(move || {
+                // Moved in, so that an `async` handler's future may hold the state for `'a`.
+                let state = state;
+                state.alarm(ctx, name, *attempt, alarm.payload.as_deref())
+            }))
+        });
         let future = match started {
-            Ok(Some(future)) => future,
+            Ok(Some(AlarmRun::Done(result))) => {
+                let outcome = self.ran(ctx, removal, Ok(result));
+                return Run::Finished(outcome);
+            }
+            Ok(Some(AlarmRun::Running(future))) => future,
             Ok(None) => {
                 let message = format!("`{}` has no alarm handler named `{name}`", O::TYPE_NAME);
                 self.result = Some(Err(message.into()));
@@ -181,21 +212,8 @@ impl<O: DurableObject> Invocation<O> for Firing<O> {
             Err(payload) => return Run::Finished(Outcome::Panicked(panic_message(&*payload))),
         };
         Run::Running(Box::pin(async move {
-            let outcome = match guarded(chain, future, limit).await? {
-                Ok(Ok(())) => {
-                    if let (Removal::Claimed(claimed_at), Some(job)) = (removal, &self.job) {
-                        ctx.finish_alarm(job.alarm.name.clone(), claimed_at);
-                    }
-                    self.result = Some(Ok(Fired::Ran));
-                    Outcome::Returned
-                }
-                Ok(Err(error)) => {
-                    self.result = Some(Err(error));
-                    Outcome::HandlerError
-                }
-                Err(payload) => Outcome::Panicked(panic_message(&*payload)),
-            };
-            Some(outcome)
+            let result = guarded(chain, future, limit).await?;
+            Some(self.ran(ctx, removal, result))
         }))
     }
 
@@ -351,6 +369,55 @@ mod tests {
         fn ring(&mut self, attempt: u32) {
             self.attempts.push(attempt);
         }
+    }
+
+    #[durable_object]
+    pub struct Fragile {
+        rung: u32,
+    }
+
+    #[durable_object]
+    impl Fragile {
+        /// A synchronous handler: it runs without a future, and its panic is caught there.
+        #[alarm]
+        fn ring(&mut self) {
+            self.rung += 1;
+            panic!("the bell cracked");
+        }
+
+        #[handler]
+        fn handle_rung(&self) -> u32 {
+            self.rung
+        }
+    }
+
+    /// A synchronous alarm handler that panics fails its attempt like an `async` one: its
+    /// change is rolled back, the panic is the alarm's last error, the alarm stays for a retry,
+    /// and the object goes on answering calls.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_synchronous_alarm_handler_that_panics_fails_its_attempt_and_rolls_back() {
+        let rt = Runtime::new(MemoryStorage::new());
+        rt.schedule_alarm("f", Fragile::RING, Duration::ZERO)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let failed = loop {
+            let alarms = rt.list_alarms::<Fragile>("f").await.unwrap();
+            if let [alarm] = &alarms[..]
+                && alarm.attempts >= 1
+            {
+                break alarm.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the alarm was attempted: {alarms:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let error = failed.last_error.expect("the attempt's error");
+        assert!(error.contains("the bell cracked"), "{error}");
+        assert_eq!(Fragile::rung(&rt, "f").await.unwrap(), 0, "rolled back");
+        rt.shutdown().await;
     }
 
     /// A firing dropped before its object answered (its object stopped with the runtime)

@@ -17,6 +17,41 @@ use serde::de::DeserializeOwned;
 use crate::alarms::Alarm;
 use crate::object::context::Context;
 
+/// How an alarm handler started by [`DurableObject::alarm`] runs: a synchronous handler has
+/// run to its end, an `async` one is a future to poll. A synchronous handler's firing needs no
+/// future (nor its allocation).
+///
+/// # Examples
+///
+/// ```
+/// use durable_runtime::{AlarmRun, BoxError};
+///
+/// fn sync_result(run: AlarmRun<'_>) -> Option<Result<(), BoxError>> {
+///     match run {
+///         AlarmRun::Done(result) => Some(result),
+///         AlarmRun::Running(_) => None,
+///     }
+/// }
+///
+/// assert!(sync_result(AlarmRun::Done(Ok(()))).is_some_and(|done| done.is_ok()));
+/// assert!(sync_result(AlarmRun::Running(Box::pin(async { Ok(()) }))).is_none());
+/// ```
+pub enum AlarmRun<'a> {
+    /// A synchronous handler ran: its result.
+    Done(Result<(), BoxError>),
+    /// An `async` handler: the future that runs it.
+    Running(BoxFuture<'a, Result<(), BoxError>>),
+}
+
+impl std::fmt::Debug for AlarmRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Done(result) => f.debug_tuple("Done").field(result).finish(),
+            Self::Running(_) => f.write_str("Running(..)"),
+        }
+    }
+}
+
 /// A boxed, sendable future, as handlers and hooks return it.
 ///
 /// # Examples
@@ -276,9 +311,10 @@ pub trait Handlers: Sized {
 
     /// Runs the `#[alarm]` handler called `name` (`attempt` is 1 on the first try) with the
     /// argument stored with the alarm (`payload`, if it was set with one), or returns `None` if
-    /// the type declares no alarm of that name. An argument that does not decode as the
-    /// handler's argument type fails the attempt with an
-    /// [`AlarmArgsError`](crate::AlarmArgsError).
+    /// the type declares no alarm of that name: a synchronous handler runs here, to its end
+    /// ([`AlarmRun::Done`]), an `async` one is returned as its future
+    /// ([`AlarmRun::Running`]). An argument that does not decode as the handler's argument type
+    /// fails the attempt with an [`AlarmArgsError`](crate::AlarmArgsError).
     ///
     /// `#[durable_object]` implements it from the `#[alarm]` methods; the alarm scheduler
     /// calls it when an alarm is due.
@@ -312,7 +348,7 @@ pub trait Handlers: Sized {
         name: &str,
         attempt: u32,
         payload: Option<&[u8]>,
-    ) -> Option<BoxFuture<'a, Result<(), BoxError>>> {
+    ) -> Option<AlarmRun<'a>> {
         let _ = (ctx, name, attempt, payload);
         None
     }
