@@ -6,7 +6,8 @@
 //! waiting for the reply (its future, a channel, and a wake-up on another thread when the
 //! reply comes); here the usual outcomes (the handler ran, or the claim was revoked) are
 //! settled in place, and only an attempt that failed, which writes its outcome to storage,
-//! gets a task of its own.
+//! gets a task of its own. A synchronous handler runs in the object's task without a future
+//! ([`AlarmRun::Done`]).
 //!
 //! The testing kit fires through the same invocation with a caller that waits for the outcome.
 
