@@ -493,6 +493,10 @@ impl Storage for SqliteStore {
         // The rows are this task's: the writer goes to whoever waits for it (a group commit,
         // most often) before they are decoded.
         drop(writer);
+        // And that waiter runs first. Woken from this task, it sits in this worker's next-task
+        // slot, which no other worker takes from, until this task yields; decoding the rows
+        // and starting their objects would otherwise keep the writer idle for milliseconds.
+        tokio::task::yield_now().await;
         Ok(claimed_alarms(&rows, |row| {
             claimed_from_row(row, claimed_at)
         }))
