@@ -230,13 +230,23 @@ impl LookTime {
 
 /// Keeps the leases of the claims this runtime owns from ending: every quarter of `claim_ttl`
 /// (while it owns any), extends to `claim_ttl` from now, in one storage call, each lease with
-/// less than three quarters of it left. A lease thus always has at least half of `claim_ttl`
-/// to go, so a renewal may come that late before another scheduler takes the alarm over.
+/// less than three quarters of it left. A lease thus has at least half of `claim_ttl` to go
+/// when the renewal that extends it is sent, so that a renewal may be that slow to reach
+/// storage before another scheduler takes the alarm over.
+///
+/// A slow store eats into that margin twice: a lease not yet due when a slow renewal is sent
+/// comes due while it is in flight, and the next renewal's own way to storage is as slow.
+/// Renewals are therefore counted from when the previous one was sent (one that took longer
+/// than the interval is followed at once), and each renews the leases that end within the
+/// time the last renewal took on top of the three quarters.
 async fn renew_leases(
     shared: Weak<Shared>,
     handle: Arc<SchedulerHandle>,
     shutdown: CancellationToken,
 ) {
+    // How long the last renewal took to reach storage, and of the interval since it was sent,
+    // how much went by waiting for it (none after a look that renewed nothing).
+    let (mut last_took, mut waited) = (Duration::ZERO, Duration::ZERO);
     loop {
         if !handle.claims().owns_any() {
             tokio::select! {
@@ -249,25 +259,28 @@ async fn renew_leases(
             return;
         };
         tokio::select! {
-            () = tokio::time::sleep(renewal_interval(ttl)) => {}
+            () = tokio::time::sleep(renewal_interval(ttl).saturating_sub(waited)) => {}
             () = shutdown.cancelled() => return,
         }
         let Some(runtime) = Runtime::upgrade(&shared) else {
             return;
         };
         let now = runtime.now();
-        let due = handle
-            .claims()
-            .due_for_renewal(lease_end(now, ttl.saturating_sub(ttl / 4)));
+        let horizon = ttl.saturating_sub(ttl / 4).saturating_add(last_took);
+        let due = handle.claims().due_for_renewal(lease_end(now, horizon));
+        waited = Duration::ZERO;
         if due.is_empty() {
             continue;
         }
         let lease_until = lease_end(now, ttl);
-        match runtime
+        let sent = tokio::time::Instant::now();
+        let renewed = runtime
             .storage()
             .renew_alarm_claims(&due, lease_until)
-            .await
-        {
+            .await;
+        last_took = sent.elapsed();
+        waited = last_took;
+        match renewed {
             Ok(_) => handle.claims().renewed(&due, lease_until),
             Err(error) => {
                 tracing::warn!(%error, claims = due.len(), "renewing alarm claims failed; retrying");

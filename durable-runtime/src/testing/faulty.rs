@@ -55,6 +55,7 @@ struct Switches {
     fsm_commits_applied_then_failed: AtomicUsize,
     commit_delay_micros: AtomicU64,
     load_delay_micros: AtomicU64,
+    renewal_delay_micros: AtomicU64,
     commits: AtomicUsize,
     loads: AtomicUsize,
     batch_loads: AtomicUsize,
@@ -358,6 +359,31 @@ impl<S: Storage> FaultyStorage<S> {
             .store(delay.as_micros() as u64, Ordering::SeqCst);
     }
 
+    /// Delays every renewal of alarm claims by `delay` (zero turns it off), as a store whose
+    /// writes are slow to reach it would: the leases are extended only after the delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use durable_runtime::storage::{MemoryStorage, Storage};
+    /// use durable_runtime::testing::FaultyStorage;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = FaultyStorage::new(MemoryStorage::new());
+    /// store.delay_renewals(Duration::from_millis(20));
+    /// let started = Instant::now();
+    /// let lease_until = std::time::SystemTime::now();
+    /// assert_eq!(store.renew_alarm_claims(&[], lease_until).await.unwrap(), 0);
+    /// assert!(started.elapsed() >= Duration::from_millis(20));
+    /// # }
+    /// ```
+    pub fn delay_renewals(&self, delay: Duration) {
+        self.switches
+            .renewal_delay_micros
+            .store(delay.as_micros() as u64, Ordering::SeqCst);
+    }
+
     /// Delays every commit by `delay` (zero turns it off).
     ///
     /// # Examples
@@ -607,6 +633,10 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         claims: &[AlarmClaim],
         lease_until: SystemTime,
     ) -> Result<usize, StorageError> {
+        let delay = self.switches.renewal_delay_micros.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_micros(delay)).await;
+        }
         self.inner.renew_alarm_claims(claims, lease_until).await
     }
 

@@ -866,6 +866,48 @@ async fn many_claims_renewed_together_hold_across_two_runtimes(store: Arc<dyn St
     }
 }
 
+/// The first runtime's storage takes 600 ms to renew claims, with leases of two seconds: the
+/// next renewal follows a slow one at once, and later ones are sent that much earlier, so that
+/// a claim taken at any moment between two renewals is renewed before its lease ends and no
+/// alarm is taken over by the second runtime while it fires. (Sent a quarter of the lease
+/// after a slow renewal returned, a renewal came 100 ms late for the claims taken in the last
+/// 200 ms before the one in flight was sent.)
+async fn claims_are_renewed_in_time_when_renewals_are_slow(store: Arc<dyn Storage>) {
+    const ALARMS: usize = 24;
+    let prefix = format!("slow-renew-{}-", rand_suffix());
+    let faulty = FaultyStorage::new(Arc::clone(&store));
+    faulty.delay_renewals(Duration::from_millis(600));
+    let settings = settings().with_claim_ttl(Duration::from_secs(2));
+    let runtime = |store: Arc<dyn Storage>| {
+        Runtime::builder(store)
+            .alarm_settings(settings)
+            .register::<Lingering>()
+            .build()
+    };
+    let (rt1, rt2) = (runtime(Arc::new(faulty.clone())), runtime(store));
+    // Armed on the first runtime (which claims first, woken by its own write), 35 ms apart: its
+    // claims are taken at every phase of its renewals.
+    for i in 0..ALARMS {
+        Lingering::arm(&rt1, &format!("{prefix}{i}")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(35)).await;
+    }
+    eventually(|| async {
+        let mut done = 0;
+        for i in 0..ALARMS {
+            let state = rt2.read_state::<Lingering>(&format!("{prefix}{i}")).await;
+            done += usize::from(state.unwrap().is_some_and(|s| s.done >= 1));
+        }
+        done == ALARMS
+    })
+    .await;
+    let starts = LINGER_STARTS.lock().unwrap().clone();
+    for i in 0..ALARMS {
+        let id = format!("{prefix}{i}");
+        assert_eq!(starts.get(&id), Some(&1), "{id} fired once: {starts:?}");
+        assert!(rt1.list_alarms::<Lingering>(&id).await.unwrap().is_empty());
+    }
+}
+
 /// The gates of the alarms of [`Gated`] objects, by test run: an alarm's handler waits at its
 /// run's gate until the test opens it.
 static GATES: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Arc<Gate>>>> =
@@ -992,6 +1034,7 @@ fn rand_suffix() -> u128 {
 
 backend_tests!(
     many_claims_renewed_together_hold_across_two_runtimes,
+    claims_are_renewed_in_time_when_renewals_are_slow,
     an_alarm_whose_firing_conflicts_is_not_a_failed_attempt,
     alarms_are_claimed_earlier_when_storage_is_slow,
     an_alarm_cancelled_while_claimed_ahead_never_fires,
