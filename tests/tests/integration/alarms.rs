@@ -825,6 +825,45 @@ async fn alarms_are_claimed_earlier_when_storage_is_slow(store: Arc<dyn Storage>
     assert!(late[2] < Duration::from_millis(150), "{late:?}");
 }
 
+/// Two runtimes on one database for [`Lingering`] objects, with leases of `claim_ttl`: the
+/// first on `first` (a fault-injecting wrapper of `store`), the second on `store` itself.
+fn lingering_pair(
+    first: FaultyStorage<Arc<dyn Storage>>,
+    store: Arc<dyn Storage>,
+    claim_ttl: Duration,
+) -> (Runtime, Runtime) {
+    let settings = settings().with_claim_ttl(claim_ttl);
+    let runtime = |store: Arc<dyn Storage>| {
+        Runtime::builder(store)
+            .alarm_settings(settings)
+            .register::<Lingering>()
+            .build()
+    };
+    (runtime(Arc::new(first)), runtime(store))
+}
+
+/// Waits until the `count` [`Lingering`] objects `{prefix}0`.. have run their alarm to its end,
+/// then checks that each alarm started once and is gone.
+async fn each_lingered_once(rt1: &Runtime, rt2: &Runtime, prefix: &str, count: usize) {
+    eventually(|| async {
+        let mut done = 0;
+        for i in 0..count {
+            let state = rt2.read_state::<Lingering>(&format!("{prefix}{i}")).await;
+            done += usize::from(state.unwrap().is_some_and(|s| s.done >= 1));
+        }
+        done == count
+    })
+    .await;
+    let starts = LINGER_STARTS.lock().unwrap().clone();
+    for i in 0..count {
+        let id = format!("{prefix}{i}");
+        assert_eq!(starts.get(&id), Some(&1), "{id} fired once: {starts:?}");
+        assert!(rt1.list_alarms::<Lingering>(&id).await.unwrap().is_empty());
+        let state = rt1.read_state::<Lingering>(&id).await.unwrap().unwrap();
+        assert_eq!(state.done, 1, "{id}");
+    }
+}
+
 /// Many alarms of two runtimes on one database fire for longer than several leases: each
 /// runtime renews all the claims it holds together (one storage call, one statement on SQLite),
 /// so neither takes over an alarm the other is firing, and each fires once. The first runtime's
@@ -835,35 +874,12 @@ async fn many_claims_renewed_together_hold_across_two_runtimes(store: Arc<dyn St
     let prefix = format!("linger-{}-", rand_suffix());
     let faulty = FaultyStorage::new(Arc::clone(&store));
     faulty.delay_commits(Duration::from_millis(20));
-    let settings = settings().with_claim_ttl(Duration::from_secs(1));
-    let runtime = |store: Arc<dyn Storage>| {
-        Runtime::builder(store)
-            .alarm_settings(settings)
-            .register::<Lingering>()
-            .build()
-    };
-    let (rt1, rt2) = (runtime(Arc::new(faulty.clone())), runtime(store));
+    let (rt1, rt2) = lingering_pair(faulty, store, Duration::from_secs(1));
     for i in 0..ALARMS {
         let rt = if i % 2 == 0 { &rt1 } else { &rt2 };
         Lingering::arm(rt, &format!("{prefix}{i}")).await.unwrap();
     }
-    eventually(|| async {
-        let mut done = 0;
-        for i in 0..ALARMS {
-            let state = rt2.read_state::<Lingering>(&format!("{prefix}{i}")).await;
-            done += usize::from(state.unwrap().is_some_and(|s| s.done >= 1));
-        }
-        done == ALARMS
-    })
-    .await;
-    let starts = LINGER_STARTS.lock().unwrap().clone();
-    for i in 0..ALARMS {
-        let id = format!("{prefix}{i}");
-        assert_eq!(starts.get(&id), Some(&1), "{id} fired once: {starts:?}");
-        assert!(rt1.list_alarms::<Lingering>(&id).await.unwrap().is_empty());
-        let state = rt1.read_state::<Lingering>(&id).await.unwrap().unwrap();
-        assert_eq!(state.done, 1, "{id}");
-    }
+    each_lingered_once(&rt1, &rt2, &prefix, ALARMS).await;
 }
 
 /// The first runtime's storage takes 600 ms to renew claims, with leases of two seconds: the
@@ -877,35 +893,14 @@ async fn claims_are_renewed_in_time_when_renewals_are_slow(store: Arc<dyn Storag
     let prefix = format!("slow-renew-{}-", rand_suffix());
     let faulty = FaultyStorage::new(Arc::clone(&store));
     faulty.delay_renewals(Duration::from_millis(600));
-    let settings = settings().with_claim_ttl(Duration::from_secs(2));
-    let runtime = |store: Arc<dyn Storage>| {
-        Runtime::builder(store)
-            .alarm_settings(settings)
-            .register::<Lingering>()
-            .build()
-    };
-    let (rt1, rt2) = (runtime(Arc::new(faulty.clone())), runtime(store));
+    let (rt1, rt2) = lingering_pair(faulty, store, Duration::from_secs(2));
     // Armed on the first runtime (which claims first, woken by its own write), 35 ms apart: its
     // claims are taken at every phase of its renewals.
     for i in 0..ALARMS {
         Lingering::arm(&rt1, &format!("{prefix}{i}")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(35)).await;
     }
-    eventually(|| async {
-        let mut done = 0;
-        for i in 0..ALARMS {
-            let state = rt2.read_state::<Lingering>(&format!("{prefix}{i}")).await;
-            done += usize::from(state.unwrap().is_some_and(|s| s.done >= 1));
-        }
-        done == ALARMS
-    })
-    .await;
-    let starts = LINGER_STARTS.lock().unwrap().clone();
-    for i in 0..ALARMS {
-        let id = format!("{prefix}{i}");
-        assert_eq!(starts.get(&id), Some(&1), "{id} fired once: {starts:?}");
-        assert!(rt1.list_alarms::<Lingering>(&id).await.unwrap().is_empty());
-    }
+    each_lingered_once(&rt1, &rt2, &prefix, ALARMS).await;
 }
 
 /// The gates of the alarms of [`Gated`] objects, by test run: an alarm's handler waits at its
