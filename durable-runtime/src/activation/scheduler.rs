@@ -245,7 +245,7 @@ async fn renew_leases(
     shutdown: CancellationToken,
 ) {
     // How long the last renewal took to reach storage, and of the interval since it was sent,
-    // how much went by waiting for it (none after a look that renewed nothing).
+    // how much went by waiting for it (none after a tick that renewed nothing).
     let (mut last_took, mut waited) = (Duration::ZERO, Duration::ZERO);
     loop {
         if !handle.claims().owns_any() {
