@@ -31,7 +31,9 @@
 //! store's settings of earlier versions); `--compress-states-from BYTES|off` the state size from
 //! which the store compresses states (`off`: never). `scale` (outside `all`; see `scale.rs`) takes
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
-//! and `--stored` (comma-separated counts). `--workers` sets the tokio worker threads (default: one
+//! and `--stored` (comma-separated counts); `memory` takes `--memory-objects` (comma-separated
+//! counts, default 100,000 and 1,000,000: a later count may reuse what an earlier one freed, so
+//! a count measured alone gives the figure of a process that started with it). `--workers` sets the tokio worker threads (default: one
 //! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
 //! Built with the `jemalloc` or the `mimalloc` feature, the program allocates with that allocator
 //! instead of the system's (the `memory` figures name the allocator in their backend column).
@@ -144,6 +146,8 @@ pub(crate) struct Settings {
     /// The state size from which SQLite stores states compressed (`Some(None)`: never;
     /// default: the store's).
     pub(crate) compress_states_from: Option<Option<usize>>,
+    /// The object counts of `memory`, each measured in turn.
+    pub(crate) memory_objects: Vec<usize>,
     /// The options of `scale`.
     pub(crate) scale: scale::Options,
     /// The options of `alarms-scale`.
@@ -195,6 +199,7 @@ fn parse_args() -> Result<Settings, String> {
         mmap_size: None,
         inline_checkpoints: false,
         compress_states_from: None,
+        memory_objects: vec![100_000, 1_000_000],
         scale: scale::Options::default(),
         alarms_scale: alarms_scale::Options::default(),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
@@ -235,6 +240,10 @@ fn parse_args() -> Result<Settings, String> {
                             .map_err(|e| format!("--compress-states-from: {e}"))?,
                     ),
                 });
+            }
+            "--memory-objects" => {
+                let counts = value::<String>(&mut args, "--memory-objects")?;
+                settings.memory_objects = scale::list("--memory-objects", &counts)?;
             }
             "--smoke" => settings.smoke = true,
             "scale" => settings.scenarios.push("scale".to_owned()),

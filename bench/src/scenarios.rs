@@ -707,7 +707,7 @@ async fn memory(settings: &Settings) -> Result<Vec<Figure>, String> {
     let counts: &[usize] = if settings.smoke {
         &[10_000]
     } else {
-        &[100_000, 1_000_000]
+        &settings.memory_objects
     };
     let mut figures = Vec::new();
     for &count in counts {

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::activation::call::{Access, Outcome, Run};
 use crate::activation::gate::{Gate, Held};
 use crate::activation::inbox::Inbox;
-use crate::activation::registry::{Dormant, Envelope, Replacement, Residency, TypeEntry};
+use crate::activation::registry::{Envelope, Replacement, Residency, TypeEntry};
 use crate::commit::codec;
 use crate::error::Error;
 use crate::object::context::Context;
@@ -107,8 +107,9 @@ enum Slot {
 pub(crate) enum Origin {
     /// Nothing yet: the first call loads from storage.
     Storage,
-    /// The dormant record of a hibernated object.
-    Dormant(Dormant),
+    /// A hibernated object's record, taken from the registry as it wakes: the encoding of its
+    /// last committed state and that state's version.
+    Dormant { committed: Box<[u8]>, version: u64 },
     /// What storage held when it was read on the instance's behalf.
     Fetched(Loaded),
 }
@@ -231,10 +232,7 @@ impl<O: DurableObject> Instance<O> {
     ) -> Self {
         let slot = match origin {
             Origin::Storage => Slot::Unloaded,
-            Origin::Dormant(dormant) => Slot::Hibernated {
-                committed: dormant.committed().into(),
-                version: dormant.version(),
-            },
+            Origin::Dormant { committed, version } => Slot::Hibernated { committed, version },
             Origin::Fetched(stored) => Slot::Fetched(Box::new(stored)),
         };
         inbox.touch(runtime.uptime_millis_at(Instant::now()));
@@ -559,11 +557,14 @@ impl<O: DurableObject> Instance<O> {
         self.set_residency(Residency::Hibernated);
         let runtime = self.ctx.runtime();
         let idle_since = self.inbox.last_used();
-        let dormant =
-            self.entry
-                .make_dormant(runtime, &self.ctx.key().object_id, &self.inbox, || {
-                    Dormant::new(committed, *version, idle_since)
-                });
+        let dormant = self.entry.make_dormant(
+            runtime,
+            &self.ctx.key().object_id,
+            &self.inbox,
+            committed,
+            *version,
+            idle_since,
+        );
         self.inbox.clear_state();
         self.inbox.root().kv().reset();
         if dormant {

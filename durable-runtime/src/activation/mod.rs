@@ -10,6 +10,7 @@ pub(crate) mod idempotent;
 pub(crate) mod idle;
 pub(crate) mod inbox;
 pub(crate) mod instance;
+pub(crate) mod key;
 pub(crate) mod options;
 pub(crate) mod outside;
 pub(crate) mod registry;

@@ -1,9 +1,9 @@
 //! The objects of one type in this runtime: id → entry, with exactly one instance per id.
 //!
 //! An entry is *live* (the entry holds the object's inbox, and a task runs the object while it
-//! works, see [`inbox`](crate::activation::inbox)) or *dormant* (the object hibernated; the
-//! entry holds only its encoded state, and the next envelope starts a task from those bytes
-//! without a storage read).
+//! works, see [`inbox`](crate::activation::inbox)) or *dormant* (the object hibernated; its
+//! [key](crate::activation::key) holds only its encoded state, and the next envelope starts a
+//! task from those bytes without a storage read).
 //!
 //! Callers enqueue into an inbox only while holding a read guard on its map entry, and an
 //! instance removes or replaces its own entry (under the write guard) only when its inbox is
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use dashmap::DashMap;
-use dashmap::mapref::entry::Entry as MapEntry;
+use dashmap::mapref::entry::{Entry as MapEntry, OccupiedEntry};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,7 @@ use crate::activation::call::Invocation;
 use crate::activation::idle::{IdleTimers, Wake, wait_for_deadline};
 use crate::activation::inbox::{Inbox, SendError};
 use crate::activation::instance::{Instance, Origin, Settings};
+use crate::activation::key::Key;
 use crate::activation::scheduler::{self, TypedTarget};
 use crate::error::Error;
 use crate::object::DurableObject;
@@ -128,47 +129,8 @@ impl<O: DurableObject> Drop for Mailbox<O> {
 enum Entry<O: DurableObject> {
     /// A task runs the object.
     Live(Mailbox<O>),
-    /// The object hibernated and its task ended.
-    Dormant(Dormant),
-}
-
-/// A hibernated object without a task: what the next envelope wakes it from, without a
-/// storage read. One allocation holding its last committed version, when it was last used (in
-/// milliseconds of the runtime's uptime) and the encoding of its last committed state, so
-/// that a map entry stays two words.
-pub(crate) struct Dormant(Box<[u8]>);
-
-impl Dormant {
-    const HEADER: usize = 16;
-
-    pub(crate) fn new(committed: &[u8], version: u64, idle_since: u64) -> Self {
-        let mut record = Vec::with_capacity(Self::HEADER + committed.len());
-        record.extend_from_slice(&version.to_le_bytes());
-        record.extend_from_slice(&idle_since.to_le_bytes());
-        record.extend_from_slice(committed);
-        Self(record.into_boxed_slice())
-    }
-
-    fn word(&self, at: usize) -> u64 {
-        let mut word = [0; 8];
-        word.copy_from_slice(&self.0[at..at + 8]);
-        u64::from_le_bytes(word)
-    }
-
-    /// The last committed version.
-    pub(crate) fn version(&self) -> u64 {
-        self.word(0)
-    }
-
-    /// When the object was last used, in milliseconds of the runtime's uptime.
-    pub(crate) fn idle_since(&self) -> u64 {
-        self.word(8)
-    }
-
-    /// The encoding of the last committed state.
-    pub(crate) fn committed(&self) -> &[u8] {
-        &self.0[Self::HEADER..]
-    }
+    /// The object hibernated and its task ended; its key holds what it wakes from.
+    Dormant,
 }
 
 /// Dormant objects' shutdown times (uptime milliseconds) and ids, earliest first.
@@ -180,7 +142,7 @@ const STALE_EXPIRIES_KEPT: usize = 64;
 /// Objects of type `O` and the settings they run with.
 pub(crate) struct TypeEntry<O: DurableObject> {
     /// Hashed with foldhash, seeded per map: SipHash's cost shows on every call.
-    objects: DashMap<Box<str>, Entry<O>, foldhash::fast::RandomState>,
+    objects: DashMap<Key, Entry<O>, foldhash::fast::RandomState>,
     /// Dormant objects by when they shut down (uptime milliseconds), if the type has a
     /// `shutdown_after`. A stale item (the object woke since) is skipped when it comes due.
     expiries: Mutex<Expiries>,
@@ -214,7 +176,7 @@ impl<O: DurableObject> TypeEntry<O> {
     /// full inbox refuses the call at once.
     pub(crate) fn dispatch(self: &Arc<Self>, runtime: &Runtime, id: &str, envelope: Envelope<O>) {
         let capacity = self.settings.queue_capacity;
-        let envelope = match self.objects.get(id).as_deref() {
+        let envelope = match self.objects.get(id.as_bytes()).as_deref() {
             Some(Entry::Live(mailbox)) => match mailbox.inbox.try_send(envelope, capacity) {
                 Ok(()) => return,
                 Err(SendError::Full(envelope)) => return self.refuse(id, envelope),
@@ -231,7 +193,7 @@ impl<O: DurableObject> TypeEntry<O> {
         // may evict objects of this very type), so the entry is looked at again afterwards.
         let mut reserved = false;
         loop {
-            let mut occupied = match self.objects.entry(id.into()) {
+            let mut occupied = match self.objects.entry(Key::new(id)) {
                 MapEntry::Occupied(occupied) => occupied,
                 MapEntry::Vacant(vacant) if reserved && !runtime.is_closing() => {
                     // The closing flag is read under the entry's lock: a runtime shutdown
@@ -276,7 +238,7 @@ impl<O: DurableObject> TypeEntry<O> {
                 reserved = true;
                 continue;
             }
-            let starts = ended || matches!(occupied.get(), Entry::Dormant(_));
+            let starts = ended || matches!(occupied.get(), Entry::Dormant);
             if starts && runtime.is_closing() {
                 drop(occupied);
                 if reserved {
@@ -285,20 +247,19 @@ impl<O: DurableObject> TypeEntry<O> {
                 envelope.fail(runtime.shutting_down(O::TYPE_NAME, id));
                 return;
             }
+            if reserved && !ended {
+                // Another caller started it first, or it is dormant and keeps the slot it holds.
+                runtime.release_live_slot();
+            }
+            if matches!(occupied.get(), Entry::Dormant) {
+                return self.wake(runtime, id, occupied, envelope);
+            }
             let entry = occupied.get_mut();
             if ended {
                 *entry = Entry::Live(self.start(runtime, id, Origin::Storage));
-                reserved = false;
-            } else if let Entry::Dormant(_) = entry {
-                // A dormant object keeps the slot it holds.
-                self.wake(runtime, id, entry);
-            }
-            if reserved {
-                // Another caller started it first.
-                runtime.release_live_slot();
             }
             let Entry::Live(mailbox) = &*entry else {
-                unreachable!("started or woken above");
+                unreachable!("live, or started above");
             };
             let result = mailbox.inbox.try_send(envelope, capacity);
             drop(occupied);
@@ -317,9 +278,9 @@ impl<O: DurableObject> TypeEntry<O> {
         forget: bool,
     ) -> (Reached, Option<Envelope<O>>) {
         let capacity = self.settings.queue_capacity;
-        let sent = match self.objects.get(id).as_deref() {
+        let sent = match self.objects.get(id.as_bytes()).as_deref() {
             Some(Entry::Live(mailbox)) => mailbox.inbox.try_send(envelope, capacity),
-            Some(Entry::Dormant(_)) => Err(SendError::Closed(envelope)),
+            Some(Entry::Dormant) => Err(SendError::Closed(envelope)),
             None => return (Reached::NotLive, Some(envelope)),
         };
         match sent {
@@ -333,7 +294,7 @@ impl<O: DurableObject> TypeEntry<O> {
                 let removed = forget
                     && self
                         .objects
-                        .remove_if(id, |_, entry| matches!(entry, Entry::Dormant(_)))
+                        .remove_if(id.as_bytes(), |_, entry| matches!(entry, Entry::Dormant))
                         .is_some();
                 if removed {
                     self.removed();
@@ -382,7 +343,7 @@ impl<O: DurableObject> TypeEntry<O> {
     /// state is; `None` if the object is registered (its instance has what it needs).
     pub(crate) fn fetch_epoch(&self, id: &str) -> Option<u64> {
         let epoch = self.removals.load(Ordering::Acquire);
-        (!self.objects.contains_key(id)).then_some(epoch)
+        (!self.objects.contains_key(id.as_bytes())).then_some(epoch)
     }
 
     /// Starts the object `id` from `stored`, what storage held when it was read after
@@ -398,11 +359,11 @@ impl<O: DurableObject> TypeEntry<O> {
         epoch: u64,
     ) -> bool {
         let current = || self.removals.load(Ordering::Acquire) == epoch && !runtime.is_closing();
-        if !current() || self.objects.contains_key(id) || !runtime.reserve_live_slot() {
+        if !current() || self.objects.contains_key(id.as_bytes()) || !runtime.reserve_live_slot() {
             return false;
         }
         // Checked again under the entry's lock: making room may have evicted an object.
-        match self.objects.entry(id.into()) {
+        match self.objects.entry(Key::new(id)) {
             MapEntry::Vacant(vacant) if current() => {
                 vacant.insert(Entry::Live(self.start(
                     runtime,
@@ -423,19 +384,36 @@ impl<O: DurableObject> TypeEntry<O> {
         self.removals.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Turns the dormant `entry` live: a task starts from its encoded state.
-    fn wake(self: &Arc<Self>, runtime: &Runtime, id: &str, entry: &mut Entry<O>) {
+    /// Turns the dormant object of `occupied` live with `envelope` queued: a task starts from
+    /// the record its key holds, and the key becomes the id alone.
+    fn wake(
+        self: &Arc<Self>,
+        runtime: &Runtime,
+        id: &str,
+        occupied: OccupiedEntry<'_, Key, Entry<O>>,
+        envelope: Envelope<O>,
+    ) {
         let inbox = Arc::new(Inbox::new(
             Residency::Hibernated,
             ObjectKey::new(O::TYPE_NAME, id),
             self.settings.kv,
         ));
-        let mailbox = Mailbox {
-            inbox: Arc::clone(&inbox),
-        };
-        if let Entry::Dormant(dormant) = std::mem::replace(entry, Entry::Live(mailbox)) {
-            self.spawn(runtime, inbox, Origin::Dormant(dormant));
-        }
+        // Queued before the inbox is in the map, where nothing else can reach it yet.
+        let result = inbox.try_send(envelope, self.settings.queue_capacity);
+        // A dormant entry's key holds its record (storage has the same state if not).
+        let origin = occupied
+            .key()
+            .record()
+            .map_or(Origin::Storage, |record| Origin::Dormant {
+                committed: record.committed.into(),
+                version: record.version,
+            });
+        // Started under the entry's lock, as every instance is: a runtime shutdown that sees
+        // the new entry finds its task.
+        self.spawn(runtime, Arc::clone(&inbox), origin);
+        // The key becomes the id alone, and the entry's lock is released.
+        occupied.replace_entry(Entry::Live(Mailbox { inbox }));
+        self.sent(runtime, id, result);
     }
 
     fn spawn(self: &Arc<Self>, runtime: &Runtime, inbox: Arc<Inbox<O>>, origin: Origin) {
@@ -446,7 +424,7 @@ impl<O: DurableObject> TypeEntry<O> {
     /// The inbox of the object `id` if it is live and looks idle (to be checked again under
     /// its state's lock).
     pub(crate) fn idle_inbox(&self, id: &str) -> Option<Arc<Inbox<O>>> {
-        match self.objects.get(id).as_deref() {
+        match self.objects.get(id.as_bytes()).as_deref() {
             Some(Entry::Live(mailbox)) if mailbox.inbox.is_idle() => {
                 Some(Arc::clone(&mailbox.inbox))
             }
@@ -456,9 +434,9 @@ impl<O: DurableObject> TypeEntry<O> {
 
     /// What the object `id` holds in memory, or `None` if it is not live.
     pub(crate) fn residency(&self, id: &str) -> Option<Residency> {
-        self.objects.get(id).map(|entry| match &*entry {
+        self.objects.get(id.as_bytes()).map(|entry| match &*entry {
             Entry::Live(mailbox) => mailbox.inbox.residency(),
-            Entry::Dormant(_) => Residency::Hibernated,
+            Entry::Dormant => Residency::Hibernated,
         })
     }
 
@@ -475,22 +453,22 @@ impl<O: DurableObject> TypeEntry<O> {
         // The smallest ids seen so far, the largest on top to be pushed out.
         let mut smallest: BinaryHeap<Box<str>> = BinaryHeap::new();
         for entry in self.objects.iter() {
-            let id = entry.key();
+            let id = entry.key().id();
             let held = match entry.value() {
                 Entry::Live(mailbox) => mailbox.inbox.residency(),
-                Entry::Dormant(_) => Residency::Hibernated,
+                Entry::Dormant => Residency::Hibernated,
             };
-            if held != residency || after.is_some_and(|after| &**id <= after) {
+            if held != residency || after.is_some_and(|after| id <= after) {
                 continue;
             }
             if smallest.len() == keep {
-                if smallest.peek().is_some_and(|largest| id < largest) {
+                if smallest.peek().is_some_and(|largest| id < &**largest) {
                     smallest.pop();
                 } else {
                     continue;
                 }
             }
-            smallest.push(id.clone());
+            smallest.push(id.into());
         }
         let mut ids: Vec<String> = smallest
             .into_sorted_vec()
@@ -511,7 +489,9 @@ impl<O: DurableObject> TypeEntry<O> {
     pub(crate) fn deregister(&self, id: &str, inbox: &Arc<Inbox<O>>) -> bool {
         let removed = self
             .objects
-            .remove_if(id, |_, entry| holds(entry, inbox) && inbox.is_empty())
+            .remove_if(id.as_bytes(), |_, entry| {
+                holds(entry, inbox) && inbox.is_empty()
+            })
             .is_some();
         if removed {
             self.removed();
@@ -519,27 +499,31 @@ impl<O: DurableObject> TypeEntry<O> {
         removed
     }
 
-    /// Replaces the object's entry by the dormant record `dormant()` if it still holds `inbox`,
-    /// that inbox is empty and the runtime is not shutting down, all while the entry is
-    /// locked. Returns whether it did; the instance's task then ends, and the object keeps its
-    /// slot among the live ones.
+    /// Replaces the object's entry by a dormant one, holding `committed` (the encoding of its
+    /// last committed state), its `version` and `idle_since`, if it still holds `inbox`, that
+    /// inbox is empty and the runtime is not shutting down, all while the entry is locked.
+    /// Returns whether it did; the instance's task then ends, and the object keeps its slot
+    /// among the live ones.
     pub(crate) fn make_dormant(
         self: &Arc<Self>,
         runtime: &Runtime,
         id: &str,
         inbox: &Arc<Inbox<O>>,
-        dormant: impl FnOnce() -> Dormant,
+        committed: &[u8],
+        version: u64,
+        idle_since: u64,
     ) -> bool {
-        let Some(mut entry) = self.objects.get_mut(id) else {
+        let key = Key::dormant(id, committed, version, idle_since);
+        let MapEntry::Occupied(mut occupied) = self.objects.entry(key) else {
             return false;
         };
-        if !holds(&entry, inbox) || !inbox.is_empty() || runtime.is_closing() {
+        if !holds(occupied.get(), inbox) || !inbox.is_empty() || runtime.is_closing() {
             return false;
         }
-        let dormant = dormant();
-        let idle_since = dormant.idle_since();
-        *entry = Entry::Dormant(dormant);
-        drop(entry);
+        // The mailbox goes (closing the inbox) while the entry is still locked, then the key
+        // becomes the record.
+        drop(occupied.insert(Entry::Dormant));
+        occupied.replace_entry(Entry::Dormant);
         if let Some(after) = self.settings.shutdown_after {
             self.expire_at(runtime, idle_since.saturating_add(ceil_millis(after)), id);
         }
@@ -581,9 +565,9 @@ impl<O: DurableObject> TypeEntry<O> {
             return;
         };
         expiries.retain(|Reverse((at, id))| {
-            self.objects.get(&**id).is_some_and(|entry| {
-                matches!(&*entry, Entry::Dormant(dormant) if dormant.idle_since().saturating_add(after) == *at)
-            })
+            self.objects
+                .get(id.as_bytes())
+                .is_some_and(|entry| dormant_until(entry.key(), entry.value(), after) == Some(*at))
         });
     }
 
@@ -594,8 +578,8 @@ impl<O: DurableObject> TypeEntry<O> {
             return;
         };
         let after = ceil_millis(after);
-        let removed = self.objects.remove_if(id, |_, entry| {
-            matches!(entry, Entry::Dormant(dormant) if dormant.idle_since().saturating_add(after) <= at)
+        let removed = self.objects.remove_if(id.as_bytes(), |key, entry| {
+            dormant_until(key, entry, after).is_some_and(|until| until <= at)
         });
         if removed.is_some() {
             self.removed();
@@ -635,6 +619,17 @@ impl<O: DurableObject> TypeEntry<O> {
     /// How many objects of this type are live (dormant ones included).
     pub(crate) fn live_count(&self) -> usize {
         self.objects.len()
+    }
+}
+
+/// When the dormant object of `key` shuts down (`shutdown_after` is `after` milliseconds), or
+/// `None` if it is live.
+fn dormant_until<O: DurableObject>(key: &Key, entry: &Entry<O>, after: u64) -> Option<u64> {
+    match entry {
+        Entry::Dormant => key
+            .record()
+            .map(|record| record.idle_since.saturating_add(after)),
+        Entry::Live(_) => None,
     }
 }
 
@@ -691,24 +686,26 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
                 let last_used = match entry.value() {
                     Entry::Live(mailbox) if mailbox.inbox.is_idle() => mailbox.inbox.last_used(),
                     Entry::Live(_) => return None,
-                    Entry::Dormant(dormant) => dormant.idle_since(),
+                    Entry::Dormant => entry.key().record()?.idle_since,
                 };
-                Some((last_used, entry.key().clone()))
+                Some((last_used, entry.key().id().into()))
             })
             .take(EVICTION_SAMPLE)
             .min()
     }
 
     fn evict(&self, runtime: &Runtime, id: &str) -> bool {
-        let removed = self.objects.remove_if(id, |_, entry| match entry {
-            Entry::Live(mailbox) => mailbox.inbox.is_idle(),
-            Entry::Dormant(_) => true,
-        });
+        let removed = self
+            .objects
+            .remove_if(id.as_bytes(), |_, entry| match entry {
+                Entry::Live(mailbox) => mailbox.inbox.is_idle(),
+                Entry::Dormant => true,
+            });
         if removed.is_some() {
             self.removed();
         }
         match removed {
-            Some((_, Entry::Dormant(_))) => {
+            Some((_, Entry::Dormant)) => {
                 self.forget(runtime, id, true);
                 true
             }
@@ -724,13 +721,14 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
     }
 
     fn close_matching(&self, runtime: &Runtime, matches: &dyn Fn(&str, &str) -> bool) {
-        self.objects.retain(|id, entry| {
+        self.objects.retain(|key, entry| {
+            let id = key.id();
             if !matches(O::TYPE_NAME, id) {
                 return true;
             }
             match entry {
                 Entry::Live(mailbox) => self.close_live(mailbox),
-                Entry::Dormant(_) => {
+                Entry::Dormant => {
                     self.removed();
                     self.forget(runtime, id, true);
                     false
@@ -742,16 +740,16 @@ impl<O: DurableObject> Objects for TypeEntry<O> {
     fn live_matching(&self, matches: &dyn Fn(&str, &str) -> bool) -> usize {
         self.objects
             .iter()
-            .filter(|entry| matches(O::TYPE_NAME, entry.key()))
+            .filter(|entry| matches(O::TYPE_NAME, entry.key().id()))
             .count()
     }
 
     fn close_all(&self, runtime: &Runtime) {
-        self.objects.retain(|id, entry| match entry {
+        self.objects.retain(|key, entry| match entry {
             Entry::Live(mailbox) => self.close_live(mailbox),
-            Entry::Dormant(_) => {
+            Entry::Dormant => {
                 self.removed();
-                self.forget(runtime, id, false);
+                self.forget(runtime, key.id(), false);
                 false
             }
         });
@@ -859,10 +857,19 @@ mod tests {
         })
     }
 
+    /// A map entry is three words: the key (a boxed slice holding the id, and a dormant
+    /// object's record) and a value of one (the mailbox, or nothing for a dormant object).
+    #[test]
+    fn a_registry_entry_is_three_words() {
+        let word = std::mem::size_of::<usize>();
+        assert_eq!(std::mem::size_of::<super::Key>(), 2 * word);
+        assert_eq!(std::mem::size_of::<super::Entry<Probe>>(), word);
+    }
+
     /// Whether `id` is live here with its task parked in its inbox.
     fn parked(rt: &Runtime, id: &str) -> bool {
         rt.with_type_entry::<Probe, _>(|entry| {
-            matches!(entry.objects.get(id).as_deref(), Some(super::Entry::Live(mailbox)) if mailbox.inbox.is_parked())
+            matches!(entry.objects.get(id.as_bytes()).as_deref(), Some(super::Entry::Live(mailbox)) if mailbox.inbox.is_parked())
         })
     }
 

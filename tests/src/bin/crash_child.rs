@@ -9,6 +9,10 @@
 //!   prints `claimed` once its scheduler has claimed it, and never finishes firing it (its
 //!   handler waits forever), so that the kill always falls between the claim and the firing's
 //!   commit.
+//! - `crash_child <database file> dormant`: increments 8 counters (`dormant-0` to `dormant-7`)
+//!   in turn, waiting before each call until its object has gone dormant, so that every call
+//!   after an object's first wakes it from the state the registry kept; prints every
+//!   acknowledged value. Its first line is `pid <id>`.
 //! - `crash_child <database file> large`: appends 4 KiB entries to a [`Journal`] (a state of
 //!   up to 64 KiB, which the store compresses) as fast as it can and prints how many it has
 //!   appended after each acknowledged append. Its first line is `pid <id>`.
@@ -16,7 +20,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use durable_runtime::{Context, Runtime, durable_object};
+use durable_runtime::{Context, ObjectOptions, ObjectStatus, Runtime, durable_object};
 use durable_sqlx::{SqliteStore, Synchronous};
 use durable_tests::large_state::{Journal, letters};
 
@@ -91,12 +95,22 @@ async fn main() {
             let rt = Runtime::builder(store).register::<CrashAlarm>().build();
             arm_and_hang(rt, delay_ms).await;
         }
+        Some("dormant") => {
+            let store = open(Synchronous::Full).await;
+            let dormant_soon = ObjectOptions::new().with_hibernate_after(Duration::from_millis(1));
+            let rt = Runtime::builder(store)
+                .register_with::<CrashCounter>(dormant_soon)
+                .build();
+            increment_dormant(rt).await
+        }
         Some("large") => {
             let store = open(Synchronous::Full).await;
             append_forever(Runtime::builder(store).register::<Journal>().build()).await
         }
         Some(other) => {
-            panic!("unknown mode {other}: use full, full-short-wal, normal, alarm or large")
+            panic!(
+                "unknown mode {other}: use full, full-short-wal, normal, alarm, dormant or large"
+            )
         }
     }
 }
@@ -110,6 +124,29 @@ async fn increment_forever(rt: Runtime) {
             .expect("increment");
         writeln!(out, "{value}").expect("stdout");
         out.flush().expect("stdout");
+    }
+}
+
+/// How many counters the `dormant` mode increments in turn.
+const DORMANT_OBJECTS: usize = 8;
+
+async fn increment_dormant(rt: Runtime) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "pid {}", std::process::id()).expect("stdout");
+    let ids: Vec<String> = (0..DORMANT_OBJECTS)
+        .map(|object| format!("dormant-{object}"))
+        .collect();
+    for round in 0.. {
+        for id in &ids {
+            while round > 0
+                && rt.status::<CrashCounter>(id).await.expect("status") != ObjectStatus::Hibernated
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let value = CrashCounter::increment(&rt, id).await.expect("increment");
+            writeln!(out, "{value}").expect("stdout");
+            out.flush().expect("stdout");
+        }
     }
 }
 

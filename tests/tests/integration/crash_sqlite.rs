@@ -152,6 +152,60 @@ async fn sigkill_after_an_acknowledged_increment_loses_nothing() {
     }
 }
 
+/// Objects that go dormant between calls wake from the state the registry kept, not from
+/// storage: a process killed among such calls loses none it acknowledged, and the next process
+/// goes on from what storage holds.
+#[tokio::test]
+async fn sigkill_among_calls_that_wake_dormant_objects_loses_nothing() {
+    // As many counters as the child's `dormant` mode increments in turn.
+    const OBJECTS: usize = 8;
+    require_strace();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dormant.db");
+    let mut stored = [0u64; OBJECTS];
+    for round in 0..2 {
+        let summary = dir.path().join(format!("syncs-{round}.txt"));
+        let run = run_child(&path, "dormant", 6 * OBJECTS, &summary);
+        assert!(
+            run.syncs >= run.acknowledged.len() as u64,
+            "round {round}: {} acknowledged commits, {} fsync/fdatasync calls",
+            run.acknowledged.len(),
+            run.syncs
+        );
+        // The child calls the objects in turn, one call at a time: its i-th value is object
+        // i % 8's, and each builds on the one before (in this process, a dormant object's).
+        for (i, value) in run.acknowledged.iter().enumerate() {
+            let expected = stored[i % OBJECTS] + (i / OBJECTS) as u64 + 1;
+            assert_eq!(*value, expected, "round {round}, call {i}");
+        }
+        let store = durable_sqlx::SqliteStore::open(&path).await.unwrap();
+        for (object, count) in stored.iter_mut().enumerate() {
+            let last_acknowledged = run
+                .acknowledged
+                .iter()
+                .skip(object)
+                .step_by(OBJECTS)
+                .next_back()
+                .copied()
+                .unwrap();
+            let loaded = store
+                .load(&ObjectKey::new("CrashCounter", format!("dormant-{object}")))
+                .await
+                .unwrap()
+                .object()
+                .expect("state stored");
+            let state: serde_json::Value = serde_json::from_slice(&loaded.state).unwrap();
+            *count = state["count"].as_u64().unwrap();
+            assert!(
+                *count >= last_acknowledged && *count <= last_acknowledged + 1,
+                "round {round}, object {object}: stored {count}, last acknowledged \
+                 {last_acknowledged}"
+            );
+        }
+        store.close().await;
+    }
+}
+
 /// Killed while its background checkpointer copies the WAL and catches up with the commits
 /// made meanwhile (every 4 pages, so all the time): every acknowledged increment survives,
 /// and the database is intact.

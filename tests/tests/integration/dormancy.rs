@@ -375,3 +375,66 @@ async fn a_parked_object_fails_a_commit_and_meets_another_runtimes_write_as_a_li
     assert_eq!(after, 5, "built on the other runtime's write");
     rt.shutdown().await;
 }
+
+/// A dormant object wakes from the record the registry kept, under the persistence contract: a
+/// commit that fails on its first call after waking throws the state away and the next call
+/// reloads what storage holds; a write another runtime committed while it was dormant makes
+/// its stale version conflict, and is built on, never overwritten.
+#[tokio::test(start_paused = true)]
+async fn a_dormant_object_fails_a_commit_and_meets_another_runtimes_write_as_a_live_one_does() {
+    let store = FaultyStorage::new(MemoryStorage::new());
+    let options = ObjectOptions::new().with_hibernate_after(Duration::from_secs(2));
+    let rt = Runtime::builder(store.clone())
+        .register_with::<Tally>(options)
+        .build();
+    // An id longer than 127 bytes: the record after it starts past a two-byte length.
+    let id = "a".repeat(200);
+    assert_eq!(Tally::bump(&rt, &id).await.unwrap(), 1);
+    let dormant = || async {
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            rt.status::<Tally>(&id).await.unwrap(),
+            ObjectStatus::Hibernated
+        );
+    };
+    dormant().await;
+    let runtime_tasks = alive_tasks();
+
+    // Woken by a call whose commit fails after applying: the outcome is unknown.
+    store.fail_commits_after_applying(1);
+    assert!(matches!(
+        Tally::bump(&rt, &id).await,
+        Err(durable_runtime::Error::OutcomeUnknown { .. })
+    ));
+    let loads = store.loads();
+    assert_eq!(Tally::bump(&rt, &id).await.unwrap(), 3, "storage holds 2");
+    assert_eq!(
+        store.loads(),
+        loads + 1,
+        "reloaded after the unknown outcome"
+    );
+
+    // Dormant again, its record at version 3; another runtime commits meanwhile.
+    dormant().await;
+    assert_eq!(alive_tasks(), runtime_tasks, "dormant: no task");
+    let other = Runtime::builder(store.inner().clone())
+        .register_with::<Tally>(options)
+        .build();
+    assert_eq!(Tally::bump(&other, &id).await.unwrap(), 4);
+    other.shutdown().await;
+    let result = Tally::bump(&rt, &id).await;
+    let after = match result {
+        Ok(n) => n,
+        Err(durable_runtime::Error::Conflict { .. }) => Tally::bump(&rt, &id).await.unwrap(),
+        Err(error) => panic!("unexpected: {error:?}"),
+    };
+    assert_eq!(after, 5, "built on the other runtime's write");
+
+    // Dormant once more: woken without a storage read, from the version it committed.
+    dormant().await;
+    let loads = store.loads();
+    assert_eq!(Tally::bump(&rt, &id).await.unwrap(), 6);
+    assert_eq!(Tally::get(&rt, &id).await.unwrap(), 6);
+    assert_eq!(store.loads(), loads, "woken from its record");
+    rt.shutdown().await;
+}
