@@ -16,23 +16,14 @@ pub(crate) struct Key(Box<[u8]>);
 impl Key {
     /// The key of a live object: its id alone.
     pub(crate) fn new(id: &str) -> Self {
-        let mut bytes = Vec::with_capacity(varint_len(id.len() as u64) + id.len());
-        push_varint(&mut bytes, id.len() as u64);
-        bytes.extend_from_slice(id.as_bytes());
-        Self(bytes.into_boxed_slice())
+        Self(with_id(id, 0).into_boxed_slice())
     }
 
     /// The key of a dormant object: its id, then its last committed `version`, when it was last
     /// used (`idle_since`, in milliseconds of the runtime's uptime) and its `committed` state.
     pub(crate) fn dormant(id: &str, committed: &[u8], version: u64, idle_since: u64) -> Self {
-        let len = varint_len(id.len() as u64)
-            + id.len()
-            + varint_len(version)
-            + varint_len(idle_since)
-            + committed.len();
-        let mut bytes = Vec::with_capacity(len);
-        push_varint(&mut bytes, id.len() as u64);
-        bytes.extend_from_slice(id.as_bytes());
+        let record = varint_len(version) + varint_len(idle_since) + committed.len();
+        let mut bytes = with_id(id, record);
         push_varint(&mut bytes, version);
         push_varint(&mut bytes, idle_since);
         bytes.extend_from_slice(committed);
@@ -101,6 +92,15 @@ pub(crate) struct Record<'a> {
     pub(crate) idle_since: u64,
     /// The encoding of the last committed state.
     pub(crate) committed: &'a [u8],
+}
+
+/// The id's length and bytes, in a buffer with room for `record` bytes more.
+fn with_id(id: &str, record: usize) -> Vec<u8> {
+    let len = id.len() as u64;
+    let mut bytes = Vec::with_capacity(varint_len(len) + id.len() + record);
+    push_varint(&mut bytes, len);
+    bytes.extend_from_slice(id.as_bytes());
+    bytes
 }
 
 /// The bytes `value` takes as a LEB128 varint.

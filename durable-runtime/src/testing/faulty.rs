@@ -63,12 +63,11 @@ struct Switches {
     claims: AtomicUsize,
 }
 
-impl<S> FaultyStorage<S> {
-    async fn load_delay(&self) {
-        let delay = self.switches.load_delay_micros.load(Ordering::SeqCst);
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_micros(delay)).await;
-        }
+/// Sleeps for the delay a switch holds, in microseconds (none while it is zero).
+async fn pause(delay_micros: &AtomicU64) {
+    let delay = delay_micros.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_micros(delay)).await;
     }
 }
 
@@ -529,7 +528,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             return Err(injected("load"));
         }
         self.switches.loads.fetch_add(1, Ordering::SeqCst);
-        self.load_delay().await;
+        pause(&self.switches.load_delay_micros).await;
         self.inner.load(key).await
     }
 
@@ -539,7 +538,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             return Err(injected("load"));
         }
         self.switches.batch_loads.fetch_add(1, Ordering::SeqCst);
-        self.load_delay().await;
+        pause(&self.switches.load_delay_micros).await;
         self.inner.load_many(keys).await
     }
 
@@ -549,15 +548,12 @@ impl<S: Storage> Storage for FaultyStorage<S> {
             return Err(injected("load"));
         }
         self.switches.version_checks.fetch_add(1, Ordering::SeqCst);
-        self.load_delay().await;
+        pause(&self.switches.load_delay_micros).await;
         self.inner.load_versions(keys).await
     }
 
     async fn commit(&self, batch: &[ObjectWrite]) -> Result<(), CommitError> {
-        let delay = self.switches.commit_delay_micros.load(Ordering::SeqCst);
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_micros(delay)).await;
-        }
+        pause(&self.switches.commit_delay_micros).await;
         let carries_fsm = batch.iter().any(|write| !write.fsm.is_empty());
         if take_one(&self.switches.failing_commits)
             || (carries_fsm && take_one(&self.switches.failing_fsm_commits))
@@ -633,10 +629,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         claims: &[AlarmClaim],
         lease_until: SystemTime,
     ) -> Result<usize, StorageError> {
-        let delay = self.switches.renewal_delay_micros.load(Ordering::SeqCst);
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_micros(delay)).await;
-        }
+        pause(&self.switches.renewal_delay_micros).await;
         self.inner.renew_alarm_claims(claims, lease_until).await
     }
 

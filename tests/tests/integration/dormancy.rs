@@ -330,11 +330,8 @@ async fn calls_racing_with_parking_are_never_lost() {
 /// holds, and a write another runtime committed meanwhile is seen, not overwritten.
 #[tokio::test(start_paused = true)]
 async fn a_parked_object_fails_a_commit_and_meets_another_runtimes_write_as_a_live_one_does() {
-    let store = FaultyStorage::new(MemoryStorage::new());
     let options = ObjectOptions::new().with_hibernate_after(Duration::from_secs(3600));
-    let rt = Runtime::builder(store.clone())
-        .register_with::<Tally>(options)
-        .build();
+    let (rt, store) = runtime(options);
     assert_eq!(Tally::bump(&rt, "a").await.unwrap(), 1);
     let runtime_tasks = {
         sleep(Duration::from_millis(1500)).await;
@@ -382,11 +379,8 @@ async fn a_parked_object_fails_a_commit_and_meets_another_runtimes_write_as_a_li
 /// its stale version conflict, and is built on, never overwritten.
 #[tokio::test(start_paused = true)]
 async fn a_dormant_object_fails_a_commit_and_meets_another_runtimes_write_as_a_live_one_does() {
-    let store = FaultyStorage::new(MemoryStorage::new());
     let options = ObjectOptions::new().with_hibernate_after(Duration::from_secs(2));
-    let rt = Runtime::builder(store.clone())
-        .register_with::<Tally>(options)
-        .build();
+    let (rt, store) = runtime(options);
     // An id longer than 127 bytes: the record after it starts past a two-byte length.
     let id = "a".repeat(200);
     assert_eq!(Tally::bump(&rt, &id).await.unwrap(), 1);
