@@ -15,6 +15,12 @@
 //! alarms are due than the store can fire, its fired/s and lateness are the best this machine
 //! and store allow; `fired/s × raw` is the median of the runs' ratios, and its capacity (alarms
 //! fired per second spent working) tells how many alarms due within one second it could fire.
+//!
+//! With more than one `--due`, a last figure per count stored for later (`alarms-on-time-N`)
+//! says up to which of them alarms fired on time, p99 lateness within 10 ms at that count and
+//! every smaller one, for the runtime (its value) and the baseline, next to the most the
+//! baseline fired per second: when the machine's store cannot fire the largest burst, how
+//! close to what it can fire the runtime stays on time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -78,12 +84,15 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
         (&settings.alarms_scale.due, &settings.alarms_scale.stored)
     };
     let mut figures = Vec::new();
+    // By count stored for later: each burst's due count and what it measured.
+    let mut bursts: Vec<Vec<(usize, Burst)>> = vec![Vec::new(); storeds.len()];
     for &due in dues {
         let mut cpu_baseline = None;
         for (i, &stored) in storeds.iter().enumerate() {
             // A smoke run measures the baseline once, to keep it short.
             let baseline = !settings.smoke || i == 0;
             let mut figure = scale_run(settings, due, stored, baseline).await?;
+            bursts[i].push((due, Burst::of(&figure)));
             let cpu = figure
                 .extra
                 .iter()
@@ -97,7 +106,81 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
             figures.push(figure);
         }
     }
+    if dues.len() > 1 {
+        for (&stored, measured) in storeds.iter().zip(&bursts) {
+            figures.extend(on_time_figure(settings, stored, measured));
+        }
+    }
     Ok(figures)
+}
+
+/// The p99 lateness within which a burst counts as fired on time, in µs.
+const ON_TIME_P99_US: f64 = 10_000.0;
+
+/// What one burst (a due count) measured, for [`on_time_figure`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Burst {
+    /// The runtime's p99 lateness, in µs (the median of the runs').
+    p99_us: Option<f64>,
+    /// The baseline's p99 lateness, in µs (the median of the runs'), and its alarms fired per
+    /// second.
+    raw: Option<(f64, f64)>,
+}
+
+impl Burst {
+    fn of(figure: &Figure) -> Self {
+        let extra = |name: &str| {
+            figure
+                .extra
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+        };
+        Self {
+            p99_us: extra(P99_OF_RUNS),
+            raw: extra(RAW_P99_OF_RUNS).zip(extra("raw fired/s")),
+        }
+    }
+}
+
+/// The largest due count of `bursts` that fired on time (the median of its runs' p99 lateness
+/// within [`ON_TIME_P99_US`]), as did every smaller one: `p99` gives
+/// each burst's p99 lateness (µs), if measured. Zero if the smallest did not.
+fn on_time_up_to(bursts: &[(usize, Burst)], p99: impl Fn(&Burst) -> Option<f64>) -> usize {
+    let mut sorted: Vec<&(usize, Burst)> = bursts.iter().collect();
+    sorted.sort_by_key(|(due, _)| *due);
+    sorted
+        .into_iter()
+        .take_while(|(_, burst)| p99(burst).is_some_and(|us| us <= ON_TIME_P99_US))
+        .last()
+        .map_or(0, |(due, _)| *due)
+}
+
+/// The figure `alarms-on-time-{stored}`: up to which burst the runtime fired on time (its
+/// value), the same for the baseline, and the most the baseline fired per second. None
+/// without a baseline.
+fn on_time_figure(settings: &Settings, stored: usize, bursts: &[(usize, Burst)]) -> Option<Figure> {
+    let raw_most = bursts
+        .iter()
+        .filter_map(|(_, burst)| burst.raw.map(|(_, fired)| fired))
+        .fold(None, |most: Option<f64>, fired| {
+            Some(most.map_or(fired, |m| m.max(fired)))
+        })?;
+    let runtime = on_time_up_to(bursts, |burst| burst.p99_us);
+    let raw = on_time_up_to(bursts, |burst| burst.raw.map(|(p99, _)| p99));
+    let mut figure = Figure::new(
+        format!("alarms-on-time-{stored}"),
+        settings.backend.name(),
+        "due/s on time",
+    );
+    figure.runs.push(runtime as f64);
+    figure.extra.extend([
+        ("raw due/s on time", raw as f64),
+        ("raw fired/s at most", raw_most),
+        ("on time × raw fired/s at most", runtime as f64 / raw_most),
+    ]);
+    figure.peak_rss_mib = peak_rss_mib();
+    Some(figure)
 }
 
 const CPU_PER_FIRING: &str = "cpu µs/firing";
@@ -123,6 +206,9 @@ async fn scale_run(
     let mut raw_committed = Vec::new();
     let (mut capacities, mut ratios) = (Vec::new(), Vec::new());
     let (mut per_batch, mut raw_per_batch) = (Vec::new(), Vec::new());
+    // Each run's p99 lateness, in µs: the median run by rate says little of lateness when
+    // every run fires at the rate alarms come due.
+    let (mut p99s, mut raw_p99s) = (Vec::new(), Vec::new());
     let raw_baseline = baseline
         && matches!(
             settings.backend,
@@ -133,6 +219,7 @@ async fn scale_run(
         figure.runs.push(run.rate);
         cpus.push(run.cpu_us);
         allocations.push(run.allocations);
+        p99s.push(p99_us(&run.lateness));
         keep_median(&mut kept, &figure, run.rate, run.lateness, run.max_us);
         if raw_baseline {
             let writes: u64 = run.sizes.iter().map(|&n| u64::from(n)).sum();
@@ -143,6 +230,7 @@ async fn scale_run(
             raw.runs.push(base.rate);
             capacities.push(base.capacity);
             ratios.push(run.rate / base.rate);
+            raw_p99s.push(p99_us(&base.lateness));
             keep_median(&mut raw_kept, &raw, base.rate, base.lateness, base.max_us);
         }
     }
@@ -150,6 +238,7 @@ async fn scale_run(
         figure.set_latency(&lateness);
         figure.extra.push(("max lateness µs", max));
     }
+    figure.extra.push((P99_OF_RUNS, median(&mut p99s)));
     figure.extra.push(("alarms due within 1 s", due as f64));
     figure
         .extra
@@ -169,11 +258,21 @@ async fn scale_run(
             ("raw p99 lateness µs", us(0.99)),
             ("raw max lateness µs", max),
             ("raw p99 to commit end µs", median(&mut raw_committed)),
+            (RAW_P99_OF_RUNS, median(&mut raw_p99s)),
             ("fired/s × raw", median(&mut ratios)),
         ]);
     }
     figure.peak_rss_mib = peak_rss_mib();
     Ok(figure)
+}
+
+/// The median of the runs' p99 lateness, in µs: what [`on_time_figure`] judges a burst by.
+const P99_OF_RUNS: &str = "p99 lateness µs, median of runs";
+const RAW_P99_OF_RUNS: &str = "raw p99 lateness µs, median of runs";
+
+/// The p99 of a lateness histogram (nanoseconds), in µs.
+fn p99_us(lateness: &hdrhistogram::Histogram<u64>) -> f64 {
+    lateness.value_at_quantile(0.99) as f64 / 1000.0
 }
 
 /// Keeps `lateness` if `rate` is the run closest to `figure`'s median so far.
@@ -400,4 +499,38 @@ fn cpu_time() -> Duration {
         })
         .unwrap_or(0);
     Duration::from_millis(ticks * 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn burst(p99_us: f64, raw_p99_us: f64, raw_fired: f64) -> Burst {
+        Burst {
+            p99_us: Some(p99_us),
+            raw: Some((raw_p99_us, raw_fired)),
+        }
+    }
+
+    #[test]
+    fn on_time_stops_at_the_first_late_burst() {
+        let bursts = [
+            (30_000, burst(4_700.0, 12_700.0, 30_000.0)),
+            (20_000, burst(2_500.0, 9_000.0, 20_000.0)),
+            (100_000, burst(2_250_000.0, 2_210_000.0, 30_800.0)),
+            // On time again, but above a burst that was late: not counted.
+            (200_000, burst(9_000.0, 9_000.0, 31_000.0)),
+        ];
+        assert_eq!(on_time_up_to(&bursts, |b| b.p99_us), 30_000);
+        assert_eq!(
+            on_time_up_to(&bursts, |b| b.raw.map(|(p99, _)| p99)),
+            20_000
+        );
+        let late = [(10_000, burst(10_001.0, 0.0, 0.0))];
+        assert_eq!(on_time_up_to(&late, |b| b.p99_us), 0);
+        assert_eq!(
+            on_time_up_to(&[(10_000, Burst::default())], |b| b.p99_us),
+            0
+        );
+    }
 }

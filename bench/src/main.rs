@@ -16,7 +16,8 @@
 //! latency of instances with a concurrency key with 10 and with 10,000 executing rows),
 //! `fsm-insert` (instances inserted per second by one producer, `insert` awaited one by one
 //! next to batched `insert_async`), and `alarms-scale` (10,000 and 100,000 alarms due within one second next to 10,000 and
-//! 1,000,000 stored for later: fired/s, lateness, CPU per firing), and `forward` (on Postgres:
+//! 1,000,000 stored for later: fired/s, lateness, CPU per firing; with several `--due`, up to
+//! which of them alarms fired on time), and `forward` (on Postgres:
 //! calls by name through a two-node cluster, to objects the called node serves next to objects
 //! it forwards to the other node over HTTP/2). On SQLite, `spread` also runs its
 //! same-work baseline `raw-spread` (plain sqlx committing batches of the sizes group commit
