@@ -144,8 +144,8 @@ impl Burst {
 }
 
 /// The largest due count of `bursts` that fired on time (the median of its runs' p99 lateness
-/// within [`ON_TIME_P99_US`]), as did every smaller one: `p99` gives
-/// each burst's p99 lateness (µs), if measured. Zero if the smallest did not.
+/// within [`ON_TIME_P99_US`]), as did every smaller one; zero if the smallest did not. `p99`
+/// gives a burst's p99 lateness (µs), if it was measured.
 fn on_time_up_to(bursts: &[(usize, Burst)], p99: impl Fn(&Burst) -> Option<f64>) -> usize {
     let mut sorted: Vec<&(usize, Burst)> = bursts.iter().collect();
     sorted.sort_by_key(|(due, _)| *due);
