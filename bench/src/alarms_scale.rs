@@ -93,11 +93,7 @@ pub(crate) async fn alarms_scale(settings: &Settings) -> Result<Vec<Figure>, Str
             let baseline = !settings.smoke || i == 0;
             let mut figure = scale_run(settings, due, stored, baseline).await?;
             bursts[i].push((due, Burst::of(&figure)));
-            let cpu = figure
-                .extra
-                .iter()
-                .find(|(name, _)| *name == CPU_PER_FIRING)
-                .map_or(0.0, |(_, v)| *v);
+            let cpu = figure.extra(CPU_PER_FIRING).unwrap_or(0.0);
             match cpu_baseline {
                 None => cpu_baseline = Some(cpu),
                 Some(base) if base > 0.0 => figure.extra.push((CPU_RATIO, cpu / base)),
@@ -129,16 +125,11 @@ struct Burst {
 
 impl Burst {
     fn of(figure: &Figure) -> Self {
-        let extra = |name: &str| {
-            figure
-                .extra
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| *v)
-        };
         Self {
-            p99_us: extra(P99_OF_RUNS),
-            raw: extra(RAW_P99_OF_RUNS).zip(extra("raw fired/s")),
+            p99_us: figure.extra(P99_OF_RUNS),
+            raw: figure
+                .extra(RAW_P99_OF_RUNS)
+                .zip(figure.extra("raw fired/s")),
         }
     }
 }
@@ -163,9 +154,7 @@ fn on_time_figure(settings: &Settings, stored: usize, bursts: &[(usize, Burst)])
     let raw_most = bursts
         .iter()
         .filter_map(|(_, burst)| burst.raw.map(|(_, fired)| fired))
-        .fold(None, |most: Option<f64>, fired| {
-            Some(most.map_or(fired, |m| m.max(fired)))
-        })?;
+        .reduce(f64::max)?;
     let runtime = on_time_up_to(bursts, |burst| burst.p99_us);
     let raw = on_time_up_to(bursts, |burst| burst.raw.map(|(p99, _)| p99));
     let mut figure = Figure::new(

@@ -34,8 +34,9 @@
 //! `--objects`, `--state-bytes`, `--state-objects` and `--plot PATH`; `alarms-scale` takes `--due`
 //! and `--stored` (comma-separated counts); `memory` takes `--memory-objects` (comma-separated
 //! counts, default 100,000 and 1,000,000: a later count may reuse what an earlier one freed, so
-//! a count measured alone gives the figure of a process that started with it). `--workers` sets the tokio worker threads (default: one
-//! per CPU); `--workers 1` shows the CPU cost of a call without cross-thread wake-ups.
+//! a count measured alone gives the figure of a process that started with it). `--workers` sets
+//! the tokio worker threads (default: one per CPU); `--workers 1` shows the CPU cost of a call
+//! without cross-thread wake-ups.
 //! Built with the `jemalloc` or the `mimalloc` feature, the program allocates with that allocator
 //! instead of the system's (the `memory` figures name the allocator in their backend column).
 

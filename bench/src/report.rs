@@ -42,6 +42,11 @@ impl Figure {
         }
     }
 
+    /// The extra value `name`, if the figure has one.
+    pub(crate) fn extra(&self, name: &str) -> Option<f64> {
+        self.extra.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
     /// The median of the runs.
     pub(crate) fn median(&self) -> f64 {
         median(&mut self.runs.clone())

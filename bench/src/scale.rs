@@ -172,26 +172,17 @@ pub(crate) async fn run(settings: &Settings) -> Result<Vec<Figure>, String> {
 fn relate(figures: &mut [Figure], name: &'static str) {
     let Some(first) = figures.first() else { return };
     let (rate, p99) = (first.median(), first.latency_us.map_or(0.0, |l| l[1]));
-    let raw = extra(first, RAW_RATE);
+    let raw = first.extra(RAW_RATE);
     for figure in figures.iter_mut() {
         let ratio = figure.median() / rate;
         figure.extra.push((name, ratio));
         if let Some([_, fig_p99, _]) = figure.latency_us {
             figure.extra.push(("p99 × first", fig_p99 / p99));
         }
-        if let (Some(first), Some(this)) = (raw, extra(figure, RAW_RATE)) {
+        if let (Some(first), Some(this)) = (raw, figure.extra(RAW_RATE)) {
             figure.extra.push(("raw × first", this / first));
         }
     }
-}
-
-/// The extra value `name` of `figure`, if it has one.
-fn extra(figure: &Figure, name: &str) -> Option<f64> {
-    figure
-        .extra
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
 }
 
 /// The baseline's rows/s.
@@ -607,7 +598,7 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
     let points: Vec<(f64, f64, f64)> = figures
         .iter()
         .filter_map(|f| {
-            let n = f.extra.iter().find(|(name, _)| *name == "objects")?.1;
+            let n = f.extra("objects")?;
             Some((n, f.median(), f.latency_us?[1] / 1000.0))
         })
         .collect();
@@ -621,7 +612,7 @@ fn plot(path: &std::path::Path, backend: &str, figures: &[Figure]) -> Result<(),
     let x = (low / 2.0)..(high * 2.0);
     let raw: Vec<(f64, f64)> = figures
         .iter()
-        .filter_map(|f| Some((extra(f, "objects")?, extra(f, RAW_RATE)?)))
+        .filter_map(|f| Some((f.extra("objects")?, f.extra(RAW_RATE)?)))
         .collect();
     let max_rate = points
         .iter()
