@@ -4,7 +4,7 @@
 //! conflicts and reloads).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use durable_runtime::inspect::{InspectError, StoreInspector};
 use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, Storage};
@@ -164,9 +164,14 @@ async fn direct_alarm_writes_lose_nothing_beside_a_runtime(store: Arc<dyn Storag
             .unwrap()
     );
 
-    // A dead alarm re-queued directly fires in the runtime serving the database.
+    // A dead alarm re-queued directly fires in the runtime serving the database. It is due
+    // in half an hour (before the counter's `flush`, due in an hour) and leased past that, so
+    // that the runtime's scheduler, polling the same store, cannot claim it before it is
+    // failed here.
     let key = ObjectKey::new("shop.Cart", "c1");
-    let due = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+    let in_half_an_hour =
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs(1_800);
+    let due = UNIX_EPOCH + Duration::from_secs(in_half_an_hour.as_secs());
     let write = ObjectWrite {
         key: key.clone(),
         expected_version: 0,
