@@ -180,9 +180,14 @@ impl SqliteStore {
         checkpoints: Option<Limits>,
         packer: Packer,
     ) -> Result<Self, Error> {
+        // The level of the connections' `synchronous` (the builder's, or the pool's own).
+        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&pool)
+            .await
+            .map_err(|err| Error::Storage(db_err(err)))?;
         let mut store = Self {
             pool: pool.clone(),
-            sql: Arc::new(Sql::new(&names)),
+            sql: Arc::new(Sql::new(&names, level)),
             names: Arc::new(names),
             writer: Arc::new(Writer::new(&pool)),
             packer: Arc::new(packer),
@@ -484,8 +489,10 @@ impl Storage for SqliteStore {
             Ok(rows) => rows,
             Err(error) => {
                 // Stopped at its first failure, with its transaction open unless `BEGIN`
-                // failed; a connection that cannot roll back is closed with the guard.
+                // failed, and its `synchronous` level maybe left lowered: the connection is
+                // rolled back (so that SQLite's lock is let go) and discarded.
                 writer.roll_back().await;
+                writer.discard();
                 return Err(db_err(error));
             }
         };
@@ -716,10 +723,10 @@ mod tests {
             .sql
             .claim
             .as_str()
-            .trim()
-            .strip_prefix("BEGIN IMMEDIATE;")
-            .and_then(|sql| sql.strip_suffix("COMMIT;"))
+            .split_once("BEGIN IMMEDIATE;")
+            .and_then(|(_, sql)| sql.split_once("COMMIT;"))
             .expect("a claim carries its own immediate transaction")
+            .0
             .trim()
             .trim_end_matches(';');
         let claim = plan_text(&store, update, 4).await;
@@ -776,5 +783,107 @@ mod tests {
             !renew.iter().any(|d| d.starts_with("SCAN durable_alarms")),
             "{renew:#?}"
         );
+    }
+
+    /// The level of `synchronous` on the store's writing connection, or None if it has none
+    /// open.
+    async fn writer_level(store: &SqliteStore) -> Option<i64> {
+        let mut writer = store.writer.hold().await;
+        let connection = writer.as_mut()?;
+        Some(
+            sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(connection)
+                .await
+                .unwrap(),
+        )
+    }
+
+    /// A claim commits at `synchronous = NORMAL` and leaves the writer at the store's level
+    /// (FULL, EXTRA); a failed claim discards the connection, whose level it may have lowered;
+    /// a store at NORMAL claims as it commits.
+    #[tokio::test]
+    async fn claims_are_not_flushed_and_leave_the_writer_at_its_level() {
+        use durable_runtime::storage::{AlarmChange, ObjectKey, ObjectWrite, Storage};
+        use std::time::{Duration, UNIX_EPOCH};
+
+        let dir = std::env::temp_dir().join(format!("durable-sqlx-claims-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (synchronous, level) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
+            let path = dir.join(format!("claims-{level}.db"));
+            let store = SqliteStore::builder(&path)
+                .synchronous(synchronous)
+                .open()
+                .await
+                .unwrap();
+            let claim = store.sql.claim.as_str();
+            assert_eq!(
+                claim.starts_with("PRAGMA synchronous = NORMAL;"),
+                level == 2,
+                "{claim}"
+            );
+            let due = |s| UNIX_EPOCH + Duration::from_secs(s);
+            let write = |name: &str, at| ObjectWrite {
+                key: ObjectKey::new("Job", "j1"),
+                expected_version: 0,
+                state: Some(b"{}".to_vec()),
+                alarms: vec![AlarmChange::Set {
+                    name: name.to_owned(),
+                    due_at: due(at),
+                    payload: None,
+                }],
+                kv: Vec::new(),
+                idempotency: None,
+                fsm: Default::default(),
+            };
+            store.commit(&[write("run", 10)]).await.unwrap();
+            assert_eq!(writer_level(&store).await, Some(level));
+            let claimed = store
+                .claim_due_alarms(due(10), due(10), due(70), 10)
+                .await
+                .unwrap();
+            assert_eq!(claimed.len(), 1);
+            assert_eq!(writer_level(&store).await, Some(level));
+
+            // A claim that fails past its first statement: the alarms' table is gone.
+            let alarms = &store.names.alarms;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ALTER TABLE {alarms} RENAME TO moved_alarms"
+            )))
+            .execute(store.pool())
+            .await
+            .unwrap();
+            assert!(
+                store
+                    .claim_due_alarms(due(20), due(20), due(80), 10)
+                    .await
+                    .is_err()
+            );
+            assert_eq!(
+                writer_level(&store).await,
+                None,
+                "the connection is discarded"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ALTER TABLE moved_alarms RENAME TO {alarms}"
+            )))
+            .execute(store.pool())
+            .await
+            .unwrap();
+            // The next write opens a connection at the store's level, and the claim lost
+            // nothing: the alarm is still claimed, then claimable when its lease ends.
+            let again = store
+                .claim_due_alarms(due(20), due(20), due(80), 10)
+                .await
+                .unwrap();
+            assert!(again.is_empty(), "still leased: {again:?}");
+            assert_eq!(writer_level(&store).await, Some(level));
+            let after_lease = store
+                .claim_due_alarms(due(71), due(71), due(130), 10)
+                .await
+                .unwrap();
+            assert_eq!(after_lease.len(), 1);
+            store.close().await;
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

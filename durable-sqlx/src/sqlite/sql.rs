@@ -40,6 +40,13 @@ pub(super) struct Sql {
     /// Dead alarms (see [`dead_alarms`]).
     pub(super) dead: DeadAlarms,
     pub(super) next_due: SqlStr,
+    /// `?1`: now; `?2`: due by; `?3`: the lease's end; `?4`: the limit. Its commit is not
+    /// flushed to disk (the connection runs it at `synchronous = NORMAL`, then goes back to its
+    /// level): a claim is a lease, and the WAL is written in order, so the flush of any later
+    /// commit (an alarm's firing among them) takes the claim's frames with it, and a power loss
+    /// that drops a claim drops every later commit too, leaving the alarm unclaimed, as when a
+    /// lease runs out. Who else reads the database sees the claim at once, flushed or not. A
+    /// claim that fails leaves the level unknown: its connection is discarded.
     pub(super) claim: SqlStr,
     /// `?1`–`?4`: type, id, name and claim time of a claim; `?5`: its new lease end.
     pub(super) renew: SqlStr,
@@ -86,7 +93,18 @@ const CLAIMED_ROW: &str = "json_array(object_type, object_id, name, due_at, atte
                                CASE WHEN payload IS NULL THEN NULL ELSE hex(payload) END)";
 
 impl Sql {
-    pub(super) fn new(names: &Names) -> Self {
+    /// The statements of a store whose connections run with `synchronous = level` (SQLite's
+    /// number for it: 2 is FULL, 3 EXTRA).
+    pub(super) fn new(names: &Names, level: i64) -> Self {
+        // A claim flushes nothing when commits do not either.
+        let (unflushed, flushed) = if level >= 2 {
+            (
+                "PRAGMA synchronous = NORMAL; ".to_owned(),
+                format!(" PRAGMA synchronous = {level};"),
+            )
+        } else {
+            (String::new(), String::new())
+        };
         let objects = &names.objects;
         let alarms = &names.alarms;
         let guard = &names.commit_guard;
@@ -185,9 +203,10 @@ impl Sql {
             // claims that became claimable (a range of the claimable index, which holds the
             // claims of live runtimes well after it): no claim reads alarms it will not take.
             // In an immediate transaction of its own, sent with it in one round trip: no other
-            // writer claims the same rows between the selection and the update.
+            // writer claims the same rows between the selection and the update. Not flushed
+            // to disk on its own (see [`Sql::claim`]).
             claim: statement(format!(
-                "BEGIN IMMEDIATE;
+                "{unflushed}BEGIN IMMEDIATE;
                  UPDATE {alarms} SET claimed_at = ?1, claim_expires_at = ?3
                  WHERE rowid IN (
                      SELECT rowid FROM (
@@ -210,7 +229,7 @@ impl Sql {
                      LIMIT ?4
                  )
                  RETURNING {CLAIMED_ROW};
-                 COMMIT;"
+                 COMMIT;{flushed}"
             )),
             // `$1`: the claims, a JSON array of `[type, id, name, claimed at]`; `$2`: the end
             // of their new lease. One statement for any number of claims: each row is found by

@@ -137,6 +137,14 @@ impl WriterGuard<'_> {
     }
 }
 
+impl WriterGuard<'_> {
+    /// Closes the connection, whose settings a failed query may have left changed: the next
+    /// writer opens a new one.
+    pub(super) fn discard(&mut self) {
+        drop(self.connection.take());
+    }
+}
+
 impl Drop for WriterGuard<'_> {
     fn drop(&mut self) {
         if self.in_transaction {
