@@ -798,6 +798,27 @@ mod tests {
         )
     }
 
+    /// Claims the alarms of `store` due at `secs` (since the epoch), leased for a minute.
+    async fn claim_at(
+        store: &SqliteStore,
+        secs: u64,
+    ) -> Result<Vec<durable_runtime::storage::AlarmRecord>, StorageError> {
+        use durable_runtime::storage::Storage;
+        use std::time::{Duration, UNIX_EPOCH};
+        let now = UNIX_EPOCH + Duration::from_secs(secs);
+        store
+            .claim_due_alarms(now, now, now + Duration::from_secs(60), 10)
+            .await
+    }
+
+    async fn rename_table(store: &SqliteStore, from: &str, to: &str) {
+        let rename = format!("ALTER TABLE {from} RENAME TO {to}");
+        sqlx::query(sqlx::AssertSqlSafe(rename))
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+
     /// A claim commits at `synchronous = NORMAL` and leaves the writer at the store's level
     /// (FULL, EXTRA); a failed claim discards the connection, whose level it may have lowered;
     /// a store at NORMAL claims as it commits.
@@ -837,50 +858,26 @@ mod tests {
             };
             store.commit(&[write("run", 10)]).await.unwrap();
             assert_eq!(writer_level(&store).await, Some(level));
-            let claimed = store
-                .claim_due_alarms(due(10), due(10), due(70), 10)
-                .await
-                .unwrap();
+            let claimed = claim_at(&store, 10).await.unwrap();
             assert_eq!(claimed.len(), 1);
             assert_eq!(writer_level(&store).await, Some(level));
 
             // A claim that fails past its first statement: the alarms' table is gone.
-            let alarms = &store.names.alarms;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "ALTER TABLE {alarms} RENAME TO moved_alarms"
-            )))
-            .execute(store.pool())
-            .await
-            .unwrap();
-            assert!(
-                store
-                    .claim_due_alarms(due(20), due(20), due(80), 10)
-                    .await
-                    .is_err()
-            );
+            let alarms = store.names.alarms.clone();
+            rename_table(&store, &alarms, "moved_alarms").await;
+            assert!(claim_at(&store, 20).await.is_err());
             assert_eq!(
                 writer_level(&store).await,
                 None,
                 "the connection is discarded"
             );
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "ALTER TABLE moved_alarms RENAME TO {alarms}"
-            )))
-            .execute(store.pool())
-            .await
-            .unwrap();
+            rename_table(&store, "moved_alarms", &alarms).await;
             // The next write opens a connection at the store's level, and the claim lost
             // nothing: the alarm is still claimed, then claimable when its lease ends.
-            let again = store
-                .claim_due_alarms(due(20), due(20), due(80), 10)
-                .await
-                .unwrap();
+            let again = claim_at(&store, 20).await.unwrap();
             assert!(again.is_empty(), "still leased: {again:?}");
             assert_eq!(writer_level(&store).await, Some(level));
-            let after_lease = store
-                .claim_due_alarms(due(71), due(71), due(130), 10)
-                .await
-                .unwrap();
+            let after_lease = claim_at(&store, 71).await.unwrap();
             assert_eq!(after_lease.len(), 1);
             store.close().await;
         }
