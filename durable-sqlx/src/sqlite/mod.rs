@@ -180,16 +180,21 @@ impl SqliteStore {
         checkpoints: Option<Limits>,
         packer: Packer,
     ) -> Result<Self, Error> {
-        // The level of the connections' `synchronous` (the builder's, or the pool's own).
-        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(&pool)
-            .await
-            .map_err(|err| Error::Storage(db_err(err)))?;
+        let writer = Writer::new(&pool);
+        // The level of the writer's `synchronous` (the builder's, or the pool's own), which a
+        // claim lowers for itself and sets back.
+        let level: i64 = {
+            let mut guard = writer.lock().await?;
+            sqlx::query_scalar("PRAGMA synchronous")
+                .fetch_one(guard.connection())
+                .await
+                .map_err(db_err)?
+        };
         let mut store = Self {
             pool: pool.clone(),
             sql: Arc::new(Sql::new(&names, level)),
             names: Arc::new(names),
-            writer: Arc::new(Writer::new(&pool)),
+            writer: Arc::new(writer),
             packer: Arc::new(packer),
             checkpointer: None,
             #[cfg(feature = "fsm")]

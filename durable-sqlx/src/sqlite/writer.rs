@@ -135,9 +135,7 @@ impl WriterGuard<'_> {
         }
         rolled_back
     }
-}
 
-impl WriterGuard<'_> {
     /// Closes the connection, whose settings a failed query may have left changed: the next
     /// writer opens a new one.
     pub(super) fn discard(&mut self) {
