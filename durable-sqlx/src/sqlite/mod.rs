@@ -493,11 +493,9 @@ impl Storage for SqliteStore {
         let rows = match claimed {
             Ok(rows) => rows,
             Err(error) => {
-                // Stopped at its first failure, with its transaction open unless `BEGIN`
-                // failed, and its `synchronous` level maybe left lowered: the connection is
-                // rolled back (so that SQLite's lock is let go) and discarded.
-                writer.roll_back().await;
-                writer.discard();
+                // Stopped at its first failure, maybe inside its transaction and with its
+                // `synchronous` level lowered: the transaction is still marked open, so the
+                // guard closes the connection, and the next writer opens a new one.
                 return Err(db_err(error));
             }
         };

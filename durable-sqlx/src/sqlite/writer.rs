@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::db_err;
 
-/// The writing connection, opened on first use and again after it was discarded.
+/// The writing connection, opened when the store opens and again after it was discarded.
 #[derive(Debug)]
 pub(super) struct Writer {
     options: Arc<SqliteConnectOptions>,
@@ -134,12 +134,6 @@ impl WriterGuard<'_> {
             self.transaction_ended();
         }
         rolled_back
-    }
-
-    /// Closes the connection, whose settings a failed query may have left changed: the next
-    /// writer opens a new one.
-    pub(super) fn discard(&mut self) {
-        drop(self.connection.take());
     }
 }
 
