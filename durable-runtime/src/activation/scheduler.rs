@@ -8,7 +8,7 @@
 //! the alarms by due time (`alarms::timers`); one firing task hands each to its object when it
 //! is due (`activation::fire`), so that neither the claim nor the object's load is paid at the
 //! due time (an object the batched read did not start is activated, loading its state, before
-//! the wait).
+//! the wait). A batch's objects are read while the next batch is claimed.
 //!
 //! The claims a runtime owns are capped (`max_claimed`): a burst of due alarms larger than what
 //! it fires in a moment is claimed batch by batch as firings make room, so that claims do not
@@ -149,6 +149,57 @@ async fn claim_until_shutdown(
         ));
     }
     let mut looks = LookTime::default();
+    let mut arming = Arming::default();
+    claim_while_running(shared, handle, shutdown, &mut looks, &mut arming).await;
+    // Its alarms are queued before the scheduler releases what is queued.
+    arming.settle(&mut looks).await;
+}
+
+/// The objects of the last claimed batch loading, and its alarms waiting to be queued: one
+/// batch's objects load while the next batch is claimed, so that a burst is claimed at the
+/// pace of the store's claims, not of a claim and a read in turn.
+#[derive(Default)]
+struct Arming {
+    in_flight: Option<tokio::task::JoinHandle<Duration>>,
+}
+
+impl Arming {
+    /// Waits for the batch in flight, if any, and counts its look (from the start of its claim
+    /// to its alarms queued).
+    async fn settle(&mut self, looks: &mut LookTime) {
+        if let Some(batch) = self.in_flight.take()
+            && let Ok(took) = batch.await
+        {
+            looks.took(took);
+        }
+    }
+
+    /// Starts the objects of `held` and queues them, once the batch before is queued.
+    async fn start(
+        &mut self,
+        runtime: &Runtime,
+        held: Vec<AlarmRecord>,
+        started: tokio::time::Instant,
+        looks: &mut LookTime,
+    ) {
+        self.settle(looks).await;
+        let task = runtime.clone();
+        self.in_flight = Some(runtime.spawn_joined(async move {
+            arm(&task, held).await;
+            started.elapsed()
+        }));
+    }
+}
+
+/// The scheduler's loop proper, until shutdown or until the runtime is gone; the batch it
+/// claimed last may still be arming when it returns.
+async fn claim_while_running(
+    shared: &Weak<Shared>,
+    handle: &Arc<SchedulerHandle>,
+    shutdown: &CancellationToken,
+    looks: &mut LookTime,
+    arming: &mut Arming,
+) {
     loop {
         if shutdown.is_cancelled() {
             return;
@@ -169,11 +220,17 @@ async fn claim_until_shutdown(
         }
         handle.awake();
         let started = tokio::time::Instant::now();
-        let claimed = claim_and_arm(&runtime, &settings, looks.lead(&settings)).await;
-        if matches!(claimed, Ok(Claimed::Some | Claimed::Full)) {
-            // A look that claimed nothing read no objects: it says nothing of how long that takes.
-            looks.took(started.elapsed());
-        }
+        let claimed = match claim(&runtime, &settings, looks.lead(&settings)).await {
+            Ok((claimed, held)) => {
+                // A look that claimed nothing read no objects: it says nothing of how long
+                // that takes, and has nothing to arm.
+                if !held.is_empty() {
+                    arming.start(&runtime, held, started, looks).await;
+                }
+                Ok(claimed)
+            }
+            Err(()) => Err(()),
+        };
         let lead = looks.lead(&settings);
         let wait = match claimed {
             Ok(Claimed::Full) => continue,
@@ -313,12 +370,13 @@ enum Claimed {
     Full,
 }
 
-/// Claims one batch of alarms due within `lead` and queues them until they are due.
-async fn claim_and_arm(
+/// Claims one batch of alarms due within `lead`; returns what it claimed and the alarms this
+/// runtime now holds, to be armed.
+async fn claim(
     runtime: &Runtime,
     settings: &AlarmSettings,
     lead: Duration,
-) -> Result<Claimed, ()> {
+) -> Result<(Claimed, Vec<AlarmRecord>), ()> {
     let now = truncate_to_micros(runtime.now());
     let due_by = now + lead;
     let lease_until = lease_end(now, settings.claim_ttl);
@@ -357,10 +415,15 @@ async fn claim_and_arm(
         }
     }
     claims.end_query(query);
+    Ok((outcome, held))
+}
+
+/// Starts the objects of held alarms from one batched read and queues the alarms until they
+/// are due.
+async fn arm(runtime: &Runtime, held: Vec<AlarmRecord>) {
     start_objects(runtime, &held).await;
     activate_missed(runtime, &held);
     runtime.scheduler().timers().arm(held);
-    Ok(outcome)
 }
 
 /// Activates, each in a task of its own, the objects of `alarms` due later that the batched

@@ -431,6 +431,14 @@ impl Runtime {
         self.inner.tasks.spawn(task);
     }
 
+    /// Spawns `task` as [`Runtime::spawn_task`] does, for a caller that waits for its output.
+    pub(crate) fn spawn_joined<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
+        self.inner.tasks.spawn(task)
+    }
+
     /// The runtime's wall clock.
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn clock(&self) -> &Clock {

@@ -1215,6 +1215,72 @@ async fn an_alarm_claimed_ahead_fires_as_one_call_and_a_missed_object_loads_ahea
     rt.shutdown().await;
 }
 
+/// The next batch of due alarms is claimed while the objects of the batch before are read:
+/// a burst is claimed at the pace of the store's claims, not of a claim and a read in turn.
+/// Each alarm still fires once, after its object's state was read.
+#[tokio::test(start_paused = true)]
+async fn the_next_batch_is_claimed_while_the_objects_of_the_last_are_read() {
+    const READ: Duration = Duration::from_secs(2);
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    let ids = ["piped-a", "piped-b", "piped-c"];
+    for id in ids {
+        write_alarm(&store, id, 3_000).await;
+    }
+    let (claims, reads) = (store.claims(), store.batch_loads());
+    store.delay_loads(READ);
+    let mut settings = AlarmSettings::default().with_claim_ahead(Duration::from_secs(5));
+    settings.claim_batch = 1;
+    let rt = Runtime::builder(store.clone())
+        .alarm_settings(settings)
+        .clock_follows_tokio()
+        .register::<Reminder>()
+        .build();
+    let started = tokio::time::Instant::now();
+    while store.claims() < claims + 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        started.elapsed() < READ,
+        "the second claim waited {:?} for the first batch's read",
+        started.elapsed()
+    );
+    assert_eq!(store.batch_loads(), reads + 1, "one read in flight");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for id in ids {
+        assert_eq!(fired(&rt, id).await, ["first"], "{id}");
+    }
+    assert_eq!(
+        store.batch_loads(),
+        reads + ids.len(),
+        "each batch read once"
+    );
+    rt.shutdown().await;
+}
+
+/// A runtime shut down while the objects of its last claimed batch are read releases that
+/// batch's claims too: a restart fires the alarm at once, without waiting for the lease.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_during_a_batch_read_releases_its_claims() {
+    let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
+    write_alarm(&store, "read-at-shutdown", 3_000).await;
+    let reads = store.batch_loads();
+    store.delay_loads(Duration::from_secs(2));
+    let rt = paused_runtime(store.clone(), Duration::from_secs(5));
+    while store.batch_loads() == reads {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let key = ObjectKey::new("Reminder", "read-at-shutdown");
+    assert!(
+        store.list_alarms(&key).await.unwrap()[0]
+            .claimed_at
+            .is_some()
+    );
+    rt.shutdown().await;
+    let alarms = store.list_alarms(&key).await.unwrap();
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].claimed_at, None, "released at shutdown");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_write_that_moves_a_claimed_alarm_leaves_it_firing_at_its_time() {
     let store = FaultyStorage::new(durable_runtime::storage::MemoryStorage::new());
